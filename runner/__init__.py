@@ -1,0 +1,54 @@
+"""runner: a distributed benchmark runner for LLM and agent evaluations.
+
+The public API keeps the names AgentScope's evaluation module uses, so its examples run with only the import
+changed::
+
+    from runner import BenchmarkBase, Task, MetricBase, MetricResult, MetricType, SolutionOutput
+    from runner import GeneralEvaluator, RayEvaluator, FileEvaluatorStorage
+"""
+
+from runner._version import __version__
+from runner.core import (
+    BenchmarkBase,
+    Headline,
+    MetricBase,
+    MetricResult,
+    MetricType,
+    RunConfig,
+    RunnerError,
+    RunResults,
+    SolutionContext,
+    SolutionOutput,
+    Task,
+    TaskRecord,
+    WorkerSpec,
+    record_usage,
+)
+from runner.engine.solution import SolutionSpec, solution_factory
+from runner.evaluators import GeneralEvaluator
+from runner.report import Summary
+from runner.storage import FileEvaluatorStorage, ResultStore
+
+__all__ = [
+    "BenchmarkBase",
+    "FileEvaluatorStorage",
+    "GeneralEvaluator",
+    "Headline",
+    "MetricBase",
+    "MetricResult",
+    "MetricType",
+    "ResultStore",
+    "RunConfig",
+    "RunResults",
+    "RunnerError",
+    "SolutionContext",
+    "SolutionOutput",
+    "SolutionSpec",
+    "Summary",
+    "Task",
+    "TaskRecord",
+    "WorkerSpec",
+    "__version__",
+    "record_usage",
+    "solution_factory",
+]

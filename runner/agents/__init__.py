@@ -1,0 +1,9 @@
+"""Built-in solutions (reference agents) and their tools.
+
+``SOLUTIONS`` maps each built-in name to an import path; modules are imported only when their solution is used.
+"""
+
+SOLUTIONS: dict[str, str] = {
+    "calculator": "runner.agents.calculator:calculator",
+    "reference": "runner.agents.reference:reference",
+}

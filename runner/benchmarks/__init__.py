@@ -1,0 +1,8 @@
+"""Built-in benchmarks.
+
+``BENCHMARKS`` maps each built-in name to an import path; modules are imported only when their benchmark is used.
+"""
+
+BENCHMARKS: dict[str, str] = {
+    "toy": "runner.benchmarks.toy:ToyBenchmark",
+}

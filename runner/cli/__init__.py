@@ -1,0 +1,70 @@
+"""``python -m runner``: run, report, status and list.
+
+No subcommand means ``run``. Bad input ends with exit status 2 and one line on stderr naming the problem and the
+way out; an unexpected failure keeps its traceback (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from runner._version import __version__
+from runner.cli.args import add_run_arguments, json_object
+from runner.core.errors import RunnerError
+
+COMMANDS = ("run", "report", "status", "list")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full command-line parser."""
+    parser = _Parser(prog="python -m runner", description="Distributed benchmark runner for LLM and agent evaluations.")
+    parser.add_argument("--version", action="version", version=f"runner {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    from runner.cli import commands
+
+    run = sub.add_parser("run", help="run or resume a benchmark (the default command)")
+    add_run_arguments(run)
+    run.set_defaults(handler=commands.cmd_run)
+
+    for name, handler, text in (
+        ("report", commands.cmd_report, "re-aggregate a run (a partial one too) into summary.json and results.csv"),
+        ("status", commands.cmd_status, "say how far a run is"),
+    ):
+        command = sub.add_parser(name, help=text)
+        command.add_argument("uri", help="the run's storage URI")
+        command.add_argument("--storage-options", type=json_object, metavar="JSON", help="fsspec options")
+        command.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        if name == "report":
+            command.add_argument("--log-format", choices=("console", "json"))
+        command.set_defaults(handler=handler)
+
+    listing = sub.add_parser("list", help="list built-in benchmarks and solutions")
+    listing.set_defaults(handler=commands.cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "run")
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except RunnerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished records are kept; run the same command again to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,143 @@
+"""Command-line flags of a run, and turning them (plus an optional config file) into a :class:`RunConfig`.
+
+Flags override the config file; a flag left out keeps the file's value (every flag defaults to ``None``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from runner.core.config import RunConfig, build_config, load_config_file
+from runner.core.errors import ConfigError
+
+# flag dest -> WorkerSpec field
+WORKER_FLAGS = {
+    "workers": "num_workers",
+    "num_cpus": "num_cpus",
+    "num_gpus": "num_gpus",
+    "memory": "memory",
+    "resources": "resources",
+    "accelerator_type": "accelerator_type",
+    "concurrency": "max_concurrency",
+    "max_attempts": "max_attempts",
+    "retry_errors": "retry_errors",
+}
+# flag dest -> RunConfig field
+RUN_FLAGS = (
+    "benchmark",
+    "data_dir",
+    "solution",
+    "model",
+    "storage",
+    "storage_options",
+    "repeats",
+    "limit",
+    "timeout",
+    "sequential",
+    "force",
+    "ray_address",
+    "log_format",
+)
+
+
+def parse_value(text: str) -> Any:
+    """A ``KEY=VALUE`` value: JSON if it parses (numbers, booleans, lists), else the string itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """argparse type for ``KEY=VALUE``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), parse_value(value)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """argparse type for a JSON object flag."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"key\": 1}}', got {text!r}")
+    return value
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a run (shared by ``run`` and ``submit``)."""
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--config", metavar="FILE", help="YAML or JSON run config; flags override it")
+    what.add_argument("--benchmark", "-b", help="a built-in benchmark (see 'list') or module:Class")
+    what.add_argument(
+        "--benchmark-arg", "-B", dest="benchmark_args", action="append", type=key_value, metavar="KEY=VALUE",
+        help="benchmark constructor argument (repeatable), e.g. -B language=zh",
+    )
+    what.add_argument("--data-dir", help="where the benchmark reads its data (any fsspec path or URL)")
+    what.add_argument("--solution", "-s", help="a built-in solution (see 'list') or module:function")
+    what.add_argument(
+        "--solution-arg", "-S", dest="solution_args", action="append", type=key_value, metavar="KEY=VALUE",
+        help="solution constructor argument (repeatable)",
+    )
+    what.add_argument("--model", help="chat model of a model-driven solution, provider:model")
+    what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
+    what.add_argument("--limit", type=int, help="run only the first N tasks")
+    what.add_argument("--timeout", type=float, help="seconds a solution may take on one task")
+
+    where = parser.add_argument_group("where results go")
+    where.add_argument("--storage", metavar="URI", help="run directory: path, file://, s3://... "
+                       "(default ./runs/<benchmark>-<UTC timestamp>)")
+    where.add_argument("--storage-options", type=json_object, metavar="JSON",
+                       help="fsspec options for the storage backend, e.g. '{\"endpoint_url\": \"http://...\"}'")
+    where.add_argument("--force", action="store_true", default=None,
+                       help="delete this run directory's records and start over")
+
+    how = parser.add_argument_group("how to run")
+    how.add_argument("--sequential", action="store_true", default=None,
+                     help="run here, one task at a time (debugging), instead of on Ray")
+    how.add_argument("--ray-address", help="Ray cluster to attach to (default: RAY_ADDRESS, else an embedded Ray)")
+    how.add_argument("--workers", type=int, help="Ray actors (default: as many as the cluster fits)")
+    how.add_argument("--num-cpus", type=float, help="CPUs per worker (default 1)")
+    how.add_argument("--num-gpus", type=float, help="GPUs per worker, fractions allowed (default 0)")
+    how.add_argument("--memory", help="memory per worker, bytes or with a unit (e.g. 8GiB)")
+    how.add_argument("--resources", type=json_object, metavar="JSON", help="custom Ray resources per worker")
+    how.add_argument("--accelerator-type", help="Ray accelerator type per worker, e.g. A100")
+    how.add_argument("--concurrency", type=int, help="items in flight per worker (default 1)")
+    how.add_argument("--max-attempts", type=int, help="executions of an item before a dying worker fails it")
+    how.add_argument("--retry-errors", type=int, help="extra tries when the solution raises (default 0)")
+    how.add_argument("--log-format", choices=("console", "json"), help="default: console on a terminal, else json")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The :class:`RunConfig` of the config file (if any) overridden by the flags that were given.
+
+    Raises:
+        ConfigError: the file or the merged configuration does not validate (naming the field).
+    """
+    data: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    source = f"config {args.config!r}" if args.config else "run flags"
+    for name in RUN_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            data[name] = value
+    for flag, field in (("benchmark_args", "benchmark_args"), ("solution_args", "solution_args")):
+        pairs = getattr(args, flag, None)
+        if pairs:
+            merged = dict(data.get(field) or {})
+            merged.update(dict(pairs))
+            data[field] = merged
+    worker = dict(data.get("worker") or {})
+    for flag, field in WORKER_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            worker[field] = value
+    if worker:
+        data["worker"] = worker
+    if not data.get("benchmark"):
+        raise ConfigError("no benchmark: pass --benchmark NAME (see 'python -m runner list') or --config FILE")
+    return build_config(data, source)

@@ -1,0 +1,49 @@
+"""Pure data and interfaces: tasks, metrics, solutions, benchmarks, records and the run configuration.
+
+Nothing here imports execution, storage or Ray.
+"""
+
+from runner.core.benchmark import BenchmarkBase
+from runner.core.config import RunConfig, WorkerSpec
+from runner.core.errors import (
+    BenchmarkError,
+    ConfigError,
+    FingerprintMismatch,
+    PluginError,
+    RunnerError,
+    StorageError,
+)
+from runner.core.metric import MetricBase, MetricResult, MetricType
+from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
+from runner.core.results import Headline, ResultRow, RunResults
+from runner.core.solution import SolutionContext, SolutionOutput
+from runner.core.task import Task
+from runner.core.usage import record_usage, usage_scope
+
+__all__ = [
+    "BenchmarkBase",
+    "BenchmarkError",
+    "ConfigError",
+    "ErrorInfo",
+    "FingerprintMismatch",
+    "Headline",
+    "MetricBase",
+    "MetricRecord",
+    "MetricResult",
+    "MetricType",
+    "PluginError",
+    "ResultRow",
+    "RunConfig",
+    "RunResults",
+    "RunnerError",
+    "SolutionContext",
+    "SolutionOutput",
+    "StorageError",
+    "Task",
+    "TaskRecord",
+    "Timings",
+    "TokenUsage",
+    "WorkerSpec",
+    "record_usage",
+    "usage_scope",
+]

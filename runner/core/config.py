@@ -1,0 +1,159 @@
+"""The run configuration: one pydantic model read from a YAML/JSON file and overridden by CLI flags.
+
+The same file drives a laptop run, ``ray job submit`` and a KubeRay RayJob (mounted from a ConfigMap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator
+
+from runner.core.errors import ConfigError
+
+
+class WorkerSpec(BaseModel):
+    """Resources and behaviour of each Ray worker (actor).
+
+    Args:
+        num_workers: number of actors; ``None`` means as many as the cluster's CPUs/GPUs allow for this spec.
+        num_cpus: CPUs reserved per actor (fractions allowed).
+        num_gpus: GPUs per actor (fractions allowed, e.g. 0.5 to pack two actors on one GPU).
+        memory: bytes of memory reserved per actor (Ray's ``memory`` resource), or ``None``; units such as
+            ``"8GiB"`` are accepted.
+        resources: custom Ray resources per actor, e.g. ``{"TPU": 1}``.
+        accelerator_type: a Ray accelerator type such as ``"A100"`` or ``"H100"`` (``ray.util.accelerators``).
+        max_concurrency: items in flight per actor, for solutions that mostly wait on a model server.
+        max_attempts: executions of one item before a dying worker makes it an error record.
+        retry_errors: extra attempts for an item whose solution raised (0: an exception is an error record at once).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_workers: int | None = Field(default=None, ge=1)
+    num_cpus: float = Field(default=1.0, ge=0)
+    num_gpus: float = Field(default=0.0, ge=0)
+    memory: ByteSize | None = Field(default=None, gt=0)
+    resources: dict[str, float] = Field(default_factory=dict)
+    accelerator_type: str | None = None
+    max_concurrency: int = Field(default=1, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
+    retry_errors: int = Field(default=0, ge=0)
+
+
+class RunConfig(BaseModel):
+    """One benchmark run.
+
+    Args:
+        benchmark: a registered benchmark name (``python -m runner list``) or ``module:Class``.
+        benchmark_args: keyword arguments for the benchmark's constructor.
+        data_dir: where the benchmark reads its data (any fsspec path or URL); passed as ``data_dir``.
+        solution: a built-in solution name or ``module:function`` / ``module:Class``.
+        solution_args: keyword arguments for a solution class or factory.
+        model: the chat model a model-driven solution uses (``provider:model``).
+        storage: the run's URI (path, ``file://``, ``memory://``, ``s3://``...); default
+            ``./runs/<benchmark>-<UTC timestamp>``.
+        storage_options: fsspec options for the storage backend (credentials stay out of logs and manifests).
+        repeats: runs of each task (epochs); pass@k is reported when > 1.
+        limit: run only the first ``limit`` tasks.
+        timeout: seconds a solution may take on one task before it is recorded as a timeout.
+        sequential: run in this process, one item at a time, instead of on Ray.
+        force: delete this run's previous records and start over.
+        ray_address: the Ray cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded local Ray.
+        worker: the Ray worker spec.
+        log_format: ``console`` or ``json``; default: console on a terminal, JSON lines otherwise.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    benchmark_args: dict[str, Any] = Field(default_factory=dict)
+    data_dir: str | None = None
+    solution: str | None = None
+    solution_args: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None
+    storage: str | None = None
+    storage_options: dict[str, Any] = Field(default_factory=dict)
+    repeats: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    timeout: float | None = Field(default=None, gt=0)
+    sequential: bool = False
+    force: bool = False
+    ray_address: str | None = None
+    worker: WorkerSpec = Field(default_factory=WorkerSpec)
+    log_format: Literal["console", "json"] | None = None
+
+    @field_validator("benchmark")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name a benchmark")
+        return value
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What decides the results of an item: benchmark, its arguments, solution, its arguments, model.
+
+        Execution settings (repeats, limit, timeout, workers, storage) are left out: a run may be resumed with
+        more repeats, a higher limit or other workers without mixing two configurations.
+        """
+        return {
+            "benchmark": self.benchmark,
+            "benchmark_args": self.benchmark_args,
+            "solution": self.solution,
+            "solution_args": self.solution_args,
+            "model": self.model,
+        }
+
+
+def fingerprint(fields: dict[str, Any]) -> str:
+    """sha256 (hex) of the canonical JSON of ``fields`` (sorted keys, no whitespace)."""
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    """One line naming the first invalid field of ``err`` and what was wrong with it."""
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{source}: field '{where}': {first['msg']}{more}"
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML or JSON run config into a dict (not yet validated).
+
+    Raises:
+        ConfigError: the file is missing, unreadable, not YAML/JSON, or not a mapping.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}; check the --config path") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML or JSON{where}; fix its syntax") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of fields, got {type(data).__name__}")
+    return data
+
+
+def build_config(data: dict[str, Any], source: str = "run config") -> RunConfig:
+    """Validate ``data`` into a :class:`RunConfig`.
+
+    Raises:
+        ConfigError: naming the first invalid field.
+    """
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, source)) from None

@@ -1,0 +1,31 @@
+"""Errors that reach the user.
+
+Every error a user can fix by changing their input derives from :class:`RunnerError`. The CLI turns one into a
+single line on stderr and exit status 2, without a traceback; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class RunnerError(Exception):
+    """Bad input the user can fix: the message names the problem and the way out, in one line."""
+
+
+class ConfigError(RunnerError):
+    """A run configuration (flags, config file, constructor arguments) that does not validate."""
+
+
+class PluginError(RunnerError):
+    """A benchmark or solution name that is unknown, or an import path that does not import."""
+
+
+class StorageError(RunnerError):
+    """A storage URI that cannot be reached or written, or a run directory that cannot be resumed."""
+
+
+class FingerprintMismatch(StorageError):
+    """The run directory holds records of a different configuration; resuming would mix the two."""
+
+
+class BenchmarkError(RunnerError):
+    """Benchmark data that is missing, corrupt, or asked for with unknown arguments."""

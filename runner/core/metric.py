@@ -1,0 +1,90 @@
+"""Metrics: score one solution output of one task.
+
+The names and shapes follow AgentScope's evaluation API (``agentscope.evaluate``: ``MetricBase``, ``MetricResult``,
+``MetricType``) so that its users' metrics run unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from abc import ABC, abstractmethod
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from runner.core.solution import SolutionOutput
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class MetricType(str, Enum):
+    """How a metric's results aggregate.
+
+    ``NUMERICAL`` results are numbers (or booleans, read as 0/1) and aggregate to mean, standard error, min and max;
+    ``CATEGORY`` results are labels and aggregate to the share of each label.
+    """
+
+    CATEGORY = "category"
+    NUMERICAL = "numerical"
+
+
+class MetricResult(BaseModel):
+    """The result of one metric on one solution output.
+
+    Args:
+        name: the metric's name; it names the column in reports.
+        result: a number (``NUMERICAL``; booleans count as 0/1) or a label (``CATEGORY``).
+        message: a short human-readable explanation (optional).
+        metadata: any JSON-serialisable detail a reader of the record may want (optional).
+        created_at: ISO-8601 UTC timestamp, filled in when omitted.
+    """
+
+    name: str
+    result: bool | int | float | str
+    message: str | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: str = Field(default_factory=_utc_now)
+
+
+class MetricBase(ABC):
+    """Base class of a metric: a callable that scores a :class:`SolutionOutput`.
+
+    Subclasses call ``super().__init__(name=..., metric_type=...)`` and implement ``__call__`` (``async`` or plain)
+    returning a :class:`MetricResult`. A metric is called exactly once per (task, repeat). A metric that needs the
+    task (its ground truth, or an environment the solution changed) keeps a reference to it: each repeat runs on a
+    deep copy of the task, and references shared between the task and its metrics stay shared inside that copy.
+
+    Args:
+        name: unique within a task; names the metric in records and reports.
+        metric_type: :class:`MetricType`.
+        description: optional text for reports.
+        categories: the possible labels of a ``CATEGORY`` metric (required for those, as in AgentScope).
+
+    Raises:
+        ValueError: a ``CATEGORY`` metric without ``categories``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        metric_type: MetricType | str = MetricType.NUMERICAL,
+        description: str | None = None,
+        categories: list[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.metric_type = MetricType(metric_type)
+        self.description = description
+        if self.metric_type is MetricType.CATEGORY and categories is None:
+            raise ValueError(f"metric {name!r}: a CATEGORY metric needs its list of categories")
+        self.categories = categories
+
+    @abstractmethod
+    def __call__(self, solution: SolutionOutput) -> Any:
+        """Score ``solution``; return a :class:`MetricResult` (or an awaitable of one)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, metric_type={self.metric_type.value!r})"

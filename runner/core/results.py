@@ -1,0 +1,60 @@
+"""Aggregated results handed to a benchmark's headline score, and what the score returns.
+
+Pure data: the report builds these from records; :meth:`BenchmarkBase.score` reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One (task, repeat) as the report sees it.
+
+    Args:
+        task_id: the task's id.
+        repeat: the repeat index (0-based).
+        status: ``"ok"``, ``"error"`` or ``"timeout"``.
+        tags: the task's tags.
+        scores: metric name -> result, for the metrics that produced one (a metric that raised is absent).
+    """
+
+    task_id: str
+    repeat: int
+    status: str
+    tags: dict[str, str]
+    scores: dict[str, Any]
+
+
+@dataclass
+class RunResults:
+    """What a headline score may read.
+
+    Args:
+        rows: every (task, repeat) that has a record.
+        metrics: metric name -> its aggregate as in ``summary.json`` (``mean``, ``stderr``, ``n``, ...).
+        by_category: category -> metric name -> ``{"mean", "n"}``.
+    """
+
+    rows: list[ResultRow]
+    metrics: dict[str, dict[str, Any]]
+    by_category: dict[str, dict[str, dict[str, Any]]]
+
+
+@dataclass
+class Headline:
+    """A benchmark's headline result.
+
+    Args:
+        score: the one number a leaderboard shows (or ``None``).
+        components: named sub-scores (e.g. ACEBench's Normal, Special, Agent), merged into ``summary.json`` as
+            ``score_components``.
+        by_category: category -> metric name -> ``{"mean", "n", ...}`` entries added to (or replacing) the generic
+            per-category table, for benchmarks whose official unit is not the task (e.g. a whole dialogue).
+    """
+
+    score: float | None
+    components: dict[str, float] = field(default_factory=dict)
+    by_category: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)

@@ -1,0 +1,38 @@
+"""Token usage attributed to the work item that spent it.
+
+The engine opens a :func:`usage_scope` around each (task, repeat); model clients call :func:`record_usage` after each
+request. A context variable carries the scope, so concurrent items on one worker (asyncio tasks, or the thread a
+sync solution runs in) never mix their counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+from runner.core.record import TokenUsage
+
+_current: contextvars.ContextVar[dict[str, TokenUsage] | None] = contextvars.ContextVar("runner_usage", default=None)
+
+
+@contextlib.contextmanager
+def usage_scope() -> Iterator[dict[str, TokenUsage]]:
+    """Collect usage recorded inside the block into the yielded dict (model name -> :class:`TokenUsage`)."""
+    usage: dict[str, TokenUsage] = {}
+    token = _current.set(usage)
+    try:
+        yield usage
+    finally:
+        _current.reset(token)
+
+
+def record_usage(model: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
+    """Add one model call's tokens to the current item; outside an item it does nothing."""
+    usage = _current.get()
+    if usage is None:
+        return
+    entry = usage.setdefault(model, TokenUsage())
+    entry.input_tokens += int(input_tokens or 0)
+    entry.output_tokens += int(output_tokens or 0)
+    entry.calls += 1

@@ -1,0 +1,138 @@
+"""Finding benchmarks and solutions by name: built-ins, installed entry points, or ``module:attribute`` paths.
+
+Packages can add their own under the entry-point groups ``runner.benchmarks`` and ``runner.solutions``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from importlib.metadata import entry_points
+from typing import Any
+
+from runner.agents import SOLUTIONS
+from runner.benchmarks import BENCHMARKS
+from runner.core.benchmark import BenchmarkBase
+from runner.core.errors import BenchmarkError, ConfigError, PluginError
+from runner.engine.solution import SolutionSpec
+
+
+def _entry_points(group: str) -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=group)}
+
+
+def available_benchmarks() -> dict[str, str]:
+    """Benchmark name -> import path, built-ins first."""
+    return {**_entry_points("runner.benchmarks"), **BENCHMARKS}
+
+
+def available_solutions() -> dict[str, str]:
+    """Solution name -> import path, built-ins first."""
+    return {**_entry_points("runner.solutions"), **SOLUTIONS}
+
+
+def load_object(path: str, kind: str) -> Any:
+    """Import ``module:attribute`` (``attribute`` may be dotted).
+
+    Raises:
+        PluginError: the path is malformed, the module does not import, or it has no such attribute.
+    """
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise PluginError(f"{kind} {path!r}: expected a built-in name or 'module:attribute'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise PluginError(
+            f"{kind} {path!r}: module {module_name!r} does not import ({type(exc).__name__}: {exc}); "
+            "check the name and that it is on PYTHONPATH"
+        ) from None
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise PluginError(f"{kind} {path!r}: {module_name!r} has no attribute {attribute!r}") from None
+    return obj
+
+
+def resolve(name: str, registry: dict[str, str], kind: str) -> tuple[Any, str]:
+    """The object named ``name`` (a registry name or import path) and its import path.
+
+    Raises:
+        PluginError: an unknown name (the message lists the known ones) or an import path that does not import.
+    """
+    if name in registry:
+        return load_object(registry[name], kind), registry[name]
+    if ":" not in name:
+        known = ", ".join(sorted(registry)) or "none"
+        raise PluginError(f"unknown {kind} {name!r}; use one of: {known}, or 'module:attribute'")
+    return load_object(name, kind), name
+
+
+def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str | None = None) -> BenchmarkBase:
+    """Construct the benchmark ``name`` with ``args`` (and ``data_dir`` when given).
+
+    Raises:
+        PluginError: unknown name, bad import path, or not a :class:`BenchmarkBase`.
+        BenchmarkError: arguments the benchmark does not accept or rejects.
+    """
+    target, _ = resolve(name, available_benchmarks(), "benchmark")
+    kwargs = dict(args or {})
+    if data_dir is not None:
+        kwargs["data_dir"] = data_dir
+    if not callable(target):
+        raise PluginError(f"benchmark {name!r} is a {type(target).__name__}, not a benchmark class or factory")
+    _check_kwargs(target, kwargs, f"benchmark {name!r}")
+    try:
+        benchmark = target(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise BenchmarkError(f"benchmark {name!r} rejected its arguments: {exc}") from None
+    if not isinstance(benchmark, BenchmarkBase):
+        raise PluginError(f"benchmark {name!r} built a {type(benchmark).__name__}, not a BenchmarkBase")
+    return benchmark
+
+
+def _check_kwargs(target: Any, kwargs: dict[str, Any], what: str) -> None:
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [k for k in kwargs if k not in params]
+    if unknown:
+        accepted = [p for p in params if p not in ("self", "args", "kwargs")]
+        flag = "--data-dir" if unknown == ["data_dir"] else f"argument {', '.join(sorted(unknown))}"
+        raise BenchmarkError(
+            f"{what} does not accept {flag}; it accepts: {', '.join(accepted) or 'no arguments'}"
+        )
+
+
+def solution_spec(
+    name: str | None,
+    args: dict[str, Any] | None = None,
+    model: str | None = None,
+    benchmark: BenchmarkBase | None = None,
+) -> SolutionSpec:
+    """The recipe of the solution ``name`` with its arguments.
+
+    With no name but a ``model``, the benchmark's ``default_solution`` (a model-driven agent) is used.
+
+    Raises:
+        ConfigError: no solution and no model, or a model for a benchmark without a default agent.
+        PluginError: unknown name or bad import path.
+    """
+    if name is None:
+        default = getattr(benchmark, "default_solution", None)
+        if model is None:
+            raise ConfigError("no solution: pass --solution NAME (see 'python -m runner list') or --model")
+        if default is None:
+            raise ConfigError("this benchmark has no default agent for --model; pass --solution too")
+        name = default
+    target, _ = resolve(name, available_solutions(), "solution")
+    kwargs = dict(args or {})
+    if model is not None:
+        kwargs["model"] = model
+    spec = SolutionSpec(target=target, kwargs=kwargs, name=name)
+    spec.check()
+    return spec

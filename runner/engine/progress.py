@@ -1,0 +1,90 @@
+"""Progress of a run: a bar on a terminal, structlog ``run.progress`` events elsewhere.
+
+Both executors feed it the small acknowledgements of finished items; it never sees records.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import structlog
+
+_EVENT_INTERVAL_S = 10.0
+
+
+class Progress:
+    """Count finished items and report them.
+
+    Args:
+        total: items expected, or ``None`` if unknown.
+        bar: draw a rich progress bar (on a terminal); otherwise emit a ``run.progress`` event at most every
+            ``interval`` seconds, with ``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s``.
+        interval: seconds between progress events.
+    """
+
+    def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S) -> None:
+        self.total = total
+        self.done = 0
+        self.errors = 0
+        self.started = time.monotonic()
+        self.interval = interval
+        self._last_event = self.started
+        self._log = structlog.get_logger("runner")
+        self._bar: Any = None
+        self._bar_task: Any = None
+        if bar if bar is not None else sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
+            from rich.progress import TimeElapsedColumn, TimeRemainingColumn
+
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("errors {task.fields[errors]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                redirect_stderr=True,
+                transient=False,
+            )
+            self._bar_task = self._bar.add_task("items", total=total, errors=0)
+            self._bar.start()
+
+    def set_total(self, total: int | None) -> None:
+        """Update the expected number of items (once the plan is fully known)."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.update(self._bar_task, total=total)
+
+    def advance(self, status: str) -> None:
+        """Count one finished item with its record status."""
+        self.done += 1
+        if status != "ok":
+            self.errors += 1
+        if self._bar is not None:
+            self._bar.update(self._bar_task, advance=1, errors=self.errors)
+            return
+        now = time.monotonic()
+        if now - self._last_event >= self.interval:
+            self._last_event = now
+            self._log.info("run.progress", **self.snapshot())
+
+    def snapshot(self) -> dict[str, Any]:
+        """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``)."""
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.done / elapsed
+        eta = (self.total - self.done) / rate if self.total is not None and rate > 0 else None
+        return {
+            "done": self.done,
+            "total": self.total,
+            "errors": self.errors,
+            "rate": round(rate, 2),
+            "eta_s": round(eta, 1) if eta is not None else None,
+        }
+
+    def close(self) -> None:
+        """Stop the bar."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

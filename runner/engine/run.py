@@ -1,0 +1,193 @@
+"""One run from start to end: prepare the benchmark, open or resume the run directory, plan, execute.
+
+Both the sequential and the Ray executor plug in here; the report is built by the caller afterwards.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from runner._version import __version__
+from runner.core.benchmark import BenchmarkBase
+from runner.core.config import fingerprint
+from runner.core.errors import FingerprintMismatch
+from runner.engine.plan import Plan, WorkItem
+from runner.engine.progress import Progress
+from runner.engine.solution import SolutionSpec
+from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
+from runner.storage.store import ResultStore
+
+
+class Executor(Protocol):
+    """Runs a stream of work items through ``execute_one`` and feeds ``progress`` one acknowledgement each."""
+
+    name: str
+
+    async def execute(
+        self,
+        items: Iterable[WorkItem],
+        *,
+        benchmark: BenchmarkBase,
+        solution: SolutionSpec,
+        store: ResultStore,
+        run_id: str,
+        timeout: float | None,
+        retry_errors: int,
+        progress: Progress,
+    ) -> None: ...
+
+
+@dataclass
+class RunRequest:
+    """What to run.
+
+    Args:
+        benchmark: the benchmark.
+        solution: the solution recipe.
+        store: the run's store (a default URI is bound if it has none).
+        repeats: repeats per task (>= 1).
+        limit: only the first ``limit`` tasks.
+        timeout: seconds per solution call, or ``None``.
+        retry_errors: extra tries when the solution raises.
+        force: delete previous records of this run directory first.
+        fingerprint_fields: what identifies the configuration (see :meth:`RunConfig.fingerprint_fields`).
+        config: the configuration to keep in ``run.json`` (never storage options).
+        progress_bar: draw a bar (``None``: when stderr is a terminal).
+    """
+
+    benchmark: BenchmarkBase
+    solution: SolutionSpec
+    store: ResultStore
+    repeats: int = 1
+    limit: int | None = None
+    timeout: float | None = None
+    retry_errors: int = 0
+    force: bool = False
+    fingerprint_fields: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    progress_bar: bool | None = None
+
+
+@dataclass
+class RunOutcome:
+    """What a run did: ``executed`` items now, ``skipped`` because they had records, ``errors`` among the executed,
+    ``seconds`` of wall time, and the manifest."""
+
+    manifest: RunManifest
+    executed: int
+    skipped: int
+    errors: int
+    seconds: float
+
+
+def default_run_uri(benchmark_name: str) -> str:
+    """``./runs/<benchmark>-<UTC timestamp>``, the benchmark name made path-safe."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", benchmark_name).strip("-").lower() or "run"
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"./runs/{slug}-{stamp}"
+
+
+def open_run(request: RunRequest) -> RunManifest:
+    """Create the run directory's manifest, or check and update it for a resume.
+
+    Nothing is written before every check has passed.
+
+    Raises:
+        BenchmarkError, ConfigError: from preparing the benchmark or checking the solution.
+        FingerprintMismatch: the directory holds a run of another configuration (and ``force`` is off).
+        StorageError: the store cannot be reached or written.
+    """
+    benchmark, store = request.benchmark, request.store
+    benchmark.prepare()
+    request.solution.check()
+    store.bind_default(default_run_uri(benchmark.name))
+    fields = {**request.fingerprint_fields, "benchmark_version": benchmark.version}
+    digest = fingerprint(fields)
+    existing = store.read_manifest()
+    if existing is not None and existing.fingerprint != digest and not request.force:
+        raise FingerprintMismatch(
+            f"{store.uri} holds a run of another configuration "
+            f"({describe_difference(existing.fingerprint_fields, fields)}); "
+            "use another --storage, or --force to delete its records and start over"
+        )
+    size = benchmark.size()
+    n_tasks = min(size, request.limit) if size is not None and request.limit is not None else size
+    info = BenchmarkInfo(name=benchmark.name, version=benchmark.version, n_tasks=n_tasks)
+    if existing is not None and not request.force:
+        manifest = existing.model_copy(
+            update={
+                "updated_at": utc_now(),
+                "benchmark": info,
+                "n_repeats": request.repeats,
+                "config": request.config,
+                "runner_version": __version__,
+            }
+        )
+    else:
+        if request.force:
+            store.clear()
+        manifest = RunManifest(
+            run_id=new_run_id(),
+            fingerprint=digest,
+            fingerprint_fields=fields,
+            benchmark=info,
+            n_repeats=request.repeats,
+            config=request.config,
+            runner_version=__version__,
+        )
+    store.write_manifest(manifest)
+    return manifest
+
+
+async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
+    """Open (or resume) the run and execute every item that has no record yet.
+
+    Raises:
+        RunnerError: bad input, before anything is written (see :func:`open_run`).
+        StorageError: a record cannot be written mid-run (finished records stay; rerun to resume).
+    """
+    manifest = open_run(request)
+    store = request.store
+    log = structlog.get_logger("runner")
+    with structlog.contextvars.bound_contextvars(run_id=manifest.run_id):
+        started = time.monotonic()
+        plan = Plan(request.benchmark, request.repeats, request.limit, store.done_items())
+        expected = plan.expected_items()
+        log.info(
+            "run.start",
+            benchmark=request.benchmark.name,
+            storage=store.uri,
+            executor=executor.name,
+            repeats=request.repeats,
+            already_done=len(plan.done),
+            to_run=expected,
+        )
+        progress = Progress(expected, bar=request.progress_bar)
+        try:
+            await executor.execute(
+                plan,
+                benchmark=request.benchmark,
+                solution=request.solution,
+                store=store,
+                run_id=manifest.run_id,
+                timeout=request.timeout,
+                retry_errors=request.retry_errors,
+                progress=progress,
+            )
+        finally:
+            progress.close()
+        if plan.exhausted and manifest.benchmark.n_tasks != plan.n_tasks:
+            manifest.benchmark.n_tasks = plan.n_tasks
+            store.write_manifest(manifest)
+        seconds = time.monotonic() - started
+        if progress.done == 0:
+            log.info("run.nothing_to_do", detail="every item already has a record; nothing was executed")
+        log.info("run.finished", executed=progress.done, errors=progress.errors, seconds=round(seconds, 3))
+        return RunOutcome(manifest, progress.done, plan.skipped, progress.errors, seconds)

@@ -1,0 +1,186 @@
+"""Turning whatever the user calls a solution into one async callable.
+
+A solution is a function ``solve(task)`` or ``solve(task, context)``, sync or async, returning a
+:class:`SolutionOutput` or a bare value. A class, or a function decorated with :func:`solution_factory`, is a
+recipe: it is called once per worker (with the solution arguments it accepts, and ``benchmark=`` if it asks for it)
+to build the solution, so a model is loaded once per worker, not once per task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.core.benchmark import BenchmarkBase
+from runner.core.errors import ConfigError, PluginError
+from runner.core.solution import SolutionContext, SolutionOutput
+from runner.core.task import Task
+
+_FACTORY_MARK = "__runner_solution_factory__"
+
+
+def solution_factory(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn`` as a factory: called once per worker, it returns the solution callable.
+
+    Example::
+
+        @solution_factory
+        def my_agent(model: str):
+            client = load_model(model)          # once per worker
+            async def solve(task):
+                return await client.answer(task.input)
+            return solve
+    """
+    setattr(fn, _FACTORY_MARK, True)
+    return fn
+
+
+def describe(target: Any) -> str:
+    """``module:qualname`` of a callable or class (for fingerprints and messages)."""
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or type(target).__module__
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{module}:{name}"
+
+
+def _accepted_kwargs(fn: Callable[..., Any], offered: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}, list(offered)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(offered), []
+    accepted = {k: v for k, v in offered.items() if k in params}
+    return accepted, [k for k in offered if k not in params]
+
+
+def _wants_context(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(positional) >= 2 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+@dataclass
+class SolutionSpec:
+    """A picklable recipe for a solution: the target (callable, class or factory) and its arguments.
+
+    Args:
+        target: a solution callable, a class, or a :func:`solution_factory`.
+        kwargs: arguments for a class or factory (e.g. ``{"model": "openai:gpt-4o"}``); one it does not accept
+            is an error.
+        name: how the run names the solution (built-in name or import path).
+    """
+
+    target: Any
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def is_recipe(self) -> bool:
+        """Whether :meth:`build` constructs something (a class or a factory) rather than using the target as is."""
+        return inspect.isclass(self.target) or bool(getattr(self.target, _FACTORY_MARK, False))
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` when arguments were given that the target cannot take."""
+        if not self.kwargs:
+            return
+        if not self.is_recipe:
+            raise ConfigError(
+                f"solution {self.display!r} is a plain function and takes no arguments "
+                f"({', '.join(sorted(self.kwargs))}); drop them or make it a class or @solution_factory"
+            )
+        _, rejected = _accepted_kwargs(self.target, self.kwargs)
+        if rejected:
+            raise ConfigError(
+                f"solution {self.display!r} does not accept {', '.join(sorted(rejected))}; "
+                f"drop {'it' if len(rejected) == 1 else 'them'} or use a solution that does"
+            )
+
+    @property
+    def display(self) -> str:
+        """The solution's name for messages."""
+        return self.name or describe(self.target)
+
+    def build(self, benchmark: BenchmarkBase | None = None) -> Solution:
+        """Construct the solution (once per worker).
+
+        Raises:
+            ConfigError: arguments the target does not accept.
+        """
+        self.check()
+        fn = self.target
+        if self.is_recipe:
+            offered = dict(self.kwargs)
+            if benchmark is not None:
+                offered.setdefault("benchmark", benchmark)
+            accepted, _ = _accepted_kwargs(self.target, offered)
+            fn = self.target(**accepted)
+            if not callable(fn):
+                raise PluginError(f"solution {self.display!r} built a {type(fn).__name__}, which is not callable")
+        return Solution(fn)
+
+
+class Solution:
+    """A solution callable adapted to ``await solution(task, context) -> SolutionOutput``.
+
+    Sync callables run in a daemon thread when ``in_thread`` is set (so a timeout can stop waiting for them and a
+    hung one cannot keep the process alive), or directly in the event loop otherwise (easier to debug).
+    """
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.is_async = _is_async(fn)
+        self.wants_context = _wants_context(fn)
+
+    async def __call__(self, task: Task, context: SolutionContext, in_thread: bool = True) -> SolutionOutput:
+        args = (task, context) if self.wants_context else (task,)
+        if self.is_async:
+            result = await self.fn(*args)
+        elif in_thread:
+            result = await _in_daemon_thread(self.fn, *args)
+        else:
+            result = self.fn(*args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result if isinstance(result, SolutionOutput) else SolutionOutput(success=True, output=result)
+
+
+def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Run ``fn(*args)`` in a new daemon thread with the caller's context variables; an awaitable for its result."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(setter: Callable[[Any], None], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def target() -> None:
+        try:
+            outcome = (future.set_result, context.run(fn, *args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            outcome = (future.set_exception, exc)
+        # The loop is gone when the caller stopped waiting (timeout) and the run ended meanwhile.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=target, name="runner-solution", daemon=True).start()
+    return future

@@ -1,0 +1,64 @@
+"""structlog set-up: console lines on a terminal, JSON lines elsewhere, context bound once.
+
+The engine binds ``run_id`` for a run and ``task_id``/``repeat`` for each item with structlog's context variables,
+so every event carries them without repeating them in each call.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Literal
+
+import structlog
+
+LogFormat = Literal["console", "json"]
+
+
+class _Stderr:
+    """Writes to whatever ``sys.stderr`` is at write time, so a progress bar that redirects it keeps working."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def default_format() -> LogFormat:
+    """``console`` when stderr is a terminal, else ``json``."""
+    return "console" if sys.stderr.isatty() else "json"
+
+
+def configure(log_format: LogFormat | None = None, level: int = logging.INFO) -> LogFormat:
+    """Configure structlog for this process and return the format chosen.
+
+    Args:
+        log_format: ``console`` (human-readable lines) or ``json`` (one JSON object per line); ``None`` picks
+            :func:`default_format`.
+        level: the lowest level emitted (a ``logging`` level number).
+    """
+    chosen: LogFormat = log_format or default_format()
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        if chosen == "console"
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
+        cache_logger_on_first_use=False,
+    )
+    return chosen
+
+
+def get_logger(**bound: Any) -> Any:
+    """A structlog logger named ``runner`` with ``bound`` values."""
+    return structlog.get_logger("runner").bind(**bound)

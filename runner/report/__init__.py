@@ -1,0 +1,32 @@
+"""Reports: aggregate a run's records into ``summary.json``, ``results.csv`` and a terminal table."""
+
+from __future__ import annotations
+
+from runner.core.benchmark import BenchmarkBase
+from runner.core.errors import StorageError
+from runner.report.files import results_csv, summary_json
+from runner.report.summary import MetricSummary, Summary, summarize
+from runner.report.table import render
+from runner.storage.store import ResultStore
+
+
+def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, write: bool = True) -> Summary:
+    """Aggregate every record of the run at ``store`` and (with ``write``) store ``summary.json`` and
+    ``results.csv`` beside them.
+
+    Works on a partial run too: missing items are counted in ``missing``.
+
+    Raises:
+        StorageError: no run at that URI, or it cannot be read or written.
+    """
+    manifest = store.read_manifest()
+    if manifest is None:
+        raise StorageError(f"no run at {store.uri} (no run.json); check the URI")
+    summary, rows = summarize(store.iter_records(), manifest, benchmark)
+    if write:
+        store.write_file("summary.json", summary_json(summary))
+        store.write_file("results.csv", results_csv(rows, list(summary.metrics)))
+    return summary
+
+
+__all__ = ["MetricSummary", "Summary", "build_report", "render", "results_csv", "summarize", "summary_json"]

@@ -1,0 +1,50 @@
+"""``summary.json`` and ``results.csv``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+
+from runner.core.results import ResultRow
+from runner.report.summary import Summary
+
+FIXED_COLUMNS = ("task_id", "repeat", "status")
+
+
+def summary_json(summary: Summary) -> bytes:
+    """The summary as indented JSON (UTF-8)."""
+    return (json.dumps(summary.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def results_csv(rows: Sequence[ResultRow], metric_names: Sequence[str]) -> bytes:
+    """One CSV row per (task, repeat).
+
+    Columns, in this order: ``task_id``, ``repeat``, ``status``, one ``tag.<name>`` column per tag (sorted), one
+    column per metric (sorted by name; empty where the metric raised). Rows are sorted by task id, then repeat.
+    """
+    tags = sorted({name for row in rows for name in row.tags})
+    header = [*FIXED_COLUMNS, *(f"tag.{t}" for t in tags), *sorted(metric_names)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(
+            [
+                row.task_id,
+                row.repeat,
+                row.status,
+                *(row.tags.get(t, "") for t in tags),
+                *(_cell(row.scores.get(m)) for m in sorted(metric_names)),
+            ]
+        )
+    return buffer.getvalue().encode()
+
+
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return int(value)
+    return value

@@ -1,0 +1,73 @@
+"""Statistics of metric values: mean, clustered standard error, pass@k and pass^k.
+
+Formulas and sources:
+
+- Standard error of the mean: ``s / sqrt(n)`` with the sample standard deviation ``s`` (ddof = 1). With several
+  repeats per task the values of one task are not independent, so the standard error is clustered by task: it is
+  computed over the per-task means (n = number of tasks), as recommended by E. Miller, "Adding Error Bars to Evals:
+  A Statistical Approach to Language Model Evaluations" (arXiv:2411.00640, 2024), section 2.
+- pass@k: the unbiased estimator of Chen et al., "Evaluating Large Language Models Trained on Code"
+  (arXiv:2107.03374, 2021), eq. 1: ``1 - C(n - c, k) / C(n, k)`` per task with ``n`` tries and ``c`` successes,
+  averaged over tasks with ``n >= k``.
+- pass^k: the probability that ``k`` tries drawn without replacement all succeed, ``C(c, k) / C(n, k)`` per task,
+  averaged over tasks, from Yao et al., "tau-bench" (arXiv:2406.12045, 2024), section 4.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """The arithmetic mean, or ``None`` for no values."""
+    return math.fsum(values) / len(values) if values else None
+
+
+def stderr(values: Sequence[float]) -> float | None:
+    """Standard error of the mean, ``stdev(values, ddof=1) / sqrt(n)``; ``None`` for fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return None
+    mu = math.fsum(values) / n
+    variance = math.fsum((v - mu) ** 2 for v in values) / (n - 1)
+    return math.sqrt(variance / n)
+
+
+def clustered_stderr(per_task: Iterable[Sequence[float]]) -> float | None:
+    """Standard error of the overall mean, clustered by task: :func:`stderr` of the per-task means."""
+    return stderr([math.fsum(v) / len(v) for v in per_task if v])
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task with ``n`` tries and ``c`` successes (Chen et al. 2021, eq. 1).
+
+    Raises:
+        ValueError: ``k > n`` or ``c`` outside ``[0, n]``.
+    """
+    if not 0 <= c <= n or k > n or k < 1:
+        raise ValueError(f"pass@k needs 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k for one task: all of ``k`` tries drawn from ``n`` succeed, ``C(c, k) / C(n, k)`` (tau-bench).
+
+    Raises:
+        ValueError: ``k > n`` or ``c`` outside ``[0, n]``.
+    """
+    if not 0 <= c <= n or k > n or k < 1:
+        raise ValueError(f"pass^k needs 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}")
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def k_values(max_repeats: int) -> list[int]:
+    """The k reported for ``max_repeats`` tries: 1, 2, 4, ... below it, and ``max_repeats`` itself."""
+    ks, k = [], 1
+    while k < max_repeats:
+        ks.append(k)
+        k *= 2
+    ks.append(max_repeats)
+    return ks

@@ -1,0 +1,278 @@
+"""Build the summary of a run from its records alone.
+
+Every number in ``summary.json`` and ``results.csv`` comes from the stored records (and the run manifest for the
+planned size), so a partial run, or a run finished on another machine, reports the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, Field
+
+from runner._version import __version__
+from runner.core.benchmark import BenchmarkBase
+from runner.core.metric import MetricType
+from runner.core.record import TaskRecord
+from runner.core.results import Headline, ResultRow, RunResults
+from runner.report import stats
+from runner.storage.manifest import RunManifest
+
+
+class MetricSummary(BaseModel):
+    """Aggregate of one metric.
+
+    ``NUMERICAL``: ``mean``, ``stderr`` (clustered by task when repeats > 1; see :mod:`runner.report.stats`),
+    ``n`` (values), ``n_tasks``, ``min``, ``max``. ``CATEGORY``: ``distribution`` (label -> share) and ``n``.
+    ``errors`` counts items where the metric raised (they are not in ``n``).
+    """
+
+    type: MetricType
+    mean: float | None = None
+    stderr: float | None = None
+    n: int = 0
+    n_tasks: int = 0
+    min: float | None = None
+    max: float | None = None
+    distribution: dict[str, float] | None = None
+    errors: int = 0
+
+
+class Summary(BaseModel):
+    """The content of ``summary.json``.
+
+    Args:
+        benchmark, benchmark_version, run_id: identity.
+        n_tasks: tasks planned (from the manifest; the number of distinct tasks seen if unknown).
+        n_repeats: repeats per task.
+        expected, completed, missing: items planned, with a record, without one.
+        errors: records whose status is not ``ok``; ``by_status`` breaks them down.
+        metrics: metric name -> :class:`MetricSummary`.
+        by_category: ``tags["category"]`` -> metric -> ``{"mean", "n"}`` (``distribution`` for category metrics),
+            plus what the benchmark's headline adds.
+        by_repeat: repeat index -> metric -> ``{"mean", "n"}``.
+        pass_at_k, pass_hat_k: metric -> k -> value, for metrics whose values are all 0/1, when repeats > 1.
+        score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
+        usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records.
+        duration_s: seconds from the first item's start to the last item's end; ``item_seconds`` the sum of
+            per-item times.
+    """
+
+    benchmark: str
+    benchmark_version: str | None = None
+    run_id: str
+    n_tasks: int
+    n_repeats: int
+    expected: int
+    completed: int
+    missing: int
+    errors: int
+    by_status: dict[str, int] = Field(default_factory=dict)
+    metrics: dict[str, MetricSummary] = Field(default_factory=dict)
+    by_category: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    by_repeat: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    pass_at_k: dict[str, dict[str, float]] = Field(default_factory=dict)
+    pass_hat_k: dict[str, dict[str, float]] = Field(default_factory=dict)
+    score: float | None = None
+    score_components: dict[str, float] = Field(default_factory=dict)
+    usage: dict[str, dict[str, int]] = Field(default_factory=dict)
+    duration_s: float | None = None
+    item_seconds: float = 0.0
+    runner_version: str = __version__
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _group_stats(values: list[float]) -> dict[str, Any]:
+    return {"mean": stats.mean(values), "n": len(values)}
+
+
+class _Collector:
+    """Streams records into the rows and tallies the summary needs."""
+
+    def __init__(self) -> None:
+        self.rows: list[ResultRow] = []
+        self.types: dict[str, MetricType] = {}
+        self.metric_errors: Counter[str] = Counter()
+        self.status: Counter[str] = Counter()
+        self.usage: dict[str, Counter[str]] = defaultdict(Counter)
+        self.first_start: str | None = None
+        self.last_end: str | None = None
+        self.item_seconds = 0.0
+
+    def add(self, record: TaskRecord) -> None:
+        scores: dict[str, Any] = {}
+        for metric in record.metrics:
+            self.types.setdefault(metric.name, metric.type)
+            if metric.error is not None:
+                self.metric_errors[metric.name] += 1
+            else:
+                scores[metric.name] = metric.result
+        self.rows.append(ResultRow(record.task_id, record.repeat, record.status, dict(record.tags), scores))
+        self.status[record.status] += 1
+        for model, usage in record.usage.items():
+            self.usage[model].update(usage.model_dump())
+        self.first_start = min(filter(None, [self.first_start, record.started_at]))
+        self.last_end = max(filter(None, [self.last_end, record.finished_at]))
+        self.item_seconds += record.timings.total_s
+
+
+def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
+    out: dict[str, MetricSummary] = {}
+    for name, mtype in sorted(collector.types.items()):
+        values = [row.scores[name] for row in collector.rows if name in row.scores]
+        tasks = {row.task_id for row in collector.rows if name in row.scores}
+        summary = MetricSummary(type=mtype, n=len(values), n_tasks=len(tasks), errors=collector.metric_errors[name])
+        if mtype is MetricType.CATEGORY:
+            counts = Counter(str(v) for v in values)
+            summary.distribution = {label: count / len(values) for label, count in sorted(counts.items())}
+        else:
+            numbers = [n for n in (_number(v) for v in values) if n is not None]
+            per_task: dict[str, list[float]] = defaultdict(list)
+            for row in collector.rows:
+                number = _number(row.scores.get(name))
+                if number is not None:
+                    per_task[row.task_id].append(number)
+            repeated = any(len(v) > 1 for v in per_task.values())
+            summary.n = len(numbers)
+            summary.mean = stats.mean(numbers)
+            summary.stderr = stats.clustered_stderr(per_task.values()) if repeated else stats.stderr(numbers)
+            summary.min = min(numbers) if numbers else None
+            summary.max = max(numbers) if numbers else None
+        out[name] = summary
+    return out
+
+
+def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    groups: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for row in collector.rows:
+        group = key(row)
+        if group is None:
+            continue
+        for name, value in row.scores.items():
+            groups[group][name].append(value)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for group in sorted(groups):
+        out[group] = {}
+        for name, values in sorted(groups[group].items()):
+            if collector.types.get(name) is MetricType.CATEGORY:
+                counts = Counter(str(v) for v in values)
+                out[group][name] = {
+                    "distribution": {k: c / len(values) for k, c in sorted(counts.items())},
+                    "n": len(values),
+                }
+            else:
+                out[group][name] = _group_stats([n for n in (_number(v) for v in values) if n is not None])
+    return out
+
+
+def _pass_k(collector: _Collector, n_repeats: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    at_k: dict[str, dict[str, float]] = {}
+    hat_k: dict[str, dict[str, float]] = {}
+    if n_repeats < 2:
+        return at_k, hat_k
+    for name, mtype in sorted(collector.types.items()):
+        if mtype is not MetricType.NUMERICAL:
+            continue
+        per_task: dict[str, list[float]] = defaultdict(list)
+        for row in collector.rows:
+            number = _number(row.scores.get(name))
+            if number is not None:
+                per_task[row.task_id].append(number)
+        values = [v for task_values in per_task.values() for v in task_values]
+        if not values or any(v not in (0.0, 1.0) for v in values):
+            continue
+        at_k[name], hat_k[name] = {}, {}
+        for k in stats.k_values(n_repeats):
+            eligible = [(len(v), int(sum(v))) for v in per_task.values() if len(v) >= k]
+            if eligible:
+                at_k[name][str(k)] = stats.mean([stats.pass_at_k(n, c, k) for n, c in eligible])  # type: ignore[misc]
+                hat_k[name][str(k)] = stats.mean([stats.pass_hat_k(n, c, k) for n, c in eligible])  # type: ignore[misc]
+    return at_k, hat_k
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    return (_dt.datetime.fromisoformat(end) - _dt.datetime.fromisoformat(start)).total_seconds()
+
+
+def summarize(
+    records: Iterable[TaskRecord],
+    manifest: RunManifest,
+    benchmark: BenchmarkBase | None = None,
+) -> tuple[Summary, list[ResultRow]]:
+    """Aggregate ``records`` into a :class:`Summary` (and the per-item rows, for ``results.csv``).
+
+    Args:
+        records: the run's records (streamed).
+        manifest: the run manifest (identity and planned size).
+        benchmark: when given, its :meth:`~BenchmarkBase.score` adds the headline score; a score function that
+            raises is logged and the score left ``None``.
+    """
+    collector = _Collector()
+    for record in records:
+        collector.add(record)
+    collector.rows.sort(key=lambda row: (row.task_id, row.repeat))
+    n_tasks = manifest.benchmark.n_tasks
+    if n_tasks is None:
+        n_tasks = len({row.task_id for row in collector.rows})
+    n_repeats = manifest.n_repeats
+    expected = n_tasks * n_repeats
+    completed = len(collector.rows)
+    metrics = _metric_summaries(collector)
+    by_category = _grouped(collector, lambda row: row.tags.get("category"))
+    at_k, hat_k = _pass_k(collector, n_repeats)
+    summary = Summary(
+        benchmark=manifest.benchmark.name,
+        benchmark_version=manifest.benchmark.version,
+        run_id=manifest.run_id,
+        n_tasks=n_tasks,
+        n_repeats=n_repeats,
+        expected=expected,
+        completed=completed,
+        missing=max(expected - completed, 0),
+        errors=completed - collector.status["ok"],
+        by_status=dict(sorted(collector.status.items())),
+        metrics=metrics,
+        by_category=by_category,
+        by_repeat=_grouped(collector, lambda row: str(row.repeat)),
+        pass_at_k=at_k,
+        pass_hat_k=hat_k,
+        usage={model: dict(counts) for model, counts in sorted(collector.usage.items())},
+        duration_s=_seconds_between(collector.first_start, collector.last_end),
+        item_seconds=collector.item_seconds,
+    )
+    if benchmark is not None:
+        _apply_headline(summary, benchmark, collector.rows)
+    return summary, collector.rows
+
+
+def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[ResultRow]) -> None:
+    results = RunResults(
+        rows=rows,
+        metrics={name: m.model_dump(mode="json") for name, m in summary.metrics.items()},
+        by_category=summary.by_category,
+    )
+    try:
+        headline = benchmark.score(results)
+    except Exception as exc:  # noqa: BLE001 - a broken score function must not lose the report
+        structlog.get_logger("runner").warning("report.score_failed", error=f"{type(exc).__name__}: {exc}")
+        return
+    if isinstance(headline, Headline):
+        summary.score = headline.score
+        summary.score_components = dict(headline.components)
+        for category, metrics in headline.by_category.items():
+            summary.by_category.setdefault(category, {}).update(metrics)
+    elif headline is not None:
+        summary.score = float(headline)

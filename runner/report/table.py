@@ -1,0 +1,66 @@
+"""The summary as tables in the terminal (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from runner.core.metric import MetricType
+from runner.report.summary import Summary
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render(summary: Summary, console: Console | None = None, storage: str | None = None) -> None:
+    """Print the run's headline, metric table, per-category table and pass@k table."""
+    console = console or Console()
+    head = (
+        f"[bold]{summary.benchmark}[/bold]  run {summary.run_id}  "
+        f"{summary.completed}/{summary.expected} items  errors {summary.errors}"
+    )
+    if summary.duration_s is not None:
+        head += f"  {summary.duration_s:.1f} s"
+    console.print(head)
+    if storage:
+        console.print(f"results: {storage}")
+
+    metrics = Table(title="metrics", title_justify="left")
+    for column in ("metric", "mean", "stderr", "n", "min", "max", "errors"):
+        metrics.add_column(column, justify="left" if column == "metric" else "right")
+    for name, m in summary.metrics.items():
+        if m.type is MetricType.CATEGORY:
+            dist = ", ".join(f"{k}: {v:.2f}" for k, v in (m.distribution or {}).items())
+            metrics.add_row(name, dist, "", str(m.n), "", "", str(m.errors))
+        else:
+            metrics.add_row(name, _fmt(m.mean), _fmt(m.stderr), str(m.n), _fmt(m.min, 3), _fmt(m.max, 3), str(m.errors))
+    console.print(metrics)
+
+    if summary.by_category:
+        names = sorted({name for group in summary.by_category.values() for name in group})
+        table = Table(title="by category (mean, n)", title_justify="left")
+        table.add_column("category")
+        for name in names:
+            table.add_column(name, justify="right")
+        for category, group in summary.by_category.items():
+            cells = []
+            for name in names:
+                entry = group.get(name)
+                cells.append("" if not entry or entry.get("mean") is None else f"{entry['mean']:.3f} ({entry['n']})")
+            table.add_row(category, *cells)
+        console.print(table)
+
+    if summary.pass_at_k:
+        table = Table(title="pass@k", title_justify="left")
+        table.add_column("metric")
+        ks = sorted({int(k) for values in summary.pass_at_k.values() for k in values})
+        for k in ks:
+            table.add_column(f"pass@{k}", justify="right")
+        for name, values in summary.pass_at_k.items():
+            table.add_row(name, *(_fmt(values.get(str(k))) for k in ks))
+        console.print(table)
+
+    if summary.score is not None:
+        parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
+        console.print(f"[bold]score {summary.score:.3f}[/bold]" + (f"  ({parts})" if parts else ""))

@@ -1,0 +1,287 @@
+"""The result store: records, the run manifest and reports, on any fsspec filesystem.
+
+Layout under the run URI::
+
+    run.json                          RunManifest
+    records/<task-key>/<repeat>.json  one TaskRecord each, written once and whole
+    summary.json  results.csv         written by the report
+
+Promises: a record's existence means "done"; a reader never sees half a record (local disk: temp file then
+``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``); resume
+needs one listing of ``records/``. The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
+local temp-file-and-link write, which no fsspec primitive gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import fsspec
+
+from runner.core.errors import StorageError
+from runner.core.record import TaskRecord
+from runner.storage.keys import encode_key
+from runner.storage.manifest import RunManifest
+
+MANIFEST = "run.json"
+RECORDS = "records"
+REPORT_FILES = ("summary.json", "results.csv")
+_LOCAL_PROTOCOLS = {"file", "local"}
+_READ_BATCH = 256
+
+
+def normalize_uri(uri: str) -> str:
+    """A plain path becomes an absolute ``file://`` URI (so every worker of a local cluster writes to the same
+    place); URIs with a protocol are kept; trailing slashes are dropped."""
+    if "://" not in uri:
+        uri = "file://" + os.path.abspath(os.path.expanduser(uri))
+    return uri.rstrip("/") if not uri.endswith("://") else uri
+
+
+class ResultStore:
+    """Records of one run on an fsspec filesystem.
+
+    Args:
+        uri: the run's URI: a path, ``file://``, ``memory://``, ``s3://bucket/prefix`` or any fsspec URL. ``None``
+            leaves it to the evaluator, which uses ``./runs/<benchmark>-<UTC timestamp>``.
+        storage_options: passed to ``fsspec.url_to_fs`` (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
+            for S3). S3 credentials and endpoint otherwise come from the standard ``AWS_*`` variables, including
+            ``AWS_ENDPOINT_URL``. Options are never logged or written to the manifest.
+
+    The store pickles without its filesystem object, so it can be shipped to Ray workers.
+    """
+
+    def __init__(self, uri: str | None = None, storage_options: dict[str, Any] | None = None) -> None:
+        self._uri = normalize_uri(uri) if uri else None
+        self.storage_options = dict(storage_options or {})
+        self._fs: fsspec.AbstractFileSystem | None = None
+        self._root: str | None = None
+
+    # -- identity -------------------------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """The run URI. Raises ``StorageError`` when none was given and no default was bound."""
+        if self._uri is None:
+            raise StorageError("no storage URI: pass one (e.g. --storage ./runs/my-run)")
+        return self._uri
+
+    @property
+    def has_uri(self) -> bool:
+        """Whether a URI was given or bound."""
+        return self._uri is not None
+
+    def bind_default(self, uri: str) -> None:
+        """Use ``uri`` if the store was created without one."""
+        if self._uri is None:
+            self._uri = normalize_uri(uri)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_fs"] = None
+        state["_root"] = None
+        return state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._uri!r})"
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The filesystem (created on first use)."""
+        if self._fs is None:
+            try:
+                self._fs, self._root = fsspec.url_to_fs(self.uri, **self.storage_options)
+            except (ImportError, ValueError) as exc:
+                raise StorageError(self._explain("cannot open storage", exc)) from None
+        return self._fs
+
+    @property
+    def root(self) -> str:
+        """The run's path inside :attr:`fs`."""
+        self.fs  # noqa: B018 - creates _root
+        assert self._root is not None
+        return self._root
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the store is on a local disk."""
+        protocol = self.fs.protocol
+        protocols = {protocol} if isinstance(protocol, str) else set(protocol)
+        return bool(protocols & _LOCAL_PROTOCOLS)
+
+    def path(self, *parts: str) -> str:
+        """The filesystem path of ``parts`` under the run root."""
+        return "/".join([self.root, *parts])
+
+    def record_path(self, task_id: str, repeat: int) -> str:
+        """Where the record of (``task_id``, ``repeat``) lives."""
+        return self.path(RECORDS, encode_key(task_id), f"{repeat}.json")
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def write_once(self, path: str, data: bytes) -> bool:
+        """Write ``data`` to ``path`` whole, unless ``path`` exists; return whether this call wrote it.
+
+        Raises:
+            StorageError: the store cannot be written.
+        """
+        try:
+            if self.is_local:
+                return _local_write_once(path, data)
+            self.fs.pipe_file(path, data, mode="create")
+            return True
+        except FileExistsError:
+            return False
+        except Exception as exc:  # noqa: BLE001 - any backend failure becomes one clear line
+            raise StorageError(self._explain(f"cannot write {self._display(path)}", exc)) from None
+
+    def write_file(self, name: str, data: bytes) -> None:
+        """Replace the run-level file ``name`` (``run.json``, ``summary.json``...) whole.
+
+        Raises:
+            StorageError: the store cannot be written.
+        """
+        path = self.path(name)
+        try:
+            if self.is_local:
+                _local_replace(path, data)
+            else:
+                self.fs.pipe_file(path, data)
+        except Exception as exc:  # noqa: BLE001
+            raise StorageError(self._explain(f"cannot write {self._display(path)}", exc)) from None
+
+    def write_record(self, record: TaskRecord) -> bool:
+        """Store ``record``; ``False`` if a record of that (task, repeat) already exists (it is kept as it is)."""
+        data = record.model_dump_json().encode()
+        return self.write_once(self.record_path(record.task_id, record.repeat), data)
+
+    def write_manifest(self, manifest: RunManifest) -> None:
+        """Write ``run.json``."""
+        self.write_file(MANIFEST, manifest.model_dump_json(indent=2).encode())
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def read_manifest(self) -> RunManifest | None:
+        """The run's manifest, or ``None`` if the URI holds no run yet.
+
+        Raises:
+            StorageError: the store cannot be reached, or ``run.json`` is not a manifest.
+        """
+        path = self.path(MANIFEST)
+        try:
+            data = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            raise StorageError(self._explain(f"cannot reach storage {self._display(self.root)}", exc)) from None
+        try:
+            return RunManifest.model_validate_json(data)
+        except ValueError:
+            raise StorageError(
+                f"{self._display(path)} is not a run manifest of this runner; point --storage at a new folder"
+            ) from None
+
+    def read_file(self, name: str) -> bytes | None:
+        """The bytes of the run-level file ``name``, or ``None`` if absent."""
+        try:
+            return self.fs.cat_file(self.path(name))
+        except FileNotFoundError:
+            return None
+
+    def list_record_paths(self) -> list[str]:
+        """Paths of every record, by one listing of ``records/`` (temp files of interrupted writes excluded)."""
+        try:
+            found = self.fs.find(self.path(RECORDS))
+        except FileNotFoundError:
+            return []
+        except Exception as exc:  # noqa: BLE001
+            raise StorageError(self._explain(f"cannot list {self._display(self.path(RECORDS))}", exc)) from None
+        return sorted(p for p in found if p.endswith(".json") and not p.rsplit("/", 1)[-1].startswith("."))
+
+    def done_items(self) -> set[tuple[str, int]]:
+        """(task key, repeat) of every stored record, from one listing."""
+        done = set()
+        for path in self.list_record_paths():
+            key, name = path.rsplit("/", 2)[-2:]
+            stem = name[: -len(".json")]
+            if stem.isdigit():
+                done.add((key, int(stem)))
+        return done
+
+    def iter_records(self, paths: Iterable[str] | None = None) -> Iterator[TaskRecord]:
+        """Yield every stored record (or those at ``paths``), fetched in batches (concurrently on object stores).
+
+        A file that does not parse as a record is skipped; nothing is held beyond one batch.
+        """
+        paths = list(self.list_record_paths() if paths is None else paths)
+        for start in range(0, len(paths), _READ_BATCH):
+            batch = paths[start : start + _READ_BATCH]
+            contents = self.fs.cat(batch, on_error="omit") if len(batch) > 1 else {batch[0]: self.fs.cat_file(batch[0])}
+            for path in batch:
+                data = contents.get(path)
+                if data is None:
+                    continue
+                try:
+                    yield TaskRecord.model_validate_json(data)
+                except ValueError:
+                    continue
+
+    # -- start over -------------------------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        """Delete this run's records, manifest and reports (``--force``); other files under the URI stay."""
+        for name in (MANIFEST, *REPORT_FILES):
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(self.path(name))
+        with contextlib.suppress(FileNotFoundError):
+            if self.fs.exists(self.path(RECORDS)):
+                self.fs.rm(self.path(RECORDS), recursive=True)
+
+    # -- messages ---------------------------------------------------------------------------------------------
+
+    def _display(self, path: str) -> str:
+        protocol = self.fs.protocol if self._fs is not None else "file"
+        protocol = protocol if isinstance(protocol, str) else protocol[0]
+        return path if protocol in _LOCAL_PROTOCOLS else f"{protocol}://{path.lstrip('/')}"
+
+    def _explain(self, what: str, exc: BaseException) -> str:
+        detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":").splitlines()[0] if str(exc) else type(exc).__name__
+        for value in self.storage_options.values():
+            if isinstance(value, str) and len(value) >= 4:
+                detail = detail.replace(value, "***")
+        return f"{what} ({detail}); check the storage URI and its credentials (AWS_* variables or --storage-options)"
+
+
+def _local_write_once(path: str, data: bytes) -> bool:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(tmp, path)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _local_replace(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
