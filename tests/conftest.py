@@ -1,0 +1,63 @@
+"""Fixtures shared by every test package: the shared data folder and a real S3 API server on loopback."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("RUNNER_SHARED_DIR", REPO.parent / "shared")).resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` beside the checkout (or ``$RUNNER_SHARED_DIR/data``): the real test data."""
+    path = SHARED / "data"
+    if not path.is_dir():
+        pytest.fail(f"shared test data not found at {path}; set RUNNER_SHARED_DIR to the shared/ folder")
+    return path
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[dict[str, str]]:
+    """moto's S3 server in this process, on 127.0.0.1 (a real S3 HTTP API; any key and secret are accepted).
+
+    Yields the ``AWS_*`` environment a client needs to reach it.
+    """
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing-secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    try:
+        yield env
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The S3 server's ``AWS_*`` variables set in this process's environment for one test."""
+    for key, value in s3_server.items():
+        monkeypatch.setenv(key, value)
+    return s3_server
+
+
+@pytest.fixture
+def s3_bucket(s3_env: dict[str, str]) -> str:
+    """A fresh, empty bucket on the S3 server; returns its name."""
+    import boto3
+
+    name = f"runner-test-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"]).create_bucket(Bucket=name)
+    return name
