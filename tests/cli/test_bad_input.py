@@ -1,0 +1,79 @@
+"""Bad input: exit status 2, one line on stderr naming the problem and the way out, nothing written."""
+
+import json
+
+import pytest
+
+TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential"]
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--benchmark", "nope", "--solution", "calculator"], ["unknown benchmark 'nope'", "toy"]),
+        (["--benchmark", "toy", "--solution", "nope"], ["unknown solution 'nope'", "calculator"]),
+        (["--benchmark", "toy", "--solution", "no_such_module:solve"], ["does not import", "PYTHONPATH"]),
+        (["--benchmark", "toy", "--solution", "runner.agents.calculator:missing"], ["has no attribute 'missing'"]),
+        (["--benchmark", "toy", "-B", "colour=red", "--solution", "calculator"], ["does not accept", "colour"]),
+        (["--benchmark", "toy", "--solution", "calculator", "--model", "x:y"], ["takes no arguments (model)"]),
+        (["--benchmark", "toy"], ["no solution", "--solution"]),
+        ([], ["no benchmark"]),
+        (["--benchmark", "toy", "--repeats", "zero"], ["--repeats", "invalid int"]),
+        (["--benchmark", "toy", "--storage-options", "{not json"], ["--storage-options", "not valid JSON"]),
+    ],
+)
+def test_unknown_names_and_bad_flags(cli, tmp_path, args, fragments):
+    storage = tmp_path / "run"
+    result = cli(*args, "--sequential", "--storage", str(storage))
+    assert_one_line_error(result, *fragments)
+    assert not storage.exists()
+
+
+def test_config_file_that_does_not_validate_names_the_field(cli, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("benchmark: toy\nsolution: calculator\nworker:\n  max_concurency: 4\n")
+    result = cli("--config", str(config), "--storage", str(tmp_path / "run"))
+    assert_one_line_error(result, "worker.max_concurency", "Extra inputs are not permitted")
+    config.write_text("benchmark: toy\nrepeats: [1\n")
+    assert_one_line_error(cli("--config", str(config)), "not valid YAML", "line")
+    assert not (tmp_path / "run").exists()
+
+
+def test_unwritable_local_storage(cli, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = cli(*TOY, "--storage", str(blocker / "run"))
+    assert_one_line_error(result, "a-file/run", "NotADirectoryError", "check the storage URI")
+
+
+def test_unreachable_s3_bucket_does_not_leak_credentials(cli, s3_server):
+    result = cli(*TOY, "--storage", "s3://missing-bucket-xyz/run", env=s3_server)
+    assert_one_line_error(result, "missing-bucket-xyz")
+    assert s3_server["AWS_SECRET_ACCESS_KEY"] not in result.stderr
+
+
+def test_fingerprint_mismatch_is_refused_and_force_starts_over(cli, tmp_path):
+    storage = tmp_path / "run"
+    assert cli(*TOY, "--storage", str(storage), "--limit", "5").returncode == 0
+    before = {p: p.read_bytes() for p in storage.rglob("*") if p.is_file()}
+
+    refused = cli("--benchmark", "toy", "--solution", "reference", "--sequential", "--storage", str(storage))
+    assert_one_line_error(refused, "another configuration", "solution: 'calculator' -> 'reference'", "--force")
+    assert {p: p.read_bytes() for p in storage.rglob("*") if p.is_file()} == before
+
+    forced = cli("--benchmark", "toy", "--solution", "reference", "--sequential", "--storage", str(storage),
+                 "--limit", "3", "--force")
+    assert forced.returncode == 0, forced.stderr
+    manifest = json.loads((storage / "run.json").read_text())
+    assert manifest["fingerprint_fields"]["solution"] == "reference"
+    assert len(list((storage / "records").iterdir())) == 3

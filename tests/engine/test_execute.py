@@ -1,0 +1,192 @@
+"""execute_one: the one path of every work item (solutions of every shape, failures, timeouts, metrics once)."""
+
+import asyncio
+import time
+
+import pytest
+
+from runner import MetricBase, MetricResult, MetricType, SolutionOutput, Task, record_usage, solution_factory
+from runner.engine.execute import execute_one
+from runner.engine.solution import SolutionSpec
+from runner.storage import ResultStore
+
+
+class CountingMetric(MetricBase):
+    """Scores 1.0 when the output equals the expected value; counts its calls."""
+
+    calls = 0
+
+    def __init__(self, expected, name="match"):
+        super().__init__(name=name, metric_type=MetricType.NUMERICAL)
+        self.expected = expected
+
+    async def __call__(self, solution):
+        type(self).calls += 1
+        return MetricResult(name=self.name, result=float(solution.output == self.expected))
+
+
+class Broken(MetricBase):
+    def __init__(self):
+        super().__init__(name="broken")
+
+    def __call__(self, solution):
+        raise RuntimeError("metric bug")
+
+
+class Label(MetricBase):
+    def __init__(self):
+        super().__init__(name="label", metric_type=MetricType.CATEGORY, categories=["short", "long"])
+
+    def __call__(self, solution):
+        return "short" if len(str(solution.output)) < 3 else "medium"
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ResultStore(str(tmp_path / "run"))
+
+
+async def run(solution, task, store, **options):
+    built = SolutionSpec(solution).build()
+    result = await execute_one(task, 0, built, store, run_id="r", **options)
+    record = next(store.iter_records())
+    return result, record
+
+
+def make_task(expected=4, metrics=None):
+    return Task(id="t1", input="2+2", ground_truth=expected, metrics=metrics or [CountingMetric(expected)],
+                tags={"category": "add"})
+
+
+def sync_one_arg(task):
+    return 4
+
+
+async def async_two_args(task, context):
+    assert context.task_id == "t1" and context.repeat == 0 and context.attempt == 1
+    context("AgentScope pre_print_hook call")
+    return SolutionOutput(output=4, trajectory=[{"tool": "add", "args": [2, 2]}], meta={"model": "none"})
+
+
+@pytest.mark.parametrize("solution", [sync_one_arg, async_two_args, lambda task: 4])
+async def test_any_solution_shape_gives_an_ok_record(solution, store):
+    result, record = await run(solution, make_task(), store)
+    assert (result.status, result.written) == ("ok", True)
+    assert record.status == "ok" and record.output == 4
+    assert [(m.name, m.result) for m in record.metrics] == [("match", 1.0)]
+    assert record.tags == {"category": "add"}
+
+
+async def test_solution_factory_and_class_are_built_once(store):
+    built = []
+
+    @solution_factory
+    def factory(model):
+        built.append(model)
+        return lambda task: 4
+
+    class Agent:
+        def __init__(self, model):
+            built.append(model)
+
+        async def __call__(self, task):
+            return 4
+
+    for target in (factory, Agent):
+        solution = SolutionSpec(target, kwargs={"model": "m"}).build()
+        for repeat in range(3):
+            await execute_one(make_task(), repeat, solution, store, run_id="r")
+    assert built == ["m", "m"]
+
+
+async def test_each_metric_runs_exactly_once_per_item(store):
+    CountingMetric.calls = 0
+    task = make_task(metrics=[CountingMetric(4, "a"), CountingMetric(4, "b")])
+    solution = SolutionSpec(sync_one_arg).build()
+    for repeat in range(3):
+        await execute_one(task, repeat, solution, store, run_id="r")
+    assert CountingMetric.calls == 6
+
+
+async def test_a_raising_solution_is_an_error_record_and_metrics_still_score_it(store):
+    def boom(task):
+        raise ValueError("no answer")
+
+    result, record = await run(boom, make_task(), store)
+    assert result.status == "error"
+    assert record.error.type == "ValueError" and "no answer" in record.error.message
+    assert record.metrics[0].result == 0.0
+
+
+async def test_a_raising_metric_is_an_error_result_and_other_metrics_keep_theirs(store):
+    _, record = await run(sync_one_arg, make_task(metrics=[Broken(), CountingMetric(4)]), store)
+    assert record.status == "error"
+    broken, match = record.metrics
+    assert broken.error.type == "RuntimeError" and broken.result is None
+    assert match.result == 1.0
+
+
+async def test_category_result_outside_its_categories_is_a_metric_error(store):
+    _, record = await run(lambda task: "four", make_task(metrics=[Label()]), store)
+    assert "not one of the categories" in record.metrics[0].error.message
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_hanging_solution_becomes_a_timeout_record(kind, store):
+    def hang(task):
+        time.sleep(5)
+
+    async def ahang(task):
+        await asyncio.sleep(5)
+
+    start = time.monotonic()
+    result, record = await run(hang if kind == "sync" else ahang, make_task(), store, timeout=0.2)
+    assert time.monotonic() - start < 4
+    assert result.status == "timeout" and record.status == "timeout"
+    assert "0.2 s timeout" in record.error.message
+
+
+async def test_an_unserialisable_output_is_an_error_record(store):
+    result, record = await run(lambda task: object(), make_task(), store)
+    assert result.status == "error"
+    assert record.error.type == "UnserialisableOutput"
+
+
+async def test_success_false_marks_the_record_as_error(store):
+    _, record = await run(lambda task: SolutionOutput(success=False, output=4), make_task(), store)
+    assert record.status == "error" and record.metrics[0].result == 1.0
+
+
+async def test_retry_errors_tries_again_on_a_fresh_task(store):
+    seen = []
+
+    def flaky(task):
+        seen.append(task.metadata["visits"])
+        task.metadata["visits"] += 1
+        if len(seen) < 3:
+            raise RuntimeError("transient")
+        return 4
+
+    task = Task(id="t1", metrics=[CountingMetric(4)], metadata={"visits": 0})
+    result, record = await run(flaky, task, store, retry_errors=2)
+    assert result.status == "ok" and seen == [0, 0, 0]
+    assert task.metadata["visits"] == 0
+
+
+async def test_token_usage_lands_in_the_record(store):
+    async def talks(task):
+        record_usage("mock:model", input_tokens=10, output_tokens=3)
+        record_usage("mock:model", input_tokens=5, output_tokens=2)
+        return 4
+
+    _, record = await run(talks, make_task(), store)
+    assert record.usage["mock:model"].model_dump() == {"input_tokens": 15, "output_tokens": 5, "calls": 2}
+
+
+async def test_a_second_attempt_never_overwrites_the_first_record(store):
+    solution = SolutionSpec(sync_one_arg).build()
+    first = await execute_one(make_task(), 0, solution, store, run_id="r", attempt=1)
+    second = await execute_one(make_task(), 0, SolutionSpec(lambda t: 5).build(), store, run_id="r", attempt=2)
+    assert first.written and not second.written
+    record = next(store.iter_records())
+    assert record.attempt == 1 and record.output == 4

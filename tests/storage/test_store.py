@@ -1,0 +1,117 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.core.errors import StorageError
+from runner.core.record import TaskRecord
+from runner.storage import ResultStore, normalize_uri
+
+
+def _record(task_id: str, repeat: int = 0, output: object = 1) -> TaskRecord:
+    return TaskRecord(run_id="r", task_id=task_id, repeat=repeat, status="ok", output=output,
+                      started_at="2026-01-01T00:00:00+00:00", finished_at="2026-01-01T00:00:01+00:00")
+
+
+@pytest.fixture(params=["path", "file", "memory", "s3"])
+def store(request, tmp_path):
+    if request.param == "path":
+        return ResultStore(str(tmp_path / "run"))
+    if request.param == "file":
+        return ResultStore(f"file://{tmp_path}/run")
+    if request.param == "memory":
+        return ResultStore(f"memory://runner-tests/{tmp_path.name}")
+    bucket = request.getfixturevalue("s3_bucket")
+    return ResultStore(f"s3://{bucket}/runs/one")
+
+
+def test_records_are_written_once_and_listed_in_one_pass(store):
+    assert store.write_record(_record("a/b", 0))
+    assert store.write_record(_record("a/b", 1))
+    assert store.write_record(_record("C", 0))
+    assert not store.write_record(_record("a/b", 0, output="second writer"))
+    assert store.done_items() == {("a%2Fb", 0), ("a%2Fb", 1), ("%43", 0)}
+    records = {(r.task_id, r.repeat): r for r in store.iter_records()}
+    assert set(records) == {("a/b", 0), ("a/b", 1), ("C", 0)}
+    assert records[("a/b", 0)].output == 1
+
+
+def test_clear_removes_only_this_runs_files(store):
+    store.write_record(_record("x"))
+    store.write_file("summary.json", b"{}")
+    store.fs.pipe_file(store.path("notes.txt"), b"keep me")
+    store.clear()
+    assert store.done_items() == set()
+    assert store.read_file("summary.json") is None
+    assert store.read_file("notes.txt") == b"keep me"
+
+
+def test_plain_paths_become_absolute_file_uris(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert normalize_uri("runs/x/") == f"file://{tmp_path}/runs/x"
+    assert normalize_uri("s3://b/p/") == "s3://b/p"
+
+
+def test_unreachable_bucket_is_a_storage_error_without_credentials(s3_env):
+    store = ResultStore("s3://no-such-bucket-here/run", {"secret": "sup3r-s3cret-value"})
+    with pytest.raises(StorageError) as caught:
+        store.write_record(_record("a"))
+    assert "sup3r-s3cret-value" not in str(caught.value)
+    assert "no-such-bucket-here" in str(caught.value)
+
+
+def test_store_pickles_without_its_filesystem(tmp_path):
+    import pickle
+
+    store = ResultStore(str(tmp_path))
+    store.write_record(_record("a"))
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.done_items() == {("a", 0)}
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from runner.core.record import TaskRecord
+    from runner.storage import ResultStore
+    store = ResultStore(sys.argv[1])
+    record = TaskRecord(run_id="r", task_id="big", repeat=0, status="ok", output="x" * (200 * 1024 * 1024),
+                        started_at="2026-01-01T00:00:00+00:00", finished_at="2026-01-01T00:00:01+00:00")
+    print("writing", flush=True)
+    store.write_record(record)
+    print("written", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_a_writer_killed_mid_write_leaves_no_half_record(backend, tmp_path, request):
+    """SIGKILL a process while it writes a 200 MB record: afterwards the record is absent or whole."""
+    if backend == "local":
+        uri = str(tmp_path / "run")
+        env = dict(os.environ)
+    else:
+        bucket = request.getfixturevalue("s3_bucket")
+        uri = f"s3://{bucket}/run"
+        env = {**os.environ, **request.getfixturevalue("s3_server")}
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, uri], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "writing"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = ResultStore(uri)
+    path = store.record_path("big", 0)
+    if store.fs.exists(path):
+        record = TaskRecord.model_validate_json(store.fs.cat_file(path))
+        assert len(record.output) == 200 * 1024 * 1024
+    else:
+        assert store.done_items() == set()
+    if backend == "local":
+        leftovers = [p for p in Path(tmp_path / "run").rglob("*") if p.is_file()]
+        assert all(p.name.startswith(".") for p in leftovers if p.name != "0.json")

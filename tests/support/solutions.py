@@ -1,0 +1,40 @@
+"""Solutions and benchmarks used by tests that run ``python -m runner`` in a subprocess (importable by path)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+from runner import BenchmarkBase, Task
+from runner.agents.calculator import calculator
+from runner.benchmarks.toy import NumericMatch
+
+CALLS_ENV = "RUNNER_TEST_CALLS"
+DELAY_ENV = "RUNNER_TEST_DELAY"
+
+
+def counting_calculator(task: Task) -> float:
+    """The calculator, appending ``<task id> <pid>`` to the file named by ``$RUNNER_TEST_CALLS`` on every call
+    (flushed to disk before answering) and sleeping ``$RUNNER_TEST_DELAY`` seconds, so tests can count executions
+    and kill a run midway."""
+    path = os.environ[CALLS_ENV]
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"{task.id} {os.getpid()}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    time.sleep(float(os.environ.get(DELAY_ENV, "0")))
+    return calculator(task)
+
+
+class SquaresBenchmark(BenchmarkBase):
+    """``n`` tasks "What is i * i?" with no ``__len__`` (the plan counts them)."""
+
+    def __init__(self, n: int = 5) -> None:
+        super().__init__(name="squares", description="squares")
+        self.n = n
+
+    def __iter__(self) -> Iterator[Task]:
+        for i in range(self.n):
+            yield Task(id=f"sq/{i}", input=f"What is {i} * {i}?", ground_truth=i * i, metrics=[NumericMatch(i * i)],
+                       tags={"category": "even" if i % 2 == 0 else "odd"})
