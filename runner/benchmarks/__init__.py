@@ -4,5 +4,6 @@
 """
 
 BENCHMARKS: dict[str, str] = {
+    "hotpotqa": "runner.benchmarks.hotpotqa:HotpotQABenchmark",
     "toy": "runner.benchmarks.toy:ToyBenchmark",
 }

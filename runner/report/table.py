@@ -38,18 +38,7 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
     console.print(metrics)
 
     if summary.by_category:
-        names = sorted({name for group in summary.by_category.values() for name in group})
-        table = Table(title="by category (mean, n)", title_justify="left")
-        table.add_column("category")
-        for name in names:
-            table.add_column(name, justify="right")
-        for category, group in summary.by_category.items():
-            cells = []
-            for name in names:
-                entry = group.get(name)
-                cells.append("" if not entry or entry.get("mean") is None else f"{entry['mean']:.3f} ({entry['n']})")
-            table.add_row(category, *cells)
-        console.print(table)
+        console.print(_category_table(summary))
 
     if summary.pass_at_k:
         table = Table(title="pass@k", title_justify="left")
@@ -64,3 +53,28 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
     if summary.score is not None:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
         console.print(f"[bold]score {summary.score:.3f}[/bold]" + (f"  ({parts})" if parts else ""))
+
+
+def _category_table(summary: Summary) -> Table:
+    """Per-category means; categories as rows, or as columns when there are more metrics than categories."""
+    names = sorted({name for group in summary.by_category.values() for name in group})
+    categories = list(summary.by_category)
+
+    def cell(category: str, name: str) -> str:
+        entry = summary.by_category[category].get(name)
+        return "" if not entry or entry.get("mean") is None else f"{entry['mean']:.3f} ({entry['n']})"
+
+    table = Table(title="by category (mean, n)", title_justify="left")
+    if len(names) > len(categories):
+        table.add_column("metric")
+        for category in categories:
+            table.add_column(category, justify="right")
+        for name in names:
+            table.add_row(name, *(cell(category, name) for category in categories))
+    else:
+        table.add_column("category")
+        for name in names:
+            table.add_column(name, justify="right")
+        for category in categories:
+            table.add_row(category, *(cell(category, name) for name in names))
+    return table

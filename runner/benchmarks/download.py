@@ -1,0 +1,75 @@
+"""Downloading public benchmark data once, pinned and checksummed, into a local cache.
+
+The cache folder is ``$RUNNER_CACHE_DIR`` or ``~/.cache/runner``. A file is downloaded to a temporary name, its
+size and digest checked, then renamed into place, so an interrupted or corrupt download is never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import fsspec
+
+from runner.core.errors import BenchmarkError
+
+
+def cache_dir(*parts: str) -> Path:
+    """``$RUNNER_CACHE_DIR/<parts>`` (default ``~/.cache/runner/<parts>``), created if missing."""
+    root = Path(os.environ.get("RUNNER_CACHE_DIR") or Path.home() / ".cache" / "runner")
+    path = root.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def file_digest(path: str | Path, algorithm: str) -> str:
+    """Hex digest of a local file (``sha256``, ``sha1``...)."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(url: str, target: Path, *, algorithm: str, digest: str, size: int | None = None) -> Path:
+    """``target``, downloaded from ``url`` unless a verified copy is already there.
+
+    Args:
+        url: any fsspec URL (``https://...``, ``s3://...``, a local path for mirrors).
+        target: where the verified file lives.
+        algorithm: the digest algorithm of ``digest`` (``sha256``, ``sha1``).
+        digest: the expected hex digest.
+        size: the expected size in bytes, if known.
+
+    Raises:
+        BenchmarkError: the download failed or the file does not match (the message names the file and the fix).
+    """
+    if target.exists() and _matches(target, algorithm, digest, size):
+        return target
+    partial = target.with_name(target.name + ".part")
+    try:
+        with fsspec.open(url, "rb") as source, open(partial, "wb") as sink:
+            for block in iter(lambda: source.read(1 << 20), b""):
+                sink.write(block)
+    except Exception as exc:  # noqa: BLE001 - any transport failure is one clear line
+        partial.unlink(missing_ok=True)
+        raise BenchmarkError(
+            f"cannot download {url} ({type(exc).__name__}: {exc}); check the network, or download it yourself "
+            "and pass its folder or file with --data-dir"
+        ) from None
+    if not _matches(partial, algorithm, digest, size):
+        got = file_digest(partial, algorithm)
+        partial.unlink(missing_ok=True)
+        raise BenchmarkError(
+            f"{url} does not match its pinned {algorithm} ({got[:16]}... instead of {digest[:16]}...); "
+            "the source changed or the download was corrupted: retry, or pass a verified copy with --data-dir"
+        )
+    os.replace(partial, target)
+    return target
+
+
+def _matches(path: Path, algorithm: str, digest: str, size: int | None) -> bool:
+    if size is not None and path.stat().st_size != size:
+        return False
+    return file_digest(path, algorithm) == digest

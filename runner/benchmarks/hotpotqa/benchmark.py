@@ -1,0 +1,141 @@
+"""The HotpotQA benchmark (Yang et al., EMNLP 2018): multi-hop questions over Wikipedia paragraphs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from runner.benchmarks.hotpotqa.data import FORMATS, Format, HotpotRecord, load_records
+from runner.benchmarks.hotpotqa.metrics import (
+    ANSWER_METRICS,
+    CONTEXT_LOOKUP,
+    SP_METRICS,
+    ExactMatch,
+    OfficialMetric,
+    ToolUsage,
+)
+from runner.core.benchmark import BenchmarkBase
+from runner.core.errors import BenchmarkError
+from runner.core.metric import MetricBase
+from runner.core.results import Headline, RunResults
+from runner.core.solution import SolutionOutput
+from runner.core.task import Task
+from runner.core.trajectory import tool_call_step
+
+HEADLINE_COMPONENTS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
+
+
+class HotpotQABenchmark(BenchmarkBase):
+    """HotpotQA questions from a file in the official (distractor), simplified or BeeAI shape.
+
+    Args:
+        path: any fsspec path or URL of the JSON file; ``None`` downloads the official dev distractor set (7,405
+            questions, checked against its pinned SHA-1). ``data_dir`` is accepted as an alias (the CLI's
+            ``--data-dir``).
+        format: ``distractor``, ``simplified`` or ``beeai``; detected from the first record when omitted.
+
+    Tasks: ``input`` is the question; ``ground_truth`` holds the answer, supporting facts, titles and sentences;
+    ``metadata["context"]`` the paragraphs (official shape) for a context-lookup tool; ``tags`` carry
+    ``category`` (the question type: bridge or comparison) and ``level`` where the file has them.
+
+    Metrics: the official ``em``, ``f1``, ``prec``, ``recall`` and, when the file has supporting facts, ``sp_*``
+    and ``joint_*`` (see :mod:`runner.benchmarks.hotpotqa.official`); BeeAI's ``exact_match`` and, when the file
+    names supporting titles, ``tool_usage``. Headline: the mean joint F1 (the leaderboard's ranking score) when
+    supporting facts exist, else the mean answer F1.
+    """
+
+    default_solution = "hotpotqa-agent"
+
+    def __init__(self, path: str | None = None, format: Format | None = None, data_dir: str | None = None) -> None:
+        super().__init__(name="hotpotqa", description="HotpotQA multi-hop question answering")
+        if path is not None and data_dir is not None and path != data_dir:
+            raise BenchmarkError("give the HotpotQA file once: path= or --data-dir, not both")
+        if format is not None and format not in FORMATS:
+            raise BenchmarkError(f"unknown HotpotQA format {format!r}; use one of {', '.join(FORMATS)}")
+        self.path = path or data_dir
+        self.format = format
+        self._records: list[HotpotRecord] | None = None
+
+    @property
+    def version(self) -> str:  # type: ignore[override]
+        """Changes when the scoring rules change."""
+        return "1"
+
+    def prepare(self) -> None:
+        """Read (or download and verify) the file; raises ``BenchmarkError`` naming the problem."""
+        if self._records is None:
+            self._records = load_records(self.path, self.format)
+
+    def records(self) -> list[HotpotRecord]:
+        """The loaded records."""
+        self.prepare()
+        assert self._records is not None
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.records())
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray workers get the benchmark through the object store: ship the path, not 7,405 records.
+        state = self.__dict__.copy()
+        state["_records"] = None
+        return state
+
+    def __iter__(self) -> Iterator[Task]:
+        for record in self.records():
+            yield self.make_task(record)
+
+    @staticmethod
+    def metrics_for(record: HotpotRecord) -> list[MetricBase]:
+        """The metrics that apply to ``record``."""
+        names = ANSWER_METRICS + (SP_METRICS if record.supporting_facts is not None else ())
+        metrics: list[MetricBase] = [OfficialMetric(name, record) for name in names]
+        metrics.append(ExactMatch(record))
+        if record.supporting_titles:
+            metrics.append(ToolUsage(record))
+        return metrics
+
+    def make_task(self, record: HotpotRecord) -> Task:
+        """The task of one record."""
+        tags = {key: value for key, value in (("category", record.type), ("level", record.level)) if value}
+        return Task(
+            id=record.id,
+            input=record.question,
+            ground_truth={
+                "answer": record.answer,
+                "supporting_facts": record.supporting_facts,
+                "supporting_titles": record.distinct_titles,
+                "supporting_sentences": record.supporting_sentences,
+            },
+            metrics=self.metrics_for(record),
+            tags=tags,
+            metadata={"record": record, "context": record.context},
+        )
+
+    def reference(self, task: Task) -> SolutionOutput:
+        """The gold answer and supporting facts in the agent's answer format, with one context lookup per distinct
+        supporting title in the trajectory (as a perfect agent would do)."""
+        record: HotpotRecord = task.metadata["record"]  # type: ignore[index]
+        paragraphs = dict(record.context or [])
+        return SolutionOutput(
+            output={
+                "answer": record.answer,
+                "supporting_facts": [list(fact) for fact in record.supporting_facts or []],
+                "supporting_titles": record.distinct_titles,
+                "supporting_sentences": record.supporting_sentences,
+                "tool_used": [CONTEXT_LOOKUP] if record.supporting_titles else [],
+                "reasoning_explanation": "the gold answer and supporting facts",
+            },
+            trajectory=[
+                tool_call_step(CONTEXT_LOOKUP, {"title": title}, result=paragraphs.get(title))
+                for title in record.distinct_titles
+            ],
+        )
+
+    def score(self, results: RunResults) -> Headline:
+        """Headline: mean ``joint_f1`` when supporting facts were scored, else mean ``f1``; the official corpus
+        means (em, f1, sp_em, sp_f1, joint_em, joint_f1) as components."""
+        means = {name: results.metrics[name]["mean"] for name in HEADLINE_COMPONENTS
+                 if name in results.metrics and results.metrics[name].get("mean") is not None}
+        headline = means.get("joint_f1", means.get("f1"))
+        return Headline(score=headline, components=means)
