@@ -4,5 +4,6 @@
 """
 
 BENCHMARKS: dict[str, str] = {
+    "acebench": "runner.benchmarks.acebench:ACEBenchmark",
     "toy": "runner.benchmarks.toy:ToyBenchmark",
 }
