@@ -82,19 +82,25 @@ def deep_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def milestone_fraction(calls: list[str], milestones: list[str]) -> float:
-    """The share of ``milestones`` found in ``calls`` in order (greedy scan, each compared after ``strip``), as in
-    the authors' ``agent_eval_process``; 1.0 when there are no milestones."""
+def milestone_fraction(calls: list[str], milestones: list[str], strict: bool = False) -> float:
+    """The share of ``milestones`` found in ``calls`` in order, each compared after ``strip``; 1.0 when there are
+    no milestones.
+
+    Official (the authors' ``agent_eval_process``): a greedy scan, and a milestone that is not found uses up the rest
+    of the calls, so every later milestone counts as missed too. Strict: a milestone that is not found is skipped
+    without moving on, so later ones can still be found.
+    """
     if not milestones:
         return 1.0
     position, found = 0, 0
     for stone in milestones:
         target = str(stone).strip()
-        while position < len(calls):
-            position += 1
-            if str(calls[position - 1]).strip() == target:
-                found += 1
-                break
+        index = next((i for i in range(position, len(calls)) if str(calls[i]).strip() == target), None)
+        if index is not None:
+            found += 1
+            position = index + 1
+        elif not strict:
+            position = len(calls)
     return found / len(milestones)
 
 
@@ -105,6 +111,6 @@ def process_accuracy(calls: list[str], milestones: Any, end_to_end_correct: bool
     if end_to_end_correct:
         return 1.0
     if milestones and isinstance(milestones[0], list):
-        fractions = [milestone_fraction(calls, alternative) for alternative in milestones]
+        fractions = [milestone_fraction(calls, alternative, strict) for alternative in milestones]
         return max(fractions if strict else [round(f, 3) for f in fractions])
-    return milestone_fraction(calls, milestones or [])
+    return milestone_fraction(calls, milestones or [], strict)
