@@ -181,7 +181,7 @@ def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, base_
     for relative in relatives:
         target = cache / relative
         if target.exists():
-            _check_digest(relative, target.read_bytes(), str(target), f"delete it and run again to download it anew")
+            _check_digest(relative, target.read_bytes(), str(target), "delete it and run again to download it anew")
             continue
         url = f"{url_root}/{relative}"
         try:
