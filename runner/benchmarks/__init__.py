@@ -4,6 +4,7 @@
 """
 
 BENCHMARKS: dict[str, str] = {
+    "acebench": "runner.benchmarks.acebench:ACEBenchmark",
     "hotpotqa": "runner.benchmarks.hotpotqa:HotpotQABenchmark",
     "toy": "runner.benchmarks.toy:ToyBenchmark",
 }
