@@ -32,8 +32,17 @@ def file_digest(path: str | Path, algorithm: str) -> str:
     return digest.hexdigest()
 
 
-def fetch(url: str, target: Path, *, algorithm: str, digest: str, size: int | None = None) -> Path:
-    """``target``, downloaded from ``url`` unless a verified copy is already there.
+def fetch(
+    url: str,
+    target: Path,
+    *,
+    algorithm: str,
+    digest: str,
+    size: int | None = None,
+    fix: str = "retry, or pass a verified copy with --data-dir",
+) -> Path:
+    """``target``, downloaded from ``url`` unless a verified copy is already there (a cached copy that does not
+    verify is downloaded again).
 
     Args:
         url: any fsspec URL (``https://...``, ``s3://...``, a local path for mirrors).
@@ -41,12 +50,14 @@ def fetch(url: str, target: Path, *, algorithm: str, digest: str, size: int | No
         algorithm: the digest algorithm of ``digest`` (``sha256``, ``sha1``).
         digest: the expected hex digest.
         size: the expected size in bytes, if known.
+        fix: what the user can do when the download does not verify (ends the error message).
 
     Raises:
         BenchmarkError: the download failed or the file does not match (the message names the file and the fix).
     """
     if target.exists() and _matches(target, algorithm, digest, size):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     try:
         with fsspec.open(url, "rb") as source, open(partial, "wb") as sink:
@@ -63,7 +74,7 @@ def fetch(url: str, target: Path, *, algorithm: str, digest: str, size: int | No
         partial.unlink(missing_ok=True)
         raise BenchmarkError(
             f"{url} does not match its pinned {algorithm} ({got[:16]}... instead of {digest[:16]}...); "
-            "the source changed or the download was corrupted: retry, or pass a verified copy with --data-dir"
+            f"the source changed or the download was corrupted: {fix}"
         )
     os.replace(partial, target)
     return target

@@ -51,7 +51,7 @@ class ACEBenchmark(BenchmarkBase):
     Args:
         data_dir: any fsspec path or URL holding the repository's ``data_all/`` layout
             (``data_<lang>/data_<category>.json`` and ``data_<lang>/possible_answer/...``); ``None`` downloads the
-            pinned files into ``~/.cache/runner/acebench/<commit>/`` (``$RUNNER_ACEBENCH_CACHE``) and verifies them.
+            pinned files into ``~/.cache/runner/acebench/<commit>/`` (``$RUNNER_CACHE_DIR`` moves it) and verifies them.
         language: ``en`` or ``zh``.
         categories: a list or comma-separated string of categories or groups; ``None`` for all 17.
         scoring: ``official`` (the authors' checker, quirks included) or ``strict`` (see ``docs/acebench.md``).

@@ -12,23 +12,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import fsspec
 
+from runner.benchmarks.download import cache_dir as runner_cache_dir
+from runner.benchmarks.download import fetch
 from runner.core.errors import BenchmarkError
 
 COMMIT = "56dd66cf6439b0d9655ee1b353e4cd745c6f664e"
 BASE_URL = f"https://raw.githubusercontent.com/chenchen0103/ACEBench/{COMMIT}/data_all"
-CACHE_ENV = "RUNNER_ACEBENCH_CACHE"
-"""Overrides the cache folder (default ``~/.cache/runner/acebench/<commit>``)."""
 URL_ENV = "RUNNER_ACEBENCH_URL"
 """Overrides :data:`BASE_URL` (a mirror laid out like ``data_all/``); checksums are verified all the same."""
-DOWNLOAD_TIMEOUT_S = 60.0
 
 SHA256: dict[str, str] = {
     "data_en/data_agent_multi_step.json": "c04b7561a2a5b31b3c4fd3067807ab4e0a7907f5a72cd5ec987da3469eac1fe9",
@@ -139,11 +135,8 @@ def needed_files(language: str, categories: tuple[str, ...]) -> list[str]:
 
 
 def default_cache_dir() -> Path:
-    """``$RUNNER_ACEBENCH_CACHE`` or ``~/.cache/runner/acebench/<commit>``."""
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "runner" / "acebench" / COMMIT
+    """``$RUNNER_CACHE_DIR/acebench/<commit>`` (default ``~/.cache/runner/acebench/<commit>``)."""
+    return runner_cache_dir("acebench", COMMIT)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -162,10 +155,8 @@ def _check_digest(relative: str, data: bytes, where: str, fix: str) -> None:
 
 
 def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, base_url: str | None = None) -> Path:
-    """Make sure every file in ``relatives`` is in the cache, downloading the missing ones; returns the cache folder.
-
-    Each file is verified against :data:`SHA256` whether it was just downloaded or already cached, and written by
-    temp file + rename, so an interrupted download never leaves a half file behind.
+    """Make sure every file in ``relatives`` is in the cache, verified against :data:`SHA256`; returns the cache
+    folder. Missing or corrupt cached files are downloaded (again) through :func:`runner.benchmarks.download.fetch`.
 
     Args:
         relatives: paths relative to ``data_all/`` (see :func:`needed_files`).
@@ -173,31 +164,13 @@ def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, base_
         base_url: where ``data_all/`` lives (default ``$RUNNER_ACEBENCH_URL`` or :data:`BASE_URL`).
 
     Raises:
-        BenchmarkError: a download failed, or a file (downloaded or cached) has the wrong checksum; the message
-            names the file and the fix.
+        BenchmarkError: a download failed or does not verify; the message names the file and the fix.
     """
     cache = cache_dir or default_cache_dir()
     url_root = (base_url or os.environ.get(URL_ENV) or BASE_URL).rstrip("/")
     for relative in relatives:
-        target = cache / relative
-        if target.exists():
-            _check_digest(relative, target.read_bytes(), str(target), "delete it and run again to download it anew")
-            continue
-        url = f"{url_root}/{relative}"
-        try:
-            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310 - fixed https URL
-                data = response.read()
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise BenchmarkError(
-                f"cannot download ACEBench file {url} ({reason}); check the network, or pass --data-dir with a copy "
-                f"of the repository's data_all/ folder"
-            ) from None
-        _check_digest(relative, data, url, f"set {URL_ENV} to a faithful mirror, or pass --data-dir with a copy")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as tmp:
-            tmp.write(data)
-        os.replace(tmp.name, target)
+        fetch(f"{url_root}/{relative}", cache / relative, algorithm="sha256", digest=SHA256[relative],
+              fix=f"set {URL_ENV} to a faithful mirror, or pass --data-dir with a copy of data_all/")
     return cache
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runner.benchmarks.acebench import ACEBenchmark
-from runner.benchmarks.acebench.files import CACHE_ENV, URL_ENV
+from runner.benchmarks.acebench.files import COMMIT, URL_ENV
 from runner.core.errors import BenchmarkError
 
 FILES = ["data_en/data_special_irrelevant.json", "data_en/possible_answer/data_special_irrelevant.json"]
@@ -70,8 +70,8 @@ def test_download_verifies_checksums_and_reuses_the_cache(acebench_dir: Path, ht
     for relative in FILES:
         (served / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(acebench_dir / relative, served / relative)
-    cache = tmp_path / "cache"
-    monkeypatch.setenv(CACHE_ENV, str(cache))
+    monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "acebench" / COMMIT
     monkeypatch.setenv(URL_ENV, url)
     assert len(ACEBenchmark(categories="special_irrelevant")) == 50
     assert (cache / FILES[1]).read_bytes() == (acebench_dir / FILES[1]).read_bytes()
@@ -88,24 +88,26 @@ def test_a_corrupt_download_names_the_file_and_writes_nothing(acebench_dir: Path
         shutil.copy(acebench_dir / relative, served / relative)
     record = json.loads((served / FILES[1]).read_text().splitlines()[0])
     (served / FILES[1]).write_text(json.dumps(record) + "\n")
-    cache = tmp_path / "cache"
-    monkeypatch.setenv(CACHE_ENV, str(cache))
+    monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "acebench" / COMMIT
     monkeypatch.setenv(URL_ENV, url)
-    with pytest.raises(BenchmarkError, match=f"{url}/{FILES[1]} is corrupt.*{URL_ENV}"):
+    with pytest.raises(BenchmarkError, match=f"{url}/{FILES[1]} does not match its pinned sha256.*{URL_ENV}"):
         ACEBenchmark(categories="special_irrelevant").prepare()
     assert not (cache / FILES[1]).exists()
-    with pytest.raises(BenchmarkError, match="cannot download ACEBench file .*data_special_incomplete.json"):
+    with pytest.raises(BenchmarkError, match="cannot download .*data_special_incomplete.json"):
         ACEBenchmark(categories="special_incomplete").prepare()
 
 
-def test_a_corrupt_cached_file_says_to_delete_it(acebench_dir: Path, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = tmp_path / "cache"
+def test_a_corrupt_cached_file_is_downloaded_again(acebench_dir: Path, http_root, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    served, url = http_root
+    monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "acebench" / COMMIT
     for relative in FILES:
-        (cache / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(acebench_dir / relative, cache / relative)
+        for root in (served, cache):
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(acebench_dir / relative, root / relative)
     (cache / FILES[0]).write_text("{}\n")
-    monkeypatch.setenv(CACHE_ENV, str(cache))
-    monkeypatch.setenv(URL_ENV, "http://127.0.0.1:9")
-    with pytest.raises(BenchmarkError, match="data_special_irrelevant.json is corrupt.*delete it"):
-        ACEBenchmark(categories="special_irrelevant").prepare()
+    monkeypatch.setenv(URL_ENV, url)
+    assert len(ACEBenchmark(categories="special_irrelevant")) == 50
+    assert (cache / FILES[0]).read_bytes() == (acebench_dir / FILES[0]).read_bytes()
