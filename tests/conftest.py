@@ -1,13 +1,16 @@
-"""Fixtures shared by every test package: the shared data folder and a real S3 API server on loopback."""
+"""Fixtures shared by every test package: the shared data folder, a real S3 API server on loopback, and a scripted
+OpenAI-compatible model server on loopback."""
 
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.model_server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("RUNNER_SHARED_DIR", REPO.parent / "shared")).resolve()
@@ -61,3 +64,25 @@ def s3_bucket(s3_env: dict[str, str]) -> str:
     name = f"runner-test-{uuid.uuid4().hex[:12]}"
     boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"]).create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    """A scripted OpenAI-compatible model server on 127.0.0.1 (``tests/support/model_server.py``).
+
+    It stands in for vLLM/Ollama/OpenAI because no model can run on the test machines. Set its replies with
+    ``model_server.set_policy([...])``; point a model at it with
+    ``ChatModel.from_name("vllm:scripted", base_url=model_server.url)`` (or ``--model vllm:scripted
+    --model-base-url URL`` on the CLI).
+    """
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def refused_url() -> str:
+    """An API root on 127.0.0.1 where nothing listens, so connections are refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"

@@ -1,0 +1,84 @@
+"""Chat models: one interface over OpenAI, vLLM, Ollama, DashScope and a scripted ``mock``.
+
+Build a model from its name and call it::
+
+    from runner.models import ChatModel, tool_message
+
+    model = ChatModel.from_name("vllm:Qwen/Qwen2.5-7B-Instruct", base_url="http://localhost:8000/v1")
+    reply = await model.chat([{"role": "user", "content": "What is 2 + 2?"}], tools=[...])
+    for call in reply.tool_calls:          # ToolCall(id, name, arguments, raw_arguments, parse_error)
+        ...
+
+Every call's tokens are recorded for the current work item (``record.usage``, summed in ``summary.json``).
+``docs/models.md`` describes providers, environment variables, retries and mock scripts.
+"""
+
+from runner.models._base import ChatModel
+from runner.models._errors import ModelError, StructuredOutputError
+from runner.models._json import parse_json, schema_instance
+from runner.models._mock import (
+    DEFAULT_REPLY,
+    MOCK_POLICIES,
+    MockModel,
+    MockPolicy,
+    MockPolicySource,
+    MockReply,
+    MockRule,
+    MockScript,
+    MockToolCall,
+    default_policy,
+    echo_policy,
+    load_mock_script,
+    register_mock_policy,
+    resolve_mock_policy,
+)
+from runner.models._openai import OpenAICompatibleModel
+from runner.models._providers import PROVIDERS, Provider, parse_model_name
+from runner.models._retry import RetryPolicy
+from runner.models._types import (
+    ChatReply,
+    ChatRequest,
+    Message,
+    ToolCall,
+    Usage,
+    assistant_message,
+    system_message,
+    tool_message,
+    user_message,
+)
+
+__all__ = [
+    "DEFAULT_REPLY",
+    "MOCK_POLICIES",
+    "PROVIDERS",
+    "ChatModel",
+    "ChatReply",
+    "ChatRequest",
+    "Message",
+    "MockModel",
+    "MockPolicy",
+    "MockPolicySource",
+    "MockReply",
+    "MockRule",
+    "MockScript",
+    "MockToolCall",
+    "ModelError",
+    "OpenAICompatibleModel",
+    "Provider",
+    "RetryPolicy",
+    "StructuredOutputError",
+    "ToolCall",
+    "Usage",
+    "assistant_message",
+    "default_policy",
+    "echo_policy",
+    "load_mock_script",
+    "parse_json",
+    "parse_model_name",
+    "register_mock_policy",
+    "resolve_mock_policy",
+    "schema_instance",
+    "system_message",
+    "tool_message",
+    "user_message",
+]

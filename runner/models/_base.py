@@ -1,0 +1,293 @@
+"""The chat-model interface every provider implements, and its convenience methods."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
+from pydantic import BaseModel, ValidationError
+from typing_extensions import Self
+
+from runner.core.usage import record_usage
+from runner.models._errors import StructuredOutputError, one_line
+from runner.models._json import parse_json, schema_instructions
+from runner.models._types import (
+    ChatReply,
+    ChatRequest,
+    Message,
+    ToolChoice,
+    normalize_messages,
+    normalize_response_format,
+    normalize_tool_choice,
+    normalize_tools,
+    system_message,
+    user_message,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from runner.models._mock import MockPolicySource
+    from runner.models._retry import RetryPolicy
+
+T = TypeVar("T", bound=BaseModel)
+
+StructuredMode = str
+"""How :meth:`ChatModel.chat_structured` asks for JSON: ``json_schema`` (the server constrains the output to the
+schema; OpenAI, vLLM, recent Ollama), ``json_object`` (any JSON object; the schema goes in the system prompt) or
+``prompt`` (no response format at all; the schema goes in the system prompt)."""
+
+
+class ChatModel(ABC):
+    """A chat model: OpenAI-style messages and tools in, a :class:`ChatReply` out.
+
+    Build one with :meth:`from_name` (``"openai:gpt-4o"``, ``"vllm:Qwen/Qwen2.5-7B-Instruct"``, ``"mock"``...) once
+    per worker, and share it: it holds no conversation state, so concurrent calls are safe, and copies of it (as
+    when a task holding a judge model is deep-copied per repeat) are the same object. It pickles without its HTTP
+    client, which is rebuilt on first use, so it can travel to Ray workers inside a task or metric.
+
+    Every call records its tokens with :func:`runner.core.usage.record_usage` under :attr:`name`, so the usage lands
+    in the current item's record and is summed in ``summary.json``.
+
+    Subclasses implement :meth:`_generate` (and may override :meth:`check` and :meth:`aclose`).
+
+    Args:
+        provider: the provider's name (``openai``, ``vllm``, ``ollama``, ``dashscope``, ``mock``).
+        model: the model name as the server knows it.
+        temperature, max_tokens, seed: defaults for every call that does not set them (``None``: the server's).
+    """
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.defaults: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+
+    @property
+    def name(self) -> str:
+        """``provider:model``: how usage is keyed in records and ``summary.json``."""
+        return f"{self.provider}:{self.model}" if self.model else self.provider
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ChatModel:
+        # Stateless apart from its HTTP client, which copies must share rather than duplicate.
+        return self
+
+    @classmethod
+    def from_name(
+        cls,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        mock_policy: MockPolicySource | None = None,
+    ) -> ChatModel:
+        """The model ``provider:model`` (or ``provider/model``).
+
+        Args:
+            name: e.g. ``openai:gpt-4o``, ``vllm:Qwen/Qwen2.5-7B-Instruct``, ``ollama:llama3.1:8b``,
+                ``dashscope:qwen-plus``, ``mock``, ``mock:echo``, ``mock:path/to/script.yaml``.
+            base_url: the server's API root (e.g. ``http://10.0.0.5:8000/v1``); default: the provider's
+                environment variable, else its default (see ``docs/models.md``).
+            api_key: the key; default: the provider's environment variable.
+            timeout: seconds one HTTP request may take (default 300).
+            retry: the retry policy (default :class:`RetryPolicy` ``()``: 5 attempts, backoff from 1 s).
+            temperature, max_tokens, seed: defaults for every call.
+            mock_policy: for the bare name ``mock`` only: the reply policy to use instead of the default one
+                (a registered policy name, a script path, a callable or a :class:`MockScript`), so that a
+                benchmark's agent can make ``--model mock`` run its own scripted episode.
+
+        Raises:
+            ConfigError: an unknown provider, a name without a model, a required API key not set, a mock policy
+                or script that cannot be found or read, or a base URL given to ``mock``.
+        """
+        from runner.models._mock import MockModel
+        from runner.models._openai import OpenAICompatibleModel
+        from runner.models._providers import parse_model_name
+
+        provider, model = parse_model_name(name)
+        defaults = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+        if provider.name == "mock":
+            return MockModel.from_spec(model or None, base_url=base_url, default_policy=mock_policy, **defaults)
+        return OpenAICompatibleModel(
+            provider, model, base_url=base_url, api_key=api_key, timeout=timeout, retry=retry, **defaults
+        )
+
+    async def chat(
+        self,
+        messages: str | Sequence[Message | ChatReply | BaseModel | str],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: ToolChoice | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        response_format: str | dict[str, Any] | type[BaseModel] | None = None,
+        seed: int | None = None,
+        stop: str | list[str] | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> ChatReply:
+        """One chat completion.
+
+        Args:
+            messages: OpenAI-format messages (dicts; :class:`ChatReply` objects stand for their assistant message),
+                or a string for a single user message.
+            tools: function definitions, OpenAI form ``{"type": "function", "function": {"name", "description",
+                "parameters"}}`` or short form ``{"name", "description", "parameters"}`` (``parameters``: JSON schema).
+            tool_choice: ``"auto"`` (default when tools are given), ``"none"``, ``"required"``, or a tool name to
+                force that tool.
+            temperature: sampling temperature; default: the model's default, else the server's.
+            max_tokens: the most output tokens; default as for ``temperature``.
+            response_format: ``"json"`` for any JSON object, a pydantic model class for JSON matching its schema,
+                an OpenAI response-format dict, or ``None``/``"text"``.
+            seed: sampling seed, where the server supports one.
+            stop: stop sequence(s).
+            extra_body: extra request fields passed as they are (e.g. ``{"top_k": 20}`` for vLLM).
+
+        Returns:
+            the :class:`ChatReply`; its tokens are also recorded for the current item.
+
+        Raises:
+            ModelError: the call failed for good (after retries); the message is one line with the fix.
+            TypeError, ValueError: malformed messages or tools (a bug in the caller).
+        """
+        chosen = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+        settings = {key: value if value is not None else self.defaults.get(key) for key, value in chosen.items()}
+        request = ChatRequest(
+            model=self.model,
+            messages=normalize_messages(messages),
+            tools=normalize_tools(tools),
+            tool_choice=normalize_tool_choice(tool_choice) if tools else None,
+            response_format=normalize_response_format(response_format),
+            stop=stop,
+            extra_body=extra_body,
+            **settings,
+        )
+        started = time.perf_counter()
+        reply = await self._generate(request)
+        record_usage(self.name, reply.usage.input_tokens, reply.usage.output_tokens)
+        structlog.get_logger("runner.models").debug(
+            "model.call",
+            model=self.name,
+            seconds=round(time.perf_counter() - started, 4),
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+            tool_calls=len(reply.tool_calls),
+            finish_reason=reply.finish_reason,
+        )
+        return reply
+
+    async def chat_structured(
+        self,
+        messages: str | Sequence[Message | ChatReply | BaseModel | str],
+        output_type: type[T],
+        *,
+        mode: StructuredMode = "json_schema",
+        repair_attempts: int = 1,
+        **options: Any,
+    ) -> T:
+        """A reply parsed into the pydantic model ``output_type`` (for judges and metric adapters).
+
+        The reply's JSON is found tolerantly (:func:`parse_json`: code fences and surrounding prose are skipped)
+        and validated. When that fails, the model is shown its reply and the validation error and asked again,
+        up to ``repair_attempts`` times.
+
+        Args:
+            messages: as for :meth:`chat`.
+            output_type: the pydantic model to fill.
+            mode: ``json_schema`` (default), ``json_object`` or ``prompt``; see :data:`StructuredMode`. Use
+                ``prompt`` for servers that reject response formats.
+            repair_attempts: extra calls after an unparseable reply (0: none).
+            options: other :meth:`chat` arguments (``temperature``, ``max_tokens``...).
+
+        Raises:
+            StructuredOutputError: no valid reply after the repair attempts (one line quoting the error).
+            ModelError: a call failed for good.
+            ValueError: an unknown ``mode``.
+        """
+        if mode not in ("json_schema", "json_object", "prompt"):
+            raise ValueError(f"mode {mode!r}: use json_schema, json_object or prompt")
+        conversation = normalize_messages(messages)
+        if mode != "json_schema":
+            instructions = schema_instructions(output_type.model_json_schema())
+            conversation = [system_message(instructions), *conversation]
+        response_format: Any = {"json_schema": output_type, "json_object": "json", "prompt": None}[mode]
+        problem = ""
+        for attempt in range(repair_attempts + 1):
+            reply = await self.chat(conversation, response_format=response_format, **options)
+            try:
+                return output_type.model_validate(parse_json(reply.content))
+            except (ValueError, ValidationError) as exc:
+                problem = one_line(exc, 200)
+            if attempt < repair_attempts:
+                conversation = [
+                    *conversation,
+                    reply.to_message(),
+                    user_message(f"That reply is not valid: {problem}. Reply again with only the JSON object."),
+                ]
+        raise StructuredOutputError(
+            f"{self.name}: the reply is not a valid {output_type.__name__} after {repair_attempts + 1} "
+            f"attempt(s): {problem}"
+        )
+
+    def chat_sync(self, messages: str | Sequence[Message | ChatReply | BaseModel | str], **options: Any) -> ChatReply:
+        """:meth:`chat` for synchronous code (e.g. a sync metric adapter's ``generate``).
+
+        Runs the call in a fresh event loop (closing its connections after); from a thread that already runs a
+        loop, in a helper thread (it then blocks that loop until the reply comes: prefer :meth:`chat` there).
+        Usage is recorded for the caller's item either way.
+        """
+
+        async def once() -> ChatReply:
+            try:
+                return await self.chat(messages, **options)
+            finally:
+                await self.aclose()
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(once())
+        context = contextvars.copy_context()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(context.run, asyncio.run, once()).result()
+
+    async def check(self) -> None:
+        """A cheap preflight request that fails fast when the model cannot be used (default: nothing to check).
+
+        Raises:
+            ModelError: the server cannot be reached, rejects the key, or does not serve the model.
+        """
+
+    async def aclose(self) -> None:
+        """Release the running event loop's network resources (the model stays usable: they are re-created on the
+        next call). ``async with model:`` calls it on exit."""
+
+    @abstractmethod
+    async def _generate(self, request: ChatRequest) -> ChatReply:
+        """Answer one normalised request (retries included). Usage is recorded by :meth:`chat`, not here."""

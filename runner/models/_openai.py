@@ -1,0 +1,233 @@
+"""Every HTTP provider: an OpenAI-compatible server reached through the official ``openai`` package's async client."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import openai
+import structlog
+
+from runner.core.errors import ConfigError
+from runner.models import _retry
+from runner.models._base import ChatModel
+from runner.models._errors import ModelError, one_line
+from runner.models._providers import Provider
+from runner.models._retry import RetryPolicy, is_retryable_status, retry_after_seconds
+from runner.models._types import ChatReply, ChatRequest, ToolCall, Usage
+
+DEFAULT_TIMEOUT = 300.0
+
+R = TypeVar("R")
+
+
+class OpenAICompatibleModel(ChatModel):
+    """A model behind an OpenAI-compatible ``/chat/completions`` API (OpenAI, vLLM, Ollama, DashScope...).
+
+    Prefer :meth:`ChatModel.from_name`; construct directly for a provider of your own.
+
+    Args:
+        provider: a :class:`Provider` (see ``PROVIDERS``).
+        model: the model name the server knows.
+        base_url: the API root; default: the provider's environment variable, else its default.
+        api_key: default: the provider's environment variable.
+        timeout: seconds one HTTP request may take (default 300); a request past it is retried like a
+            connection failure.
+        retry: the :class:`RetryPolicy` (default: 5 attempts, exponential backoff from 1 s).
+        temperature, max_tokens, seed: defaults for every call.
+
+    Raises:
+        ConfigError: a required API key is missing, or the provider has no base URL and none was given.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(provider.name, model, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        url = provider.base_url(base_url)
+        if not url:
+            raise ConfigError(f"model provider {provider.name!r} has no default server; pass --model-base-url")
+        self.spec = provider
+        self.base_url = url.rstrip("/")
+        self._api_key = provider.api_key(api_key)
+        self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+        self.retry = retry or RetryPolicy()
+        # One HTTP client per event loop: a connection belongs to the loop that opened it, and one model may be
+        # used from several loops (a worker's loop, chat_sync's temporary ones).
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        # HTTP clients belong to this process's event loops; a copy in another process builds its own.
+        state = dict(self.__dict__)
+        state["_clients"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._clients = weakref.WeakKeyDictionary()
+
+    def _http(self) -> openai.AsyncOpenAI:
+        """The HTTP client of the running event loop (created on first use in that loop)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+                                        max_retries=0)
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the running event loop's HTTP client (a later call in this loop opens a new one)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def _generate(self, request: ChatRequest) -> ChatReply:
+        kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
+        completion = await self._with_retries(
+            lambda: self._http().chat.completions.create(**kwargs), uses_tools=bool(request.tools)
+        )
+        return self._reply(completion)
+
+    def _reply(self, completion: Any) -> ChatReply:
+        if not completion.choices:
+            raise ModelError(f"{self.name} at {self.base_url} returned no choices; check the server's logs")
+        choice = completion.choices[0]
+        message = choice.message
+        calls = [
+            ToolCall.parse(call.id or f"call_{index}", call.function.name, call.function.arguments)
+            for index, call in enumerate(message.tool_calls or [])
+            if getattr(call, "function", None) is not None
+        ]
+        usage = completion.usage
+        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        return ChatReply(
+            content=message.content,
+            tool_calls=calls,
+            finish_reason=choice.finish_reason,
+            usage=Usage(
+                input_tokens=(usage.prompt_tokens or 0) if usage else 0,
+                output_tokens=(usage.completion_tokens or 0) if usage else 0,
+            ),
+            model=completion.model or self.model,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
+        )
+
+    async def _with_retries(self, call: Callable[[], Awaitable[R]], *, uses_tools: bool = False) -> R:
+        """``await call()``, retried on 408/409/429/5xx and connection failures per :attr:`retry`.
+
+        Raises:
+            ModelError: a failure that is not retried, or the last attempt's failure.
+        """
+        log = structlog.get_logger("runner.models")
+        attempts = self.retry.max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return await call()
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                wait = retry_after_seconds(exc.response.headers)
+                if not is_retryable_status(status) or attempt == attempts:
+                    raise self._status_error(exc, attempt, uses_tools) from exc
+                if wait is not None and wait > self.retry.max_retry_after:
+                    raise ModelError(
+                        f"{self.name} at {self.base_url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
+                        f"more than the {self.retry.max_retry_after:.0f} s allowed; lower the request rate "
+                        "(fewer --workers or --concurrency) or resume the run later",
+                        status=status,
+                        retryable=True,
+                    ) from exc
+                reason = f"HTTP {status}"
+            except openai.APIConnectionError as exc:
+                if attempt == attempts:
+                    raise self._connection_error(exc, attempt) from exc
+                wait, reason = None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+            delay = self.retry.delay(attempt, wait)
+            log.warning("model.retry", model=self.name, url=self.base_url, reason=reason, attempt=attempt,
+                        attempts=attempts, delay_s=round(delay, 3))
+            await _retry.sleep(delay)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _connection_error(self, exc: openai.APIConnectionError, attempts: int) -> ModelError:
+        tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(
+                f"{self.name}: the server at {self.base_url} did not answer within {self.timeout:g} s{tries}; "
+                "check that it is healthy, or raise the model timeout",
+                retryable=True,
+            )
+        cause = one_line(exc.__cause__ or exc, 120)
+        return ModelError(
+            f"{self.name}: cannot connect to the model server at {self.base_url}{tries} ({cause}); "
+            f"start the server or point --model-base-url at it{self._env_hint('base')}",
+            retryable=True,
+        )
+
+    def _status_error(self, exc: openai.APIStatusError, attempts: int, uses_tools: bool) -> ModelError:
+        status = exc.status_code
+        body = exc.body
+        # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level.
+        detail = one_line(body["message"] if isinstance(body, dict) and isinstance(body.get("message"), str)
+                          else exc.message, 200)
+        where = f"{self.name} at {self.base_url}"
+        if status in (401, 403):
+            fix = f"check the API key{self._env_hint('key')}"
+        elif status == 404:
+            fix = ("check the model name and the base URL (it should end with /v1); "
+                   "'python -m runner list' shows the providers")
+        elif is_retryable_status(status):
+            fix = f"gave up after {attempts} attempts; lower the request rate or check the server"
+        elif uses_tools and "tool" in detail.lower():
+            fix = ("the server refused tool calling; for vLLM start it with --enable-auto-tool-choice "
+                   "--tool-call-parser <parser for the model>")
+        else:
+            fix = "the server rejected the request"
+        return ModelError(f"{where}: HTTP {status}: {detail}; {fix}", status=status,
+                          retryable=is_retryable_status(status))
+
+    def _env_hint(self, what: str) -> str:
+        variable = self.spec.base_url_env if what == "base" else self.spec.api_key_env
+        return f" (or set {variable})" if variable else ""
+
+    async def check(self) -> None:
+        """List the server's models once (no retries: a preflight should fail fast).
+
+        A server without ``/models`` (404 or 405) passes: it answered. A model missing from the list is an error
+        for servers that list exactly what they serve (vLLM, Ollama; ``name`` and ``name:latest`` both match), a
+        warning elsewhere.
+
+        Raises:
+            ModelError: cannot connect, the key is rejected, the server fails, or it does not serve the model.
+        """
+        try:
+            page = await self._http().models.list()
+        except openai.APIConnectionError as exc:
+            raise self._connection_error(exc, 1) from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code in (404, 405, 501):
+                return
+            raise self._status_error(exc, 1, uses_tools=False) from exc
+        served = [getattr(entry, "id", "") for entry in getattr(page, "data", None) or []]
+        if not served or self.model in served or f"{self.model}:latest" in served:
+            return
+        shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
+        if self.spec.lists_served_models:
+            raise ModelError(f"{self.name}: the server at {self.base_url} does not serve model {self.model!r}; "
+                             f"it serves: {shown}; pass --model {self.provider}:<one of them>")
+        structlog.get_logger("runner.models").warning(
+            "model.not_listed", model=self.name, url=self.base_url, served=served[:10]
+        )

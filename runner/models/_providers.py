@@ -1,0 +1,133 @@
+"""Providers: where a ``provider:model`` name is served, and how to authenticate there.
+
+Every provider but ``mock`` is an OpenAI-compatible HTTP API reached through the official ``openai`` client; a
+provider only fixes the default base URL, the environment variables read, and whether an API key is required.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from runner.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One provider.
+
+    Args:
+        name: the prefix in ``provider:model``.
+        description: one line for ``python -m runner list``.
+        default_base_url: the API root when neither an override nor ``base_url_env`` is set (``None``: no server).
+        base_url_env: environment variable that overrides the default base URL.
+        api_key_env: environment variable holding the API key.
+        api_key_required: whether a missing key is an error (otherwise ``placeholder_api_key`` is sent, for servers
+            that ignore it but whose clients insist on one).
+        placeholder_api_key: the key sent when none is required and none is set.
+        max_tokens_param: the request field for the output-token limit (``max_completion_tokens`` for OpenAI,
+            whose reasoning models refuse ``max_tokens``).
+        lists_served_models: the server's ``/models`` lists exactly what it serves (vLLM, Ollama), so the
+            preflight check can refuse an unknown model name; elsewhere an unlisted name is only a warning.
+    """
+
+    name: str
+    description: str
+    default_base_url: str | None = None
+    base_url_env: str | None = None
+    api_key_env: str | None = None
+    api_key_required: bool = False
+    placeholder_api_key: str = "EMPTY"
+    max_tokens_param: str = "max_tokens"
+    lists_served_models: bool = False
+
+    def base_url(self, override: str | None = None) -> str | None:
+        """The API root: ``override``, else ``$base_url_env``, else the default."""
+        env = os.environ.get(self.base_url_env) if self.base_url_env else None
+        return override or env or self.default_base_url
+
+    def api_key(self, override: str | None = None) -> str:
+        """The API key: ``override``, else ``$api_key_env``, else the placeholder.
+
+        Raises:
+            ConfigError: a required key is missing (the message names the variable).
+        """
+        key = override or (os.environ.get(self.api_key_env) if self.api_key_env else None)
+        if key:
+            return key
+        if self.api_key_required:
+            raise ConfigError(
+                f"model provider {self.name!r} needs an API key: set {self.api_key_env} in the environment "
+                "(on Ray and Kubernetes, in every worker's environment too)"
+            )
+        return self.placeholder_api_key
+
+
+PROVIDERS: dict[str, Provider] = {
+    provider.name: provider
+    for provider in (
+        Provider(
+            name="openai",
+            description="OpenAI's API, e.g. openai:gpt-4o",
+            default_base_url="https://api.openai.com/v1",
+            base_url_env="OPENAI_BASE_URL",
+            api_key_env="OPENAI_API_KEY",
+            api_key_required=True,
+            max_tokens_param="max_completion_tokens",
+        ),
+        Provider(
+            name="vllm",
+            description="vLLM ('vllm serve') or any keyless OpenAI-compatible server",
+            default_base_url="http://localhost:8000/v1",
+            base_url_env="VLLM_BASE_URL",
+            api_key_env="VLLM_API_KEY",
+            lists_served_models=True,
+        ),
+        Provider(
+            name="ollama",
+            description="Ollama ('ollama serve'), e.g. ollama:llama3.1:8b",
+            default_base_url="http://localhost:11434/v1",
+            base_url_env="OLLAMA_BASE_URL",
+            placeholder_api_key="ollama",
+            lists_served_models=True,
+        ),
+        Provider(
+            name="dashscope",
+            description="Alibaba Cloud DashScope, OpenAI-compatible mode, e.g. dashscope:qwen-plus",
+            default_base_url="https://dashscope.aliyuncs.com/compatible-mode/v1",
+            base_url_env="DASHSCOPE_BASE_URL",
+            api_key_env="DASHSCOPE_API_KEY",
+            api_key_required=True,
+        ),
+        Provider(
+            name="mock",
+            description="scripted replies, no server: mock, mock:<policy>, mock:<script.yaml>",
+        ),
+    )
+}
+
+
+def parse_model_name(name: str) -> tuple[Provider, str]:
+    """Split ``provider:model`` or ``provider/model`` into the provider and the model name.
+
+    The first ``:`` or ``/`` separates them, so the model part may hold more of either: ``ollama:llama3.1:8b``,
+    ``vllm:Qwen/Qwen2.5-7B-Instruct``, ``vllm/Qwen/Qwen2.5-7B-Instruct``. ``mock`` alone is allowed (its default
+    policy); every other provider needs a model.
+
+    Raises:
+        ConfigError: an empty name, an unknown provider (the message lists the known ones), or no model part.
+    """
+    text = (name or "").strip()
+    if not text:
+        raise ConfigError("empty model name; use provider:model, e.g. openai:gpt-4o or vllm:Qwen/Qwen2.5-7B-Instruct")
+    cut = min((i for i in (text.find(":"), text.find("/")) if i >= 0), default=len(text))
+    prefix, model = text[:cut].lower(), text[cut + 1 :].strip()
+    provider = PROVIDERS.get(prefix)
+    if provider is None:
+        known = ", ".join(sorted(PROVIDERS))
+        hint = f" (did you mean openai:{text}?)" if cut == len(text) else ""
+        raise ConfigError(f"unknown model provider {prefix!r} in model name {name!r}{hint}; "
+                          f"use provider:model with one of: {known}")
+    if not model and provider.name != "mock":
+        raise ConfigError(f"model name {name!r} names no model; write {provider.name}:<model>")
+    return provider, model

@@ -1,0 +1,96 @@
+"""When and how long to wait before trying a model call again.
+
+Retried: HTTP 408 (request timeout), 409 (conflict), 429 (rate limit) and every 5xx, plus connection failures and
+read timeouts, the set the OpenAI Python client itself retries (``openai._base_client.BaseClient._should_retry``).
+Delays grow exponentially with a random reduction of up to ``jitter`` (so that many Ray workers hitting one rate
+limit do not retry in lockstep), unless the server says how long to wait (``Retry-After`` in seconds or as an HTTP
+date, or the non-standard ``retry-after-ms``), which is then honoured exactly.
+
+We retry here rather than in the OpenAI client (built with ``max_retries=0``) so that every retry is logged with its
+reason and delay, and so that attempts and delays are settings of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+# Tests replace this to observe the delays chosen without waiting for them.
+_sleep = asyncio.sleep
+
+
+def is_retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth another try: 408, 409, 429 or any 5xx."""
+    return status in RETRYABLE_STATUS or status >= 500
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait, from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date).
+
+    Args:
+        headers: response headers (a case-insensitive mapping such as the HTTP client's, or lower-case keys).
+        now: the current Unix time for an HTTP-date value (default: ``time.time()``).
+
+    Returns:
+        seconds (never negative), or ``None`` when neither header is present or parses.
+    """
+    if not headers:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / divisor)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0.0, email.utils.mktime_tz(parsed) - (time.time() if now is None else now))
+
+
+class RetryPolicy(BaseModel):
+    """How a model call is retried.
+
+    Args:
+        max_attempts: tries in all, the first included (1: no retry).
+        initial_delay: seconds before the second try.
+        multiplier: each further delay is this many times the previous one.
+        max_delay: the longest computed delay, in seconds.
+        jitter: a computed delay is reduced by a random share of up to this fraction (0: exact delays).
+        max_retry_after: the longest server-requested wait (``Retry-After``) honoured, in seconds; a server asking
+            for more ends the call with an error instead of stalling the run.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(default=5, ge=1)
+    initial_delay: float = Field(default=1.0, ge=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    max_delay: float = Field(default=30.0, ge=0)
+    jitter: float = Field(default=0.25, ge=0, le=1)
+    max_retry_after: float = Field(default=120.0, ge=0)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed try number ``attempt`` (1-based): ``retry_after`` when the server gave one,
+        else ``min(max_delay, initial_delay * multiplier ** (attempt - 1))`` less the random jitter."""
+        if retry_after is not None:
+            return retry_after
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
+        return base * (1.0 - self.jitter * random.random())
+
+
+async def sleep(seconds: float) -> None:
+    """Wait ``seconds`` (through a hook tests replace)."""
+    await _sleep(seconds)

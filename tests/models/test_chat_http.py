@@ -1,0 +1,159 @@
+"""Chat calls through the real ``openai`` client against the scripted model server on loopback.
+
+The server (``tests/support/model_server.py``) stands in for vLLM/OpenAI because no model can run here; everything
+on the client side is the production code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from pydantic import BaseModel
+from support.model_server import ScriptedModelServer
+
+from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, StructuredOutputError, tool_message
+
+LOOKUP = {
+    "name": "lookup",
+    "description": "Read a paragraph by its title.",
+    "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+}
+
+
+T = TypeVar("T")
+
+
+def _model(server: ScriptedModelServer, name: str = "vllm:scripted", **kwargs: Any) -> ChatModel:
+    return ChatModel.from_name(name, base_url=server.url, retry=RetryPolicy(max_attempts=1), **kwargs)
+
+
+def using(model: ChatModel, use: Callable[[ChatModel], Awaitable[T]]) -> T:
+    """Run ``use(model)`` in a fresh event loop, closing the model's connections in that loop afterwards."""
+
+    async def main() -> T:
+        async with model:
+            return await use(model)
+
+    return asyncio.run(main())
+
+
+def test_a_tool_call_round_trip(model_server: ScriptedModelServer) -> None:
+    model_server.set_policy([
+        {"content": "Let me look.", "tool_calls": [{"name": "lookup", "arguments": {"title": "Scott Derrickson"}}]},
+        "Yes, both are American.",
+    ])
+
+    async def episode(model: ChatModel) -> tuple[ChatReply, ChatReply]:
+        messages: list[Any] = [{"role": "system", "content": "Answer."}, {"role": "user", "content": "Same nationality?"}]
+        first = await model.chat(messages, tools=[LOOKUP], temperature=0.0, max_tokens=64)
+        call = first.tool_calls[0]
+        messages += [first, tool_message(call.id, {"paragraph": "American director"}, name=call.name)]
+        second = await model.chat(messages, tools=[LOOKUP])
+        return first, second
+
+    first, second = using(_model(model_server), episode)
+    call = first.tool_calls[0]
+    assert (call.name, call.arguments, json.loads(call.raw_arguments)) == (
+        "lookup", {"title": "Scott Derrickson"}, {"title": "Scott Derrickson"})
+    assert call.id == "call_0_0" and call.parse_error is None
+    assert first.content == "Let me look." and first.finish_reason == "tool_calls"
+    assert first.model == "scripted"
+    # The scripted server counts words: 3 in the prompt; "Let me look." plus the 3 words of the raw arguments.
+    assert first.usage.input_tokens == 3 and first.usage.output_tokens == 6
+    assert second.text == "Yes, both are American." and second.finish_reason == "stop"
+
+    sent_first, sent_second = (r.body for r in model_server.requests)
+    assert sent_first["model"] == "scripted"
+    assert sent_first["tools"] == [{"type": "function", "function": LOOKUP}]
+    assert sent_first["temperature"] == 0.0 and sent_first["max_tokens"] == 64
+    assert "tool_choice" not in sent_first
+    assistant, tool = sent_second["messages"][2:4]
+    assert assistant["tool_calls"] == [{"id": "call_0_0", "type": "function",
+                                        "function": {"name": "lookup", "arguments": call.raw_arguments}}]
+    assert tool == {"role": "tool", "tool_call_id": "call_0_0", "name": "lookup",
+                    "content": '{"paragraph": "American director"}'}
+
+
+def test_forcing_a_tool_and_malformed_arguments(model_server: ScriptedModelServer) -> None:
+    model_server.set_policy([{"tool_calls": [{"name": "lookup", "arguments": "{'title': broken"}]}])
+    reply = using(_model(model_server), lambda m: m.chat("look", tools=[LOOKUP], tool_choice="lookup"))
+    assert model_server.requests[0].body["tool_choice"] == {"type": "function", "function": {"name": "lookup"}}
+    call = reply.tool_calls[0]
+    assert call.arguments == {} and call.raw_arguments == "{'title': broken"
+    assert call.parse_error is not None and "not valid JSON" in call.parse_error
+
+
+def test_openai_sends_max_completion_tokens_and_the_bearer_key(model_server: ScriptedModelServer) -> None:
+    model = _model(model_server, "openai:gpt-test", api_key="sk-test", max_tokens=32)
+    using(model, lambda m: m.chat("hi"))
+    request = model_server.requests[0]
+    assert request.body["max_completion_tokens"] == 32 and "max_tokens" not in request.body
+    assert request.headers["authorization"] == "Bearer sk-test"
+
+
+class Verdict(BaseModel):
+    score: float
+    reason: str
+
+
+def test_structured_output_asks_for_the_schema_and_parses_fenced_json(model_server: ScriptedModelServer) -> None:
+    model_server.set_policy(['Here you go:\n```json\n{"score": 0.75, "reason": "close"}\n```'])
+    verdict = using(_model(model_server), lambda m: m.chat_structured("Rate it.", Verdict))
+    assert verdict == Verdict(score=0.75, reason="close")
+    response_format = model_server.requests[0].body["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["schema"]["required"] == ["score", "reason"]
+
+
+def test_structured_output_repairs_once_then_fails_with_one_line(model_server: ScriptedModelServer) -> None:
+    model_server.set_policy(['{"score": "high"}', '{"score": 1, "reason": "fixed"}'])
+    assert using(_model(model_server), lambda m: m.chat_structured("Rate it.", Verdict)) == Verdict(score=1, reason="fixed")
+    feedback = model_server.requests[1].body["messages"][-1]["content"]
+    assert feedback.startswith("That reply is not valid:") and "score" in feedback
+
+    model_server.set_policy(["no json here"])
+    with pytest.raises(StructuredOutputError) as err:
+        using(_model(model_server), lambda m: m.chat_structured("Rate it.", Verdict, mode="prompt", repair_attempts=1))
+    assert "not a valid Verdict after 2 attempt(s)" in str(err.value) and "\n" not in str(err.value)
+    prompt_request = model_server.requests[-1].body
+    assert "response_format" not in prompt_request
+    assert prompt_request["messages"][0]["role"] == "system" and "JSON schema" in prompt_request["messages"][0]["content"]
+
+
+def test_check_passes_for_a_served_model_and_a_server_without_a_model_list(model_server: ScriptedModelServer) -> None:
+    using(_model(model_server), lambda m: m.check())
+    model_server.list_models = False
+    using(_model(model_server), lambda m: m.check())
+    assert [r.path for r in model_server.requests] == ["/v1/models", "/v1/models"]
+
+
+def test_check_refuses_a_model_vllm_does_not_serve(model_server: ScriptedModelServer) -> None:
+    model_server.models = ["Qwen/Qwen2.5-7B-Instruct"]
+    with pytest.raises(ModelError, match=r"does not serve model 'scripted'; it serves: Qwen/Qwen2.5-7B-Instruct"):
+        using(_model(model_server), lambda m: m.check())
+
+
+def test_ollama_latest_tag_counts_as_served(model_server: ScriptedModelServer) -> None:
+    model_server.models = ["llama3.1:latest"]
+    using(_model(model_server, "ollama:llama3.1"), lambda m: m.check())
+
+
+def test_a_rejected_key_names_the_variable(model_server: ScriptedModelServer) -> None:
+    model_server.fail(401, message="invalid api key")
+    with pytest.raises(ModelError) as err:
+        using(_model(model_server, "dashscope:qwen-plus", api_key="bad"), lambda m: m.chat("hi"))
+    assert err.value.status == 401
+    assert "HTTP 401: invalid api key; check the API key (or set DASHSCOPE_API_KEY)" in str(err.value)
+
+
+def test_a_used_model_pickles_and_works_in_the_copy(model_server: ScriptedModelServer) -> None:
+    model = _model(model_server)
+    using(model, lambda m: m.chat("hi"))
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.name == "vllm:scripted"
+    assert using(copy, lambda m: m.chat("again")).text == "Default reply from the mock model."

@@ -1,0 +1,113 @@
+"""Retries, timeouts and connection failures, against the scripted model server on loopback (it stands in for a
+model server because no model can run here) through the real ``openai`` client.
+
+The waits between retries are recorded instead of slept (``_retry._sleep`` is replaced), so the tests check the
+delays chosen without taking that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+
+import pytest
+from support.model_server import ScriptedModelServer
+
+from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _retry
+from runner.models._retry import retry_after_seconds
+
+FAST = RetryPolicy(max_attempts=4, initial_delay=0.5, multiplier=2.0, max_delay=1.5, jitter=0.0)
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The delays the retry loop asked to sleep, in order (nothing is slept)."""
+    delays: list[float] = []
+
+    async def record(seconds: float) -> None:
+        delays.append(seconds)
+
+    monkeypatch.setattr(_retry, "_sleep", record)
+    return delays
+
+
+def _chat(base_url: str, retry: RetryPolicy = FAST, timeout: float | None = None) -> ChatReply:
+    async def main() -> ChatReply:
+        async with ChatModel.from_name("vllm:scripted", base_url=base_url, retry=retry, timeout=timeout) as model:
+            return await model.chat("hello")
+
+    return asyncio.run(main())
+
+
+def test_rate_limits_are_retried_after_the_servers_retry_after(model_server: ScriptedModelServer,
+                                                               waits: list[float]) -> None:
+    model_server.set_policy(["finally"])
+    model_server.fail(429, times=2, retry_after="7")
+    assert _chat(model_server.url).text == "finally"
+    assert waits == [7.0, 7.0]
+    assert len(model_server.chat_requests) == 3
+
+
+def test_server_errors_back_off_exponentially_up_to_the_cap(model_server: ScriptedModelServer,
+                                                            waits: list[float]) -> None:
+    model_server.set_policy(["ok"])
+    model_server.fail(500, times=1)
+    model_server.fail(503, times=2)
+    assert _chat(model_server.url).text == "ok"
+    assert waits == [0.5, 1.0, 1.5]
+
+
+def test_a_server_error_that_persists_is_a_model_error_after_the_attempts(model_server: ScriptedModelServer,
+                                                                          waits: list[float]) -> None:
+    model_server.fail(502, times=10, message="upstream down")
+    with pytest.raises(ModelError) as err:
+        _chat(model_server.url)
+    assert err.value.status == 502 and err.value.retryable
+    assert "HTTP 502: upstream down; gave up after 4 attempts" in str(err.value)
+    assert len(model_server.chat_requests) == 4 and len(waits) == 3
+
+
+def test_a_bad_request_is_not_retried(model_server: ScriptedModelServer, waits: list[float]) -> None:
+    model_server.fail(400, message="context length exceeded")
+    with pytest.raises(ModelError, match="HTTP 400: context length exceeded; the server rejected the request"):
+        _chat(model_server.url)
+    assert len(model_server.chat_requests) == 1 and waits == []
+
+
+def test_a_retry_after_beyond_the_limit_stops_at_once(model_server: ScriptedModelServer, waits: list[float]) -> None:
+    model_server.fail(429, retry_after="3600")
+    with pytest.raises(ModelError, match="asks to wait 3600 s, more than the 120 s allowed"):
+        _chat(model_server.url)
+    assert waits == []
+
+
+def test_a_refused_connection_is_one_line_naming_the_url_and_the_fix(refused_url: str, waits: list[float]) -> None:
+    with pytest.raises(ModelError) as err:
+        _chat(refused_url, RetryPolicy(max_attempts=2, initial_delay=0.25, jitter=0.0))
+    message = str(err.value)
+    assert f"cannot connect to the model server at {refused_url} after 2 attempt(s)" in message
+    assert "start the server or point --model-base-url at it (or set VLLM_BASE_URL)" in message
+    assert "\n" not in message and waits == [0.25]
+
+
+def test_a_request_past_the_timeout_is_a_model_error(model_server: ScriptedModelServer) -> None:
+    model_server.stall(2.0)
+    with pytest.raises(ModelError, match=r"did not answer within 0.2 s"):
+        _chat(model_server.url, RetryPolicy(max_attempts=1), timeout=0.2)
+
+
+def test_retry_after_header_forms() -> None:
+    now = 1_700_000_000.0
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after": "1.5"}) == 1.5
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_seconds({"retry-after": email.utils.formatdate(now + 30, usegmt=True)}, now=now) == 30.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+def test_jitter_only_shortens_a_delay() -> None:
+    policy = RetryPolicy(initial_delay=2.0, jitter=0.25)
+    delays = [policy.delay(1) for _ in range(50)]
+    assert all(1.5 <= d <= 2.0 for d in delays)
+    assert policy.delay(3, retry_after=11.0) == 11.0

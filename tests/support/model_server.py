@@ -1,0 +1,218 @@
+"""A scripted OpenAI-compatible model server on 127.0.0.1, for tests.
+
+It stands in for a model server (vLLM, Ollama, OpenAI) because no language model can run on the test machines:
+everything on our side of the HTTP connection is the real code (the ``openai`` client, our retries, usage
+accounting), and only the model's text is scripted. Replies come from the same policies and scripts as the ``mock``
+provider (:class:`runner.models.MockScript`, a callable, a list of replies); the server can also be told to fail
+the next requests with an HTTP status (429 with ``Retry-After``, 500...) or to stall, and it records every request
+it received.
+
+Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``.
+
+Example::
+
+    server = ScriptedModelServer([{"tool_calls": [{"name": "lookup", "arguments": {"title": "X"}}]}, "done"])
+    with server:
+        model = ChatModel.from_name("vllm:scripted", base_url=server.url)
+        ...
+        assert server.chat_requests[0].tools
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from runner.models import ChatRequest, MockModel, MockPolicySource, ModelError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One HTTP request the server received: ``method``, ``path``, lower-cased ``headers`` and the JSON ``body``."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hung up first (as one that timed out does); report anything else."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
+@dataclass(frozen=True)
+class _Fault:
+    status: int | None
+    retry_after: str | None
+    delay: float
+    message: str
+
+
+class ScriptedModelServer:
+    """An OpenAI-compatible HTTP server on 127.0.0.1 that answers from a script (see the module docstring).
+
+    Args:
+        policy: the reply policy (anything :func:`runner.models.resolve_mock_policy` takes); default: the mock
+            provider's default policy.
+        models: model ids ``GET /v1/models`` lists; ``None`` makes that endpoint answer 404, like servers without it.
+    """
+
+    def __init__(self, policy: MockPolicySource | None = None, *, models: list[str] | None = None) -> None:
+        self.models = ["scripted"] if models is None else models
+        self.list_models = True
+        self.requests: list[RecordedRequest] = []
+        self._mock = MockModel(policy)
+        self._faults: deque[_Fault] = deque()
+        self._lock = threading.Lock()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The API root to pass as ``base_url`` (``http://127.0.0.1:<port>/v1``)."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def chat_requests(self) -> list[ChatRequest]:
+        """The chat requests received, parsed, in order (failed ones included)."""
+        return [ChatRequest.from_openai_body(r.body) for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def set_policy(self, policy: MockPolicySource | None) -> None:
+        """Answer further chat requests from ``policy``."""
+        self._mock = MockModel(policy)
+
+    def fail(self, status: int, times: int = 1, *, retry_after: str | None = None, message: str = "scripted failure") -> None:
+        """Answer the next ``times`` chat requests with HTTP ``status`` (and a ``Retry-After`` header if given)."""
+        with self._lock:
+            self._faults.extend(_Fault(status, retry_after, 0.0, message) for _ in range(times))
+
+    def stall(self, seconds: float, times: int = 1) -> None:
+        """Wait ``seconds`` before answering each of the next ``times`` chat requests (for client timeouts)."""
+        with self._lock:
+            self._faults.extend(_Fault(None, None, seconds, "") for _ in range(times))
+
+    def start(self) -> Self:
+        """Listen on an ephemeral port of 127.0.0.1 in a daemon thread."""
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        # A short poll interval makes stop() quick (shutdown waits for the loop's next poll).
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="scripted-model-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and join the thread."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _record(self, request: RecordedRequest) -> _Fault | None:
+        with self._lock:
+            self.requests.append(request)
+            if request.path.endswith("/chat/completions") and self._faults:
+                return self._faults.popleft()
+        return None
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        reply = self._mock.reply_to(ChatRequest.from_openai_body(body))
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in reply.tool_calls]
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "usage": {
+                "prompt_tokens": reply.usage.input_tokens,
+                "completion_tokens": reply.usage.output_tokens,
+                "total_tokens": reply.usage.total_tokens,
+            },
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: ScriptedModelServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request log lines on stderr."""
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
+
+    def do_GET(self) -> None:
+        self.owner._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None))
+        if self.path.rstrip("/").endswith("/models") and self.owner.list_models:
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "tests"} for m in self.owner.models]
+            self._send(200, {"object": "list", "data": data})
+        else:
+            self._error(404, f"no route {self.path}")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        fault = self.owner._record(RecordedRequest("POST", self.path, headers, body))
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._error(404, f"no route {self.path}")
+            return
+        if not isinstance(body, dict):
+            self._error(400, "the body is not a JSON object")
+            return
+        if fault is not None:
+            time.sleep(fault.delay)
+            if fault.status is not None:
+                extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
+                self._error(fault.status, fault.message, extra)
+                return
+        try:
+            self._send(200, self.owner._completion(body))
+        except ModelError as exc:
+            self._error(400, f"scripted server: {exc}")
