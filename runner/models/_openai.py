@@ -22,6 +22,22 @@ DEFAULT_TIMEOUT = 300.0
 
 R = TypeVar("R")
 
+# Strong references to the closer tasks: the event loop keeps only weak ones.
+_CLOSERS: set[asyncio.Task[None]] = set()
+
+
+async def _close_when_the_loop_ends(client: openai.AsyncOpenAI) -> None:
+    """Wait until cancelled, then close ``client``.
+
+    ``asyncio.run`` cancels the tasks still pending before it closes its loop, so the client's connections are
+    closed while their loop can still run the close (a loop that closes first leaves them to leak).
+    """
+    try:
+        await asyncio.Event().wait()
+    finally:
+        if not client.is_closed():
+            await client.close()
+
 
 class OpenAICompatibleModel(ChatModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` API (OpenAI, vLLM, Ollama, DashScope...).
@@ -88,6 +104,9 @@ class OpenAICompatibleModel(ChatModel):
             client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
                                         max_retries=0)
             self._clients[loop] = client
+            closer = loop.create_task(_close_when_the_loop_ends(client), name=f"close {self.name} client")
+            _CLOSERS.add(closer)
+            closer.add_done_callback(_CLOSERS.discard)
         return client
 
     async def aclose(self) -> None:
