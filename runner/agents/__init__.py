@@ -5,5 +5,6 @@
 
 SOLUTIONS: dict[str, str] = {
     "calculator": "runner.agents.calculator:calculator",
+    "chat": "runner.agents.chat:chat",
     "reference": "runner.agents.reference:reference",
 }

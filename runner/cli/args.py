@@ -30,6 +30,7 @@ RUN_FLAGS = (
     "data_dir",
     "solution",
     "model",
+    "model_base_url",
     "storage",
     "storage_options",
     "repeats",
@@ -84,7 +85,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--solution-arg", "-S", dest="solution_args", action="append", type=key_value, metavar="KEY=VALUE",
         help="solution constructor argument (repeatable)",
     )
-    what.add_argument("--model", help="chat model of a model-driven solution, provider:model")
+    what.add_argument("--model", help="chat model of a model-driven solution, provider:model, e.g. openai:gpt-4o, "
+                      "vllm:Qwen/Qwen2.5-7B-Instruct, mock (default: $AGENT_CHAT_MODEL_NAME; see 'list')")
+    what.add_argument("--model-base-url", metavar="URL",
+                      help="API root of the model's server, e.g. http://localhost:8000/v1 (vLLM) or "
+                      "http://localhost:11434/v1 (Ollama)")
     what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
     what.add_argument("--limit", type=int, help="run only the first N tasks")
     what.add_argument("--timeout", type=float, help="seconds a solution may take on one task")

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from runner import log
 from runner.cli.args import config_from_args
+from runner.cli.model_flags import preflight, provider_lines, with_model_default
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError, RunnerError
 from runner.engine.plugins import available_benchmarks, available_solutions, build_benchmark, solution_spec
@@ -27,7 +28,8 @@ def make_evaluator(config: RunConfig) -> EvaluatorBase:
         RunnerError: an unknown benchmark or solution, bad arguments, or Ray unavailable.
     """
     benchmark = build_benchmark(config.benchmark, config.benchmark_args, config.data_dir)
-    spec = solution_spec(config.solution, config.solution_args, config.model, benchmark)
+    config = with_model_default(config, benchmark)
+    spec = solution_spec(config.solution, config.solution_args, config.model, benchmark, config.model_base_url)
     store = ResultStore(config.storage, config.storage_options)
     options: dict[str, Any] = {
         "timeout": config.timeout,
@@ -52,6 +54,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     log.configure(config.log_format)
     evaluator = make_evaluator(config)
+    effective = evaluator.config or {}
+    preflight(effective.get("model"), effective.get("model_base_url"))
     asyncio.run(evaluator.run())
     return 0
 
@@ -114,7 +118,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``list``: the benchmarks and solutions this installation knows."""
+    """``list``: the benchmarks, solutions and model providers this installation knows."""
     console = Console()
     console.print("[bold]benchmarks[/bold]")
     for name, path in sorted(available_benchmarks().items()):
@@ -122,4 +126,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     console.print("[bold]solutions[/bold]")
     for name, path in sorted(available_solutions().items()):
         console.print(f"  {name:<16} {path}")
+    console.print("[bold]model providers[/bold] (--model provider:model)")
+    for line in provider_lines():
+        console.print(line, markup=False, soft_wrap=True)
     return 0

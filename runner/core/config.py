@@ -54,7 +54,10 @@ class RunConfig(BaseModel):
         data_dir: where the benchmark reads its data (any fsspec path or URL); passed as ``data_dir``.
         solution: a built-in solution name or ``module:function`` / ``module:Class``.
         solution_args: keyword arguments for a solution class or factory.
-        model: the chat model a model-driven solution uses (``provider:model``).
+        model: the chat model a model-driven solution uses (``provider:model``, see ``docs/models.md``); the CLI
+            falls back to ``$AGENT_CHAT_MODEL_NAME`` when the solution takes a model.
+        model_base_url: the API root of the model's server (e.g. ``http://vllm:8000/v1``), passed to solutions
+            that take ``model_base_url``; default: the provider's environment variable, else its default.
         storage: the run's URI (path, ``file://``, ``memory://``, ``s3://``...); default
             ``./runs/<benchmark>-<UTC timestamp>``.
         storage_options: fsspec options for the storage backend (credentials stay out of logs and manifests).
@@ -76,6 +79,7 @@ class RunConfig(BaseModel):
     solution: str | None = None
     solution_args: dict[str, Any] = Field(default_factory=dict)
     model: str | None = None
+    model_base_url: str | None = None
     storage: str | None = None
     storage_options: dict[str, Any] = Field(default_factory=dict)
     repeats: int = Field(default=1, ge=1)
@@ -99,6 +103,11 @@ class RunConfig(BaseModel):
 
         Execution settings (repeats, limit, timeout, workers, storage) are left out: a run may be resumed with
         more repeats, a higher limit or other workers without mixing two configurations.
+
+        ``model_base_url`` is left out too: it says where the model is served, not which model answers. The model
+        is named by ``model`` (the weights a vLLM server loads, or an API model id); the URL changes when a server
+        moves (a rescheduled pod, another replica, a port-forward) and a run must resume across that. Serving other
+        weights under the same name is a different model: give it a different name.
         """
         return {
             "benchmark": self.benchmark,

@@ -113,13 +113,16 @@ def solution_spec(
     args: dict[str, Any] | None = None,
     model: str | None = None,
     benchmark: BenchmarkBase | None = None,
+    model_base_url: str | None = None,
 ) -> SolutionSpec:
     """The recipe of the solution ``name`` with its arguments.
 
     With no name but a ``model``, the benchmark's ``default_solution`` (a model-driven agent) is used.
+    ``model`` and ``model_base_url`` are passed as the constructor arguments of those names.
 
     Raises:
-        ConfigError: no solution and no model, or a model for a benchmark without a default agent.
+        ConfigError: no solution and no model, a model for a benchmark without a default agent, or a
+            ``model_base_url`` for a solution that does not take one.
         PluginError: unknown name or bad import path.
     """
     if name is None:
@@ -134,5 +137,9 @@ def solution_spec(
     if model is not None:
         kwargs["model"] = model
     spec = SolutionSpec(target=target, kwargs=kwargs, name=name)
+    if model_base_url is not None:
+        if not spec.accepts("model_base_url"):
+            raise ConfigError(f"solution {name!r} does not take a model server URL; drop --model-base-url")
+        spec.kwargs["model_base_url"] = model_base_url
     spec.check()
     return spec

@@ -98,6 +98,10 @@ class SolutionSpec:
         """Whether :meth:`build` constructs something (a class or a factory) rather than using the target as is."""
         return inspect.isclass(self.target) or bool(getattr(self.target, _FACTORY_MARK, False))
 
+    def accepts(self, name: str) -> bool:
+        """Whether the target is a recipe whose constructor takes the argument ``name`` (e.g. ``model``)."""
+        return self.is_recipe and not _accepted_kwargs(self.target, {name: None})[1]
+
     def check(self) -> None:
         """Raise ``ConfigError`` when arguments were given that the target cannot take."""
         if not self.kwargs:
