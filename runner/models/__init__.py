@@ -13,7 +13,7 @@ Every call's tokens are recorded for the current work item (``record.usage``, su
 ``docs/models.md`` describes providers, environment variables, retries and mock scripts.
 """
 
-from runner.models._base import ChatModel
+from runner.models._base import ChatModel, StructuredMode
 from runner.models._errors import ModelError, StructuredOutputError
 from runner.models._json import parse_json, schema_instance
 from runner.models._mock import (
@@ -66,6 +66,7 @@ __all__ = [
     "OpenAICompatibleModel",
     "Provider",
     "RetryPolicy",
+    "StructuredMode",
     "StructuredOutputError",
     "ToolCall",
     "Usage",

@@ -7,8 +7,8 @@ import concurrent.futures
 import contextvars
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -37,11 +37,13 @@ if TYPE_CHECKING:
     from runner.models._retry import RetryPolicy
 
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
 
-StructuredMode = str
+StructuredMode = Literal["json_schema", "json_object", "prompt"]
 """How :meth:`ChatModel.chat_structured` asks for JSON: ``json_schema`` (the server constrains the output to the
-schema; OpenAI, vLLM, recent Ollama), ``json_object`` (any JSON object; the schema goes in the system prompt) or
-``prompt`` (no response format at all; the schema goes in the system prompt)."""
+schema; OpenAI, vLLM, Ollama), ``json_object`` (any JSON object, the schema in the system prompt; DashScope, whose
+``json_schema`` works for few models) or ``prompt`` (no response format, the schema in the system prompt; for servers
+that reject response formats)."""
 
 
 class ChatModel(ABC):
@@ -61,6 +63,7 @@ class ChatModel(ABC):
         provider: the provider's name (``openai``, ``vllm``, ``ollama``, ``dashscope``, ``mock``).
         model: the model name as the server knows it.
         temperature, max_tokens, seed: defaults for every call that does not set them (``None``: the server's).
+        structured_mode: the default :data:`StructuredMode` of :meth:`chat_structured`.
     """
 
     def __init__(
@@ -71,10 +74,12 @@ class ChatModel(ABC):
         temperature: float | None = None,
         max_tokens: int | None = None,
         seed: int | None = None,
+        structured_mode: StructuredMode = "json_schema",
     ) -> None:
         self.provider = provider
         self.model = model
         self.defaults: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+        self.structured_mode: StructuredMode = structured_mode
 
     @property
     def name(self) -> str:
@@ -159,8 +164,8 @@ class ChatModel(ABC):
                 or a string for a single user message.
             tools: function definitions, OpenAI form ``{"type": "function", "function": {"name", "description",
                 "parameters"}}`` or short form ``{"name", "description", "parameters"}`` (``parameters``: JSON schema).
-            tool_choice: ``"auto"`` (default when tools are given), ``"none"``, ``"required"``, or a tool name to
-                force that tool.
+            tool_choice: ``"auto"`` (the servers' default when tools are given), ``"none"``, ``"required"``, or a
+                tool name to force that tool; ignored without ``tools``.
             temperature: sampling temperature; default: the model's default, else the server's.
             max_tokens: the most output tokens; default as for ``temperature``.
             response_format: ``"json"`` for any JSON object, a pydantic model class for JSON matching its schema,
@@ -207,7 +212,7 @@ class ChatModel(ABC):
         messages: str | Sequence[Message | ChatReply | BaseModel | str],
         output_type: type[T],
         *,
-        mode: StructuredMode = "json_schema",
+        mode: StructuredMode | None = None,
         repair_attempts: int = 1,
         **options: Any,
     ) -> T:
@@ -220,8 +225,8 @@ class ChatModel(ABC):
         Args:
             messages: as for :meth:`chat`.
             output_type: the pydantic model to fill.
-            mode: ``json_schema`` (default), ``json_object`` or ``prompt``; see :data:`StructuredMode`. Use
-                ``prompt`` for servers that reject response formats.
+            mode: ``json_schema``, ``json_object`` or ``prompt`` (see :data:`StructuredMode`); default: the
+                provider's (:attr:`structured_mode`).
             repair_attempts: extra calls after an unparseable reply (0: none).
             options: other :meth:`chat` arguments (``temperature``, ``max_tokens``...).
 
@@ -230,6 +235,7 @@ class ChatModel(ABC):
             ModelError: a call failed for good.
             ValueError: an unknown ``mode``.
         """
+        mode = mode or self.structured_mode
         if mode not in ("json_schema", "json_object", "prompt"):
             raise ValueError(f"mode {mode!r}: use json_schema, json_object or prompt")
         conversation = normalize_messages(messages)
@@ -256,16 +262,26 @@ class ChatModel(ABC):
         )
 
     def chat_sync(self, messages: str | Sequence[Message | ChatReply | BaseModel | str], **options: Any) -> ChatReply:
-        """:meth:`chat` for synchronous code (e.g. a sync metric adapter's ``generate``).
+        """:meth:`chat` for synchronous code (e.g. a sync metric adapter's ``generate``); see :meth:`_run_sync`."""
+        return self._run_sync(lambda: self.chat(messages, **options))
 
-        Runs the call in a fresh event loop (closing its connections after); from a thread that already runs a
-        loop, in a helper thread (it then blocks that loop until the reply comes: prefer :meth:`chat` there).
-        Usage is recorded for the caller's item either way.
+    def chat_structured_sync(
+        self, messages: str | Sequence[Message | ChatReply | BaseModel | str], output_type: type[T], **options: Any
+    ) -> T:
+        """:meth:`chat_structured` for synchronous code; see :meth:`_run_sync`."""
+        return self._run_sync(lambda: self.chat_structured(messages, output_type, **options))
+
+    def _run_sync(self, call: Callable[[], Awaitable[R]]) -> R:
+        """Run ``call()`` to completion in a fresh event loop, closing this model's connections in it after.
+
+        From a thread that already runs a loop, the fresh loop runs in a helper thread (which blocks the caller's
+        loop until the reply comes: prefer the async methods there). Usage is recorded for the caller's item
+        either way (the caller's context variables are carried over).
         """
 
-        async def once() -> ChatReply:
+        async def once() -> R:
             try:
-                return await self.chat(messages, **options)
+                return await call()
             finally:
                 await self.aclose()
 

@@ -71,7 +71,8 @@ class OpenAICompatibleModel(ChatModel):
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> None:
-        super().__init__(provider.name, model, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        super().__init__(provider.name, model, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                         structured_mode=provider.structured_mode)
         url = provider.base_url(base_url)
         if not url:
             raise ConfigError(f"model provider {provider.name!r} has no default server; pass --model-base-url")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 from runner.core.errors import ConfigError
 
@@ -29,6 +30,7 @@ class Provider:
             whose reasoning models refuse ``max_tokens``).
         lists_served_models: the server's ``/models`` lists exactly what it serves (vLLM, Ollama), so the
             preflight check can refuse an unknown model name; elsewhere an unlisted name is only a warning.
+        structured_mode: how ``chat_structured`` asks for JSON by default (``json_schema`` or ``json_object``).
     """
 
     name: str
@@ -40,6 +42,7 @@ class Provider:
     placeholder_api_key: str = "EMPTY"
     max_tokens_param: str = "max_tokens"
     lists_served_models: bool = False
+    structured_mode: Literal["json_schema", "json_object", "prompt"] = "json_schema"
 
     def base_url(self, override: str | None = None) -> str | None:
         """The API root: ``override``, else ``$base_url_env``, else the default."""
@@ -98,6 +101,8 @@ PROVIDERS: dict[str, Provider] = {
             base_url_env="DASHSCOPE_BASE_URL",
             api_key_env="DASHSCOPE_API_KEY",
             api_key_required=True,
+            # json_schema works for a few Qwen models only; json_object for most (Model Studio, "Structured output").
+            structured_mode="json_object",
         ),
         Provider(
             name="mock",

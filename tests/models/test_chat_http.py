@@ -125,6 +125,15 @@ def test_structured_output_repairs_once_then_fails_with_one_line(model_server: S
     assert prompt_request["messages"][0]["role"] == "system" and "JSON schema" in prompt_request["messages"][0]["content"]
 
 
+def test_dashscope_asks_for_a_json_object_with_the_schema_in_the_prompt(model_server: ScriptedModelServer) -> None:
+    model_server.set_policy(['{"score": 0.5, "reason": "half"}'])
+    model = _model(model_server, "dashscope:qwen-plus", api_key="k")
+    assert model.chat_structured_sync("Rate it.", Verdict) == Verdict(score=0.5, reason="half")
+    body = model_server.requests[0].body
+    assert body["response_format"] == {"type": "json_object"}
+    assert "JSON schema" in body["messages"][0]["content"] and '"score"' in body["messages"][0]["content"]
+
+
 def test_check_passes_for_a_served_model_and_a_server_without_a_model_list(model_server: ScriptedModelServer) -> None:
     using(_model(model_server), lambda m: m.check())
     model_server.list_models = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -149,9 +150,14 @@ def test_usage_is_recorded_per_item_under_the_models_name() -> None:
     assert usage["mock:echo"].model_dump() == {"input_tokens": 5, "output_tokens": 5, "calls": 2}
 
 
-def test_copies_of_a_model_are_the_model() -> None:
+def test_copies_of_a_model_are_the_model_and_it_pickles_for_ray_workers(tmp_path: Path) -> None:
     model = ChatModel.from_name("mock")
     assert copy.deepcopy({"judge": model})["judge"] is model
+    script = tmp_path / "one.yaml"
+    script.write_text("- scripted\n", encoding="utf-8")
+    for name, question, answer in (("mock", "q", DEFAULT_REPLY), ("mock:echo", "q", "q"), (f"mock:{script}", "q", "scripted")):
+        shipped = pickle.loads(pickle.dumps(ChatModel.from_name(name)))
+        assert chat(shipped, question).text == answer
 
 
 def test_chat_sync_works_inside_and_outside_an_event_loop() -> None:

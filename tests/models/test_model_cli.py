@@ -55,7 +55,7 @@ def test_a_model_run_scores_and_sums_usage(tmp_path: Path, model_server: Scripte
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["score"] == 1.0
     assert summary["usage"]["vllm:scripted"]["calls"] == 3
-    assert [r.path for r in model_server.requests][0] == "/v1/models"
+    assert model_server.requests[0].path == "/v1/models"
     manifest = ResultStore(str(tmp_path / "run")).read_manifest()
     assert manifest is not None
     assert (manifest.config["model"], manifest.config["model_base_url"]) == ("vllm:scripted", model_server.url)
