@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.model_server import ScriptedModelServer
+
+from tests.support.model_server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("RUNNER_SHARED_DIR", REPO.parent / "shared")).resolve()

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import pytest
 from pydantic import BaseModel
-from support.model_server import ScriptedModelServer
 
 from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, StructuredOutputError, tool_message
+from tests.support.model_server import ScriptedModelServer
 
 LOOKUP = {
     "name": "lookup",

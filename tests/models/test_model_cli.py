@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted import arithmetic
-from support.model_server import ScriptedModelServer
 
 from runner.cli import main
 from runner.storage.store import ResultStore
+from tests.models.scripted import arithmetic
+from tests.support.model_server import ScriptedModelServer
 
 
 def _run(tmp_path: Path, *flags: str) -> int:

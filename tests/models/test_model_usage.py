@@ -9,8 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted import arithmetic, prompt_words
-from support.model_server import ScriptedModelServer
 
 from runner.agents.chat import chat
 from runner.benchmarks.toy import ToyBenchmark
@@ -18,6 +16,8 @@ from runner.engine.solution import SolutionSpec
 from runner.evaluators import GeneralEvaluator
 from runner.models import _retry
 from runner.storage.store import ResultStore
+from tests.models.scripted import arithmetic, prompt_words
+from tests.support.model_server import ScriptedModelServer
 
 
 def _run(tmp_path: Path, base_url: str, n_tasks: int = 4) -> tuple[ResultStore, dict]:

@@ -11,10 +11,10 @@ import asyncio
 import email.utils
 
 import pytest
-from support.model_server import ScriptedModelServer
 
 from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _retry
 from runner.models._retry import retry_after_seconds
+from tests.support.model_server import ScriptedModelServer
 
 FAST = RetryPolicy(max_attempts=4, initial_delay=0.5, multiplier=2.0, max_delay=1.5, jitter=0.0)
 
