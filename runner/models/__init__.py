@@ -11,7 +11,12 @@ Build a model from its name and call it::
 
 Every call's tokens are recorded for the current work item (``record.usage``, summed in ``summary.json``).
 ``docs/models.md`` describes providers, environment variables, retries and mock scripts.
+
+The ``openai`` package (about a second to import) is loaded only when an HTTP model is built or
+``OpenAICompatibleModel`` is asked for, so commands that use no model start fast.
 """
+
+from typing import Any
 
 from runner.models._base import ChatModel, StructuredMode
 from runner.models._errors import ModelError, StructuredOutputError
@@ -32,7 +37,6 @@ from runner.models._mock import (
     register_mock_policy,
     resolve_mock_policy,
 )
-from runner.models._openai import OpenAICompatibleModel
 from runner.models._providers import PROVIDERS, Provider, parse_model_name
 from runner.models._retry import RetryPolicy
 from runner.models._types import (
@@ -83,3 +87,11 @@ __all__ = [
     "tool_message",
     "user_message",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAICompatibleModel":
+        from runner.models._openai import OpenAICompatibleModel
+
+        return OpenAICompatibleModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
