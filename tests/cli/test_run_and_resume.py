@@ -29,7 +29,8 @@ def test_quick_start_prints_a_table_and_leaves_the_files(cli, tmp_path):
     assert (summary["n_tasks"], summary["completed"], summary["errors"], summary["score"]) == (100, 100, 0, 1.0)
     assert summary["metrics"]["exact-match"]["mean"] == 1.0
     assert set(summary["by_category"]) == {"addition", "subtraction", "multiplication", "division", "mixed"}
-    rows = list(csv.DictReader((storage / "results.csv").open()))
+    with (storage / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
     assert len(rows) == 100 and rows[0]["task_id"] == "toy-000"
     assert len(list((storage / "records").glob("*/0.json"))) == 100
 
