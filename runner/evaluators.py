@@ -39,6 +39,8 @@ class EvaluatorBase:
         limit: only the first ``limit`` tasks.
         retry_errors: extra tries when the solution raises.
         force: delete earlier records at the storage URI and start over.
+        rerun_errors: run again the items whose record is an error or a timeout (the old records move to
+            ``retired/``).
         show: print the summary table when the run ends.
         fingerprint_fields: what identifies the configuration for resume (default: benchmark and solution names).
         config: the configuration stored in ``run.json``.
@@ -61,6 +63,7 @@ class EvaluatorBase:
         limit: int | None = None,
         retry_errors: int = 0,
         force: bool = False,
+        rerun_errors: bool = False,
         show: bool = True,
         progress_bar: bool | None = None,
         fingerprint_fields: dict[str, Any] | None = None,
@@ -79,6 +82,7 @@ class EvaluatorBase:
         self.limit = limit
         self.retry_errors = retry_errors
         self.force = force
+        self.rerun_errors = rerun_errors
         self.show = show
         self.progress_bar = progress_bar
         self.fingerprint_fields = fingerprint_fields
@@ -118,6 +122,7 @@ class EvaluatorBase:
             timeout=self.timeout,
             retry_errors=self.retry_errors,
             force=self.force,
+            rerun_errors=self.rerun_errors,
             fingerprint_fields=fields,
             config=self.config or {"name": self.name, "benchmark": self.benchmark.name, "solution": spec.display},
             progress_bar=self.progress_bar,

@@ -38,6 +38,7 @@ RUN_FLAGS = (
     "timeout",
     "sequential",
     "force",
+    "rerun_errors",
     "ray_address",
     "log_format",
 )
@@ -101,6 +102,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="fsspec options for the storage backend, e.g. '{\"endpoint_url\": \"http://...\"}'")
     where.add_argument("--force", action="store_true", default=None,
                        help="delete this run directory's records and start over")
+    where.add_argument("--rerun-errors", action="store_true", default=None,
+                       help="run again the items whose record is an error or a timeout (old records go to retired/)")
 
     how = parser.add_argument_group("how to run")
     how.add_argument("--sequential", action="store_true", default=None,

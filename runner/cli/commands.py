@@ -36,8 +36,9 @@ def make_evaluator(config: RunConfig) -> EvaluatorBase:
         "limit": config.limit,
         "retry_errors": config.worker.retry_errors,
         "force": config.force,
+        "rerun_errors": config.rerun_errors,
         "fingerprint_fields": config.fingerprint_fields(),
-        "config": config.model_dump(mode="json", exclude={"storage_options", "force"}),
+        "config": config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_errors"}),
         "solution_func": spec,
     }
     if config.sequential:

@@ -66,6 +66,8 @@ class RunConfig(BaseModel):
         timeout: seconds a solution may take on one task before it is recorded as a timeout.
         sequential: run in this process, one item at a time, instead of on Ray.
         force: delete this run's previous records and start over.
+        rerun_errors: on resume, run again the items whose record is an error or a timeout (e.g. after a model
+            server outage); the old records move to ``retired/``.
         ray_address: the Ray cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded local Ray.
         worker: the Ray worker spec.
         log_format: ``console`` or ``json``; default: console on a terminal, JSON lines otherwise.
@@ -87,6 +89,7 @@ class RunConfig(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     sequential: bool = False
     force: bool = False
+    rerun_errors: bool = False
     ray_address: str | None = None
     worker: WorkerSpec = Field(default_factory=WorkerSpec)
     log_format: Literal["console", "json"] | None = None

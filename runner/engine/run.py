@@ -57,6 +57,8 @@ class RunRequest:
         timeout: seconds per solution call, or ``None``.
         retry_errors: extra tries when the solution raises.
         force: delete previous records of this run directory first.
+        rerun_errors: run again the items whose record is an error or a timeout (their records move to
+            ``retired/``).
         fingerprint_fields: what identifies the configuration (see :meth:`RunConfig.fingerprint_fields`).
         config: the configuration to keep in ``run.json`` (never storage options).
         progress_bar: draw a bar (``None``: when stderr is a terminal).
@@ -70,6 +72,7 @@ class RunRequest:
     timeout: float | None = None
     retry_errors: int = 0
     force: bool = False
+    rerun_errors: bool = False
     fingerprint_fields: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     progress_bar: bool | None = None
@@ -158,7 +161,12 @@ async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
     log = structlog.get_logger("runner")
     with structlog.contextvars.bound_contextvars(run_id=manifest.run_id):
         started = time.monotonic()
-        plan = Plan(request.benchmark, request.repeats, request.limit, store.done_items())
+        done = store.done_items()
+        if request.rerun_errors:
+            retired = store.retire_failed()
+            done -= retired
+            log.info("run.rerun_errors", retired=len(retired), detail="error and timeout records moved to retired/")
+        plan = Plan(request.benchmark, request.repeats, request.limit, done)
         expected = plan.expected_items()
         log.info(
             "run.start",

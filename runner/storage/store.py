@@ -25,10 +25,11 @@ import fsspec
 from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
 from runner.storage.keys import encode_key
-from runner.storage.manifest import RunManifest
+from runner.storage.manifest import RunManifest, utc_now
 
 MANIFEST = "run.json"
 RECORDS = "records"
+RETIRED = "retired"
 REPORT_FILES = ("summary.json", "results.csv")
 _LOCAL_PROTOCOLS = {"file", "local"}
 _READ_BATCH = 256
@@ -230,16 +231,39 @@ class ResultStore:
                 except ValueError:
                     continue
 
+    # -- run again ---------------------------------------------------------------------------------------------
+
+    def retire_failed(self) -> set[tuple[str, int]]:
+        """Move every record whose status is not ``ok`` from ``records/`` to
+        ``retired/<task-key>/<repeat>.<UTC timestamp>.json`` (kept for the audit trail), so that the next plan runs
+        those items again; returns their ``(task key, repeat)``.
+
+        The copy is written before the record is removed, so an interruption leaves the item either still failed
+        or retired, never lost.
+        """
+        stamp = utc_now().replace(":", "").replace("-", "")
+        retired = set()
+        for record in self.iter_records():
+            if record.status == "ok":
+                continue
+            key, path = encode_key(record.task_id), self.record_path(record.task_id, record.repeat)
+            self.write_once(self.path(RETIRED, key, f"{record.repeat}.{stamp}.json"), self.fs.cat_file(path))
+            self.fs.rm_file(path)
+            retired.add((key, record.repeat))
+        return retired
+
     # -- start over -------------------------------------------------------------------------------------------
 
     def clear(self) -> None:
-        """Delete this run's records, manifest and reports (``--force``); other files under the URI stay."""
+        """Delete this run's records, retired records, manifest and reports (``--force``); other files under the URI
+        stay."""
         for name in (MANIFEST, *REPORT_FILES):
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(self.path(name))
-        with contextlib.suppress(FileNotFoundError):
-            if self.fs.exists(self.path(RECORDS)):
-                self.fs.rm(self.path(RECORDS), recursive=True)
+        for folder in (RECORDS, RETIRED):
+            with contextlib.suppress(FileNotFoundError):
+                if self.fs.exists(self.path(folder)):
+                    self.fs.rm(self.path(folder), recursive=True)
 
     # -- messages ---------------------------------------------------------------------------------------------
 

@@ -113,3 +113,24 @@ def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_p
     assert calls_at_kill >= len(done_at_kill)
     summary = json.loads(store.read_file("summary.json"))
     assert (summary["completed"], summary["score"]) == (100, 1.0)
+
+
+def test_rerun_errors_runs_failed_items_again_and_keeps_the_old_records(cli, tmp_path):
+    storage = tmp_path / "run"
+    args = ["--benchmark", "toy", "--solution", "tests.support.solutions:flaky_calculator", "--sequential",
+            "--storage", str(storage), "--limit", "20"]
+    assert cli(*args, env={"RUNNER_TEST_FAIL": "1"}).returncode == 0
+    assert json.loads((storage / "summary.json").read_text())["errors"] == 2
+
+    assert cli(*args).returncode == 0          # a plain resume keeps the error records
+    assert json.loads((storage / "summary.json").read_text())["errors"] == 2
+
+    rerun = cli(*args, "--rerun-errors")
+    assert rerun.returncode == 0, rerun.stderr
+    events = [json.loads(line) for line in rerun.stderr.splitlines()]
+    assert next(e for e in events if e["event"] == "run.rerun_errors")["retired"] == 2
+    assert next(e for e in events if e["event"] == "run.finished")["executed"] == 2
+    summary = json.loads((storage / "summary.json").read_text())
+    assert (summary["completed"], summary["errors"]) == (20, 0)
+    retired = sorted(p.parent.name for p in (storage / "retired").rglob("*.json"))
+    assert retired == ["toy-003", "toy-013"]

@@ -38,3 +38,10 @@ class SquaresBenchmark(BenchmarkBase):
         for i in range(self.n):
             yield Task(id=f"sq/{i}", input=f"What is {i} * {i}?", ground_truth=i * i, metrics=[NumericMatch(i * i)],
                        tags={"category": "even" if i % 2 == 0 else "odd"})
+
+
+def flaky_calculator(task: Task) -> float:
+    """The calculator, raising on every task whose id ends in 3 while ``$RUNNER_TEST_FAIL`` is set (an outage)."""
+    if os.environ.get("RUNNER_TEST_FAIL") and task.id.endswith("3"):
+        raise ConnectionError("model server unavailable")
+    return calculator(task)
