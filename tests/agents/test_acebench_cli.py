@@ -123,3 +123,15 @@ def test_a_user_model_for_a_solution_without_one_exits_2(tmp_path: Path, capsys:
     assert main(["-b", "toy", "-s", "chat", "--model", "mock", "--user-model", "mock", "--sequential",
                  "--storage", str(tmp_path / "run")]) == 2
     assert "solution 'chat' does not take a user model; drop --user-model" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("argument", "message"), [
+    ("tool_calling=json", "acebench: tool_calling='json'; use -S tool_calling=text or native"),
+    ("max_turns=0", "acebench: max_turns=0; use -S max_turns=N with a whole N of at least 1"),
+])
+def test_a_bad_agent_argument_exits_2_before_anything_is_written(
+    argument: str, message: str, acebench_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(acebench_dir, tmp_path / "run", "--model", "mock", "-S", argument) == 2
+    assert one_error_line(capsys) == f"error: {message}"
+    assert not (tmp_path / "run").exists()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from runner.agents.acebench.episodes import run_agent_task, strip_reasoning
 from runner.agents.acebench.prompts import single_reply_messages
@@ -61,10 +61,7 @@ class ACEBenchAgent:
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> None:
-        if tool_calling not in ("text", "native"):
-            raise ConfigError(f"acebench: tool_calling={tool_calling!r}; use text or native")
-        if not isinstance(max_turns, int) or max_turns < 1:
-            raise ConfigError(f"acebench: max_turns={max_turns!r}; use a whole number of at least 1")
+        self.check_arguments(tool_calling=tool_calling, max_turns=max_turns)
         self.native = tool_calling == "native"
         self.max_turns = max_turns
         settings = {"temperature": temperature, "max_tokens": max_tokens, "mock_policy": MOCK_POLICY}
@@ -74,6 +71,18 @@ class ACEBenchAgent:
             self.user_model = self.model
         else:
             self.user_model = ChatModel.from_name(user_model, base_url=user_model_base_url, **settings)
+
+    @staticmethod
+    def check_arguments(tool_calling: str = "text", max_turns: int = DEFAULT_MAX_TURNS, **_: Any) -> None:
+        """Reject a bad ``tool_calling`` or ``max_turns`` (the CLI calls this before anything is written).
+
+        Raises:
+            ConfigError: naming the argument and the values it takes.
+        """
+        if tool_calling not in ("text", "native"):
+            raise ConfigError(f"acebench: tool_calling={tool_calling!r}; use -S tool_calling=text or native")
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise ConfigError(f"acebench: max_turns={max_turns!r}; use -S max_turns=N with a whole N of at least 1")
 
     async def __call__(self, task: Task) -> SolutionOutput:
         """Answer one ACEBench task.
