@@ -4,6 +4,7 @@
 """
 
 SOLUTIONS: dict[str, str] = {
+    "acebench": "runner.agents.acebench:ACEBenchAgent",
     "calculator": "runner.agents.calculator:calculator",
     "chat": "runner.agents.chat:chat",
     "reference": "runner.agents.reference:reference",

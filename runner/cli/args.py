@@ -31,6 +31,8 @@ RUN_FLAGS = (
     "solution",
     "model",
     "model_base_url",
+    "user_model",
+    "user_model_base_url",
     "storage",
     "storage_options",
     "repeats",
@@ -91,6 +93,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--model-base-url", metavar="URL",
                       help="API root of the model's server, e.g. http://localhost:8000/v1 (vLLM) or "
                       "http://localhost:11434/v1 (Ollama)")
+    what.add_argument("--user-model", metavar="MODEL",
+                      help="chat model of the simulated user of a solution that has one (e.g. acebench's "
+                      "multi-turn agent tasks), provider:model (default: the agent's model)")
+    what.add_argument("--user-model-base-url", metavar="URL",
+                      help="API root of the user model's server (default: the provider's; the agent's server "
+                      "when --user-model names the agent's model)")
     what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
     what.add_argument("--limit", type=int, help="run only the first N tasks")
     what.add_argument("--timeout", type=float, help="seconds a solution may take on one task")

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from runner import log
 from runner.cli.args import config_from_args
-from runner.cli.model_flags import preflight, provider_lines, with_model_default
+from runner.cli.model_flags import preflight_models, provider_lines, with_model_default
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError, RunnerError
 from runner.engine.plugins import available_benchmarks, available_solutions, build_benchmark, solution_spec
@@ -29,7 +29,8 @@ def make_evaluator(config: RunConfig) -> EvaluatorBase:
     """
     benchmark = build_benchmark(config.benchmark, config.benchmark_args, config.data_dir)
     config = with_model_default(config, benchmark)
-    spec = solution_spec(config.solution, config.solution_args, config.model, benchmark, config.model_base_url)
+    spec = solution_spec(config.solution, config.solution_args, config.model, benchmark, config.model_base_url,
+                         config.user_model, config.user_model_base_url)
     store = ResultStore(config.storage, config.storage_options)
     options: dict[str, Any] = {
         "timeout": config.timeout,
@@ -56,7 +57,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.configure(config.log_format)
     evaluator = make_evaluator(config)
     effective = evaluator.config or {}
-    preflight(effective.get("model"), effective.get("model_base_url"))
+    preflight_models(effective.get("model"), effective.get("model_base_url"), effective.get("user_model"),
+                     effective.get("user_model_base_url"))
     asyncio.run(evaluator.run())
     return 0
 

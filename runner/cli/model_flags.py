@@ -1,5 +1,5 @@
-"""The CLI's model wiring: the ``AGENT_CHAT_MODEL_NAME`` fallback for ``--model``, the preflight check, and the
-provider listing of ``python -m runner list``."""
+"""The CLI's model wiring: the ``AGENT_CHAT_MODEL_NAME`` fallback for ``--model``, the preflight check of the
+run's models (``--model`` and ``--user-model``), and the provider listing of ``python -m runner list``."""
 
 from __future__ import annotations
 
@@ -56,6 +56,19 @@ def preflight(model: str | None, base_url: str | None = None) -> None:
             await chat.aclose()
 
     asyncio.run(check())
+
+
+def preflight_models(model: str | None, base_url: str | None = None, user_model: str | None = None,
+                     user_model_base_url: str | None = None) -> None:
+    """:func:`preflight` for every model of a run: the agent's and, when it is another model or another server, the
+    simulated user's (a ``user_model`` equal to ``model`` without its own URL is the agent's model itself).
+
+    Raises:
+        ConfigError, ModelError: as :func:`preflight`, for the first model that fails.
+    """
+    preflight(model, base_url)
+    if user_model is not None and not (user_model == model and user_model_base_url in (None, base_url)):
+        preflight(user_model, user_model_base_url)
 
 
 def provider_lines() -> Iterator[str]:

@@ -58,6 +58,10 @@ class RunConfig(BaseModel):
             falls back to ``$AGENT_CHAT_MODEL_NAME`` when the solution takes a model.
         model_base_url: the API root of the model's server (e.g. ``http://vllm:8000/v1``), passed to solutions
             that take ``model_base_url``; default: the provider's environment variable, else its default.
+        user_model: the chat model of a solution's simulated user (``provider:model``; e.g. the user of
+            ACEBench's multi-turn agent tasks), passed to solutions that take ``user_model``; ``None``: the
+            solution's default (the agent's model).
+        user_model_base_url: the API root of the user model's server, passed as ``user_model_base_url``.
         storage: the run's URI (path, ``file://``, ``memory://``, ``s3://``...); default
             ``./runs/<benchmark>-<UTC timestamp>``.
         storage_options: fsspec options for the storage backend (credentials stay out of logs and manifests).
@@ -82,6 +86,8 @@ class RunConfig(BaseModel):
     solution_args: dict[str, Any] = Field(default_factory=dict)
     model: str | None = None
     model_base_url: str | None = None
+    user_model: str | None = None
+    user_model_base_url: str | None = None
     storage: str | None = None
     storage_options: dict[str, Any] = Field(default_factory=dict)
     repeats: int = Field(default=1, ge=1)
@@ -102,23 +108,28 @@ class RunConfig(BaseModel):
         return value
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """What decides the results of an item: benchmark, its arguments, solution, its arguments, model.
+        """What decides the results of an item: benchmark, its arguments, solution, its arguments, model, and the
+        user model when one is named (left out otherwise, so runs without one keep their fingerprint).
 
         Execution settings (repeats, limit, timeout, workers, storage) are left out: a run may be resumed with
         more repeats, a higher limit or other workers without mixing two configurations.
 
-        ``model_base_url`` is left out too: it says where the model is served, not which model answers. The model
-        is named by ``model`` (the weights a vLLM server loads, or an API model id); the URL changes when a server
-        moves (a rescheduled pod, another replica, a port-forward) and a run must resume across that. Serving other
-        weights under the same name is a different model: give it a different name.
+        ``model_base_url`` and ``user_model_base_url`` are left out too: they say where a model is served, not
+        which model answers. The model is named by ``model`` (the weights a vLLM server loads, or an API model
+        id); the URL changes when a server moves (a rescheduled pod, another replica, a port-forward) and a run
+        must resume across that. Serving other weights under the same name is a different model: give it a
+        different name.
         """
-        return {
+        fields: dict[str, Any] = {
             "benchmark": self.benchmark,
             "benchmark_args": self.benchmark_args,
             "solution": self.solution,
             "solution_args": self.solution_args,
             "model": self.model,
         }
+        if self.user_model is not None:
+            fields["user_model"] = self.user_model
+        return fields
 
 
 def fingerprint(fields: dict[str, Any]) -> str:

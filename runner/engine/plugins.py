@@ -114,15 +114,18 @@ def solution_spec(
     model: str | None = None,
     benchmark: BenchmarkBase | None = None,
     model_base_url: str | None = None,
+    user_model: str | None = None,
+    user_model_base_url: str | None = None,
 ) -> SolutionSpec:
     """The recipe of the solution ``name`` with its arguments.
 
     With no name but a ``model``, the benchmark's ``default_solution`` (a model-driven agent) is used.
-    ``model`` and ``model_base_url`` are passed as the constructor arguments of those names.
+    ``model``, ``model_base_url``, ``user_model`` and ``user_model_base_url`` are passed as the constructor
+    arguments of those names.
 
     Raises:
         ConfigError: no solution and no model, a model for a benchmark without a default agent, or a
-            ``model_base_url`` for a solution that does not take one.
+            ``model_base_url``, ``user_model`` or ``user_model_base_url`` for a solution that does not take one.
         PluginError: unknown name or bad import path.
     """
     if name is None:
@@ -137,9 +140,14 @@ def solution_spec(
     if model is not None:
         kwargs["model"] = model
     spec = SolutionSpec(target=target, kwargs=kwargs, name=name)
-    if model_base_url is not None:
-        if not spec.accepts("model_base_url"):
-            raise ConfigError(f"solution {name!r} does not take a model server URL; drop --model-base-url")
-        spec.kwargs["model_base_url"] = model_base_url
+    optional = (("model_base_url", model_base_url, "a model server URL", "--model-base-url"),
+                ("user_model", user_model, "a user model", "--user-model"),
+                ("user_model_base_url", user_model_base_url, "a user model server URL", "--user-model-base-url"))
+    for argument, value, what, flag in optional:
+        if value is None:
+            continue
+        if not spec.accepts(argument):
+            raise ConfigError(f"solution {name!r} does not take {what}; drop {flag}")
+        spec.kwargs[argument] = value
     spec.check()
     return spec

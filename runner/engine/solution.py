@@ -103,7 +103,12 @@ class SolutionSpec:
         return self.is_recipe and not _accepted_kwargs(self.target, {name: None})[1]
 
     def check(self) -> None:
-        """Raise ``ConfigError`` when arguments were given that the target cannot take."""
+        """Raise ``ConfigError`` when arguments were given that the target cannot take.
+
+        A recipe may also define ``check_arguments(**kwargs)`` (a static or class method raising ``ConfigError``):
+        it is called here with the arguments, so that a bad value is reported before anything is written rather
+        than when each worker builds the solution.
+        """
         if not self.kwargs:
             return
         if not self.is_recipe:
@@ -117,6 +122,9 @@ class SolutionSpec:
                 f"solution {self.display!r} does not accept {', '.join(sorted(rejected))}; "
                 f"drop {'it' if len(rejected) == 1 else 'them'} or use a solution that does"
             )
+        check_arguments = getattr(self.target, "check_arguments", None)
+        if callable(check_arguments):
+            check_arguments(**self.kwargs)
 
     @property
     def display(self) -> str:

@@ -7,8 +7,8 @@ data and pickles (Ray ships tasks to workers).
 An agent uses it in one of two ways:
 
 - ``env.tools()``: ``(callable, schema)`` pairs, one per function of the task (schemas from the data, with the
-  data's ``"type": "dict"`` turned into JSON Schema's ``"object"``); each call is recorded as
-  ``[name(key=value, ...)]``;
+  data's ``"type": "dict"`` and ``"list"`` turned into JSON Schema's ``"object"`` and ``"array"``); each call is
+  recorded as ``[name(key=value, ...)]``;
 - ``env.execute(text)``: run a reply in the official format ``[f(a=1), g(b='x')]`` as the authors' executor does
   (``model_inference/multi_turn/execution_role.py``); the raw text is recorded, as the authors record it.
 
@@ -106,8 +106,9 @@ class ACEEnvironment:
                 return method
         raise ToolError(f"function {name!r} does not exist in this environment")
 
-    def call(self, name: str, **arguments: Any) -> Any:
-        """Run one tool call and record it as ``[name(k=v, ...)]``; an error comes back as a message."""
+    def call(self, name: str, /, **arguments: Any) -> Any:
+        """Run one tool call and record it as ``[name(k=v, ...)]``; an error comes back as a message (``name`` is
+        positional-only, so a model's argument called ``name`` reaches the tool, which rejects it)."""
         self.calls.append(format_calls([(name, arguments)]))
         return self._run(name, arguments)
 
@@ -156,13 +157,19 @@ class _Tool:
 
 
 def tool_schema(function: dict[str, Any]) -> dict[str, Any]:
-    """An OpenAI-style tool schema from one of the data's function descriptions (``"dict"`` becomes ``"object"``)."""
+    """An OpenAI-style tool schema from one of the data's function descriptions (``"dict"`` becomes ``"object"``,
+    ``"list"`` becomes ``"array"``)."""
     return {"type": "function", "function": _object_types(copy.deepcopy(function))}
+
+
+_JSON_SCHEMA_TYPES = {"dict": "object", "list": "array"}
+"""The data's type names that JSON Schema spells otherwise (servers reject ``"list"`` in a tool schema)."""
 
 
 def _object_types(node: Any) -> Any:
     if isinstance(node, dict):
-        return {k: ("object" if k == "type" and v == "dict" else _object_types(v)) for k, v in node.items()}
+        return {k: (_JSON_SCHEMA_TYPES.get(v, v) if k == "type" and isinstance(v, str) else _object_types(v))
+                for k, v in node.items()}
     if isinstance(node, list):
         return [_object_types(v) for v in node]
     return node
