@@ -324,9 +324,8 @@ class RayJobClient:
                 text = self._core.read_namespaced_pod_log(pod_name, self.namespace, container=SUBMITTER_CONTAINER)
                 yield from text.splitlines()
                 return
-            for line in k8s_watch.Watch().stream(self._core.read_namespaced_pod_log, pod_name, self.namespace,
-                                                  container=SUBMITTER_CONTAINER):
-                yield line
+            yield from k8s_watch.Watch().stream(self._core.read_namespaced_pod_log, pod_name, self.namespace,
+                                                  container=SUBMITTER_CONTAINER)
         except (ApiException, HTTPError) as exc:
             raise self._fail(exc, f"reading the log of pod {pod_name}") from None
 
