@@ -159,6 +159,8 @@ class Credentials(_Values):
 
 
 class Storage(_Values):
+    """Storage access of the pods (the storage URI itself is the run's, ``job.storage``)."""
+
     credentials: Credentials = Field(default_factory=Credentials)
 
 
@@ -183,6 +185,7 @@ def default_pod_security_context() -> dict[str, Any]:
 
 
 def default_security_context() -> dict[str, Any]:
+    """Every container: no privilege escalation, no Linux capabilities (Ray needs none)."""
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 

@@ -5,14 +5,18 @@ server (no cluster can run here)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 import yaml
 
 from runner.cli import main
+from runner.cli.k8s import default_name, split_image
 from runner.core.config import RunConfig
+from runner.core.errors import ConfigError
 from runner.kuberay.manifest import build_rayjob
 from runner.kuberay.options import DeployOptions
 from tests.kuberay.conftest import CHART, REPO, render
@@ -55,6 +59,24 @@ def test_dry_run_prints_a_valid_rayjob_and_contacts_nothing(tmp_path, rayjob_sch
         {"workerGroups": [{"name": "cpu", "replicas": 2, "cpu": "2", "memory": "4Gi", "gpu": 1}]}),
         "toy-eval", namespace="evals")
     assert rayjob == expected
+
+
+def test_default_names_are_valid_rayjob_names(capsys):
+    now = datetime(2026, 9, 1, 12, 30, 5, tzinfo=timezone.utc)
+    assert default_name("toy", now) == "toy-0901-123005"
+    assert default_name("my_pkg.bench:HotpotQA_Distractor", now) == "hotpotqa-distractor-0901-123005"
+    assert default_name("2wiki", now) == "run-2wiki-0901-123005"
+    assert len(default_name("x" * 80, now)) == 47
+    assert main(["submit", "--dry-run", *TOY]) == 0
+    name = documents(capsys.readouterr().out)["RayJob"]["metadata"]["name"]
+    assert re.fullmatch(r"toy-\d{4}-\d{6}", name)
+
+
+def test_image_references():
+    assert split_image("registry:5000/org/runner:0.1.0-gpu") == ("registry:5000/org/runner", "0.1.0-gpu")
+    for bad in ("registry:5000/org/runner", "runner@sha256:abc", "runner:"):
+        with pytest.raises(ConfigError, match="must be REPOSITORY:TAG"):
+            split_image(bad)
 
 
 def test_dry_run_with_chart_values_matches_helm(chart, capsys, rayjob_schema):
