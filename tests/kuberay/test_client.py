@@ -121,8 +121,7 @@ def test_logs_before_the_submitter_pod_exists(submitted, kube):
 def test_delete_is_foreground_and_takes_the_configmap_along(submitted, kube):
     submitted.delete(NAME)
     delete = kube.requests_to("DELETE", "/rayjobs/")[-1]
-    assert delete.query.get("propagationPolicy") == "Foreground" or \
-        (delete.body or {}).get("propagationPolicy") == "Foreground"
+    assert delete.query.get("propagationPolicy") == "Foreground"
     assert kube.get("rayjobs", "evals", NAME) is None
     assert kube.get("configmaps", "evals", "toy-run-config") is None
     with pytest.raises(KubernetesError, match="no RayJob toy-run in namespace evals"):
