@@ -1,4 +1,4 @@
-"""``python -m runner``: run, report, status and list.
+"""``python -m runner``: run, report, status, list, submit (Kubernetes) and k8s.
 
 No subcommand means ``run``. Bad input ends with exit status 2 and one line on stderr naming the problem and the
 way out; an unexpected failure keeps its traceback (exit status 1).
@@ -14,7 +14,7 @@ from runner._version import __version__
 from runner.cli.args import add_run_arguments, json_object
 from runner.core.errors import RunnerError
 
-COMMANDS = ("run", "report", "status", "list")
+COMMANDS = ("run", "report", "status", "list", "submit", "k8s")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = sub.add_parser("list", help="list built-in benchmarks and solutions")
     listing.set_defaults(handler=commands.cmd_list)
+
+    from runner.cli import k8s
+
+    k8s.add_commands(sub)
     return parser
 
 

@@ -129,13 +129,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--log-format", choices=("console", "json"), help="default: console on a terminal, else json")
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> RunConfig:
     """The :class:`RunConfig` of the config file (if any) overridden by the flags that were given.
+
+    Args:
+        base: run config fields the config file and the flags override (``submit --values`` passes the ``job``
+            values of a Helm values file); a key of the file replaces the same key of ``base`` whole.
 
     Raises:
         ConfigError: the file or the merged configuration does not validate (naming the field).
     """
-    data: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    data: dict[str, Any] = dict(base or {})
+    if args.config:
+        data.update(load_config_file(args.config))
     source = f"config {args.config!r}" if args.config else "run flags"
     for name in RUN_FLAGS:
         value = getattr(args, name, None)

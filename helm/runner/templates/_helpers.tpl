@@ -1,0 +1,159 @@
+{{/*
+The chart's name (nameOverride wins).
+*/}}
+{{- define "runner.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The RayJob's name: fullnameOverride, else the release name (plus "-<chart name>" unless it already holds it).
+KubeRay refuses a RayJob name over 47 characters or not a DNS-1035 label (ray-operator/controllers/ray/utils/
+validation.go, ValidateRayJobMetadata): fail here, before anything is sent, instead of truncating silently.
+*/}}
+{{- define "runner.fullname" -}}
+{{- $name := .Values.fullnameOverride -}}
+{{- if not $name -}}
+{{- $base := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $base .Release.Name -}}
+{{- $name = .Release.Name -}}
+{{- else -}}
+{{- $name = printf "%s-%s" .Release.Name $base -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (len $name) 47 -}}
+{{- fail (printf "RayJob name %q is %d characters; KubeRay allows at most 47: use a shorter release name or fullnameOverride" $name (len $name)) -}}
+{{- end -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "RayJob name %q is not a DNS-1035 label: use lower-case letters, digits and '-', starting with a letter (release name or fullnameOverride)" $name) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{- define "runner.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "runner.labels" -}}
+app.kubernetes.io/name: {{ include "runner.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ include "runner.chart" . }}
+{{- end -}}
+
+{{/*
+The pods' service account: the one this chart creates, a named existing one, or none (the namespace default).
+*/}}
+{{- define "runner.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "runner.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The entrypoint: the same command as on a laptop. KubeRay places it in a shell command line as is, so extraArgs
+are limited to shell-safe characters by values.schema.json.
+*/}}
+{{- define "runner.entrypoint" -}}
+{{- $args := list "python" "-m" "runner" "run" "--config" "/etc/runner/config.yaml" -}}
+{{- range .Values.job.extraArgs -}}
+{{- $args = append $args . -}}
+{{- end -}}
+{{- join " " $args -}}
+{{- end -}}
+
+{{/*
+requests == limits: Ray sizes itself from the limits, and the scheduler reserves exactly that. Takes a dict with
+cpu, memory and optionally gpu (-> nvidia.com/gpu).
+*/}}
+{{- define "runner.resources" -}}
+requests:
+  cpu: {{ .cpu | quote }}
+  memory: {{ .memory | quote }}
+limits:
+  cpu: {{ .cpu | quote }}
+  memory: {{ .memory | quote }}
+  {{- if .gpu }}
+  nvidia.com/gpu: {{ .gpu | int }}
+  {{- end }}
+{{- end -}}
+
+{{/*
+Container fields shared by the head, the workers and the submitter: the pull policy, the security context, and
+the environment. The storage Secret is referenced by name (envFrom), so its values never appear in values,
+manifests or the Ray runtime env.
+*/}}
+{{- define "runner.containerCommon" -}}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+{{- with .Values.securityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.common.env }}
+env:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- $envFrom := list -}}
+{{- if eq .Values.storage.credentials.source "secret" -}}
+{{- $envFrom = append $envFrom (dict "secretRef" (dict "name" .Values.storage.credentials.secretRef)) -}}
+{{- end -}}
+{{- $envFrom = concat $envFrom .Values.common.envFrom -}}
+{{- with $envFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Pod fields shared by every pod: service account, pull secrets, the non-root security context.
+*/}}
+{{- define "runner.podCommon" -}}
+{{- with include "runner.serviceAccountName" . }}
+serviceAccountName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Placement of a group's pods; takes the head's or a worker group's values.
+*/}}
+{{- define "runner.placement" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A group's pod metadata (labels, annotations), or nothing.
+*/}}
+{{- define "runner.podMetadata" -}}
+{{- if or .labels .annotations }}
+metadata:
+  {{- with .labels }}
+  labels:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end -}}

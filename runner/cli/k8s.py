@@ -1,0 +1,216 @@
+"""``python -m runner submit`` (a run as a KubeRay RayJob) and ``python -m runner k8s status|logs|delete NAME``.
+
+``submit`` builds the same RayJob as the Helm chart from the same inputs: a chart values file (``--values``, its
+``job`` block being the run config), a run config file (``--config``) and the run flags, in that order of
+precedence (flags win). ``--dry-run`` prints the ConfigMap and the RayJob as YAML and contacts nothing.
+
+Exit status: 0 submitted (or, with ``--wait``/``--follow``, succeeded); 1 the RayJob failed; 2 bad input, an API
+error, or ``--wait-timeout`` passed (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.cli.args import add_run_arguments, config_from_args
+from runner.core.errors import ConfigError
+from runner.kuberay.checks import MAX_RAYJOB_NAME, check_rayjob_name
+from runner.kuberay.manifest import build_configmap, build_rayjob, dump_yaml
+from runner.kuberay.options import DeployOptions
+
+
+def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", "-n", help="Kubernetes namespace (default: the kubeconfig context's)")
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
+def add_commands(sub: Any) -> None:
+    """Register ``submit`` and ``k8s`` on the top-level subparsers."""
+    submit = sub.add_parser("submit", help="run a benchmark on Kubernetes as a KubeRay RayJob")
+    add_run_arguments(submit)
+    where = submit.add_argument_group("where it runs (Kubernetes)")
+    where.add_argument("--dry-run", action="store_true", help="print the ConfigMap and RayJob YAML; contact nothing")
+    _add_cluster_flags(where)
+    where.add_argument("--name", help=f"RayJob name, at most {MAX_RAYJOB_NAME} characters "
+                                      "(default: <benchmark>-<UTC time>)")
+    where.add_argument("--values", metavar="FILE", help="a values file of the Helm chart helm/runner "
+                                                         "(its job block is the run config)")
+    where.add_argument("--image", metavar="REPO:TAG", help="the runner image for every pod")
+    creds = where.add_mutually_exclusive_group()
+    creds.add_argument("--credentials-secret", metavar="SECRET",
+                       help="Secret whose keys become the pods' environment (default: runner-storage)")
+    creds.add_argument("--no-credentials", action="store_true",
+                       help="the pods get no storage credentials of ours (public store, node role)")
+    where.add_argument("--service-account", metavar="NAME",
+                       help="the pods' service account (workload identity; implies it carries the credentials "
+                            "unless --credentials-secret is given)")
+    where.add_argument("--worker-replicas", type=int, help="pods in the worker group")
+    where.add_argument("--worker-cpu", help="CPUs per worker pod, e.g. 4 or 3500m")
+    where.add_argument("--worker-memory", help="memory per worker pod, e.g. 16Gi")
+    where.add_argument("--worker-gpu", type=int, help="GPUs per worker pod (nvidia.com/gpu)")
+    follow = submit.add_argument_group("after submitting")
+    follow.add_argument("--wait", action="store_true", help="wait until the RayJob ends; exit 1 if it failed")
+    follow.add_argument("--follow", action="store_true", help="print the driver's log, then wait")
+    follow.add_argument("--wait-timeout", type=float, metavar="SECONDS",
+                        help="give up waiting after this long (the RayJob keeps running)")
+    submit.set_defaults(handler=cmd_submit)
+
+    k8s = sub.add_parser("k8s", help="status, logs or deletion of a RayJob")
+    actions = k8s.add_subparsers(dest="action", required=True, parser_class=type(k8s))
+    for action, handler, text in (
+        ("status", cmd_status, "the RayJob's deployment and job status"),
+        ("logs", cmd_logs, "the driver's log (from the submitter pod)"),
+        ("delete", cmd_delete, "delete the RayJob, its cluster, pods and run config"),
+    ):
+        command = actions.add_parser(action, help=text)
+        command.add_argument("name", help="the RayJob's name")
+        _add_cluster_flags(command)
+        if action == "status":
+            command.add_argument("--json", action="store_true", help="print JSON")
+        if action == "logs":
+            command.add_argument("--follow", "-f", action="store_true", help="stream until the submitter ends")
+        command.set_defaults(handler=handler)
+
+
+def load_values(path: str) -> dict[str, Any]:
+    """A Helm values file as a dict.
+
+    Raises:
+        ConfigError: unreadable, not YAML, or not a mapping.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read values file {path!r}: {exc.strerror or exc}; check the --values path") from None
+    except yaml.YAMLError:
+        raise ConfigError(f"values file {path!r} is not valid YAML; fix its syntax") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"values file {path!r} must hold a mapping, got {type(data).__name__}")
+    return data
+
+
+def split_image(ref: str) -> tuple[str, str]:
+    """``registry:5000/org/runner:tag`` -> (``registry:5000/org/runner``, ``tag``).
+
+    Raises:
+        ConfigError: no tag, or a digest (the chart's values name a tag).
+    """
+    repository, sep, tag = ref.rpartition(":")
+    if "@" in ref or not sep or "/" in tag or not repository or not tag:
+        raise ConfigError(f"--image {ref!r} must be REPOSITORY:TAG, e.g. ghcr.io/org/runner:0.1.0-ray2.60.0-py311")
+    return repository, tag
+
+
+def default_name(benchmark: str, now: datetime | None = None) -> str:
+    """``<benchmark>-<MMDD-HHMMSS UTC>``, made a DNS-1035 label of at most 47 characters."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%m%d-%H%M%S")
+    slug = re.sub(r"[^a-z0-9]+", "-", benchmark.rsplit(":", 1)[-1].lower()).strip("-") or "run"
+    if not slug[0].isalpha():
+        slug = f"run-{slug}"
+    return f"{slug[:MAX_RAYJOB_NAME - len(stamp) - 1].rstrip('-')}-{stamp}"
+
+
+def deploy_options(args: argparse.Namespace, values: dict[str, Any]) -> DeployOptions:
+    """The chart values (or defaults) with the submit flags applied.
+
+    Raises:
+        ConfigError: a bad value, naming it.
+    """
+    source = f"values {args.values!r}" if args.values else "submit flags"
+    data = DeployOptions.from_values(values, source).model_dump(by_alias=True)
+    if args.image:
+        data["image"]["repository"], data["image"]["tag"] = split_image(args.image)
+    if args.service_account:
+        data["serviceAccount"]["name"] = args.service_account
+        data["serviceAccount"]["create"] = False
+        if args.credentials_secret is None:
+            data["storage"]["credentials"]["source"] = "serviceAccount"
+    if args.credentials_secret is not None:
+        data["storage"]["credentials"] = {"source": "secret", "secretRef": args.credentials_secret}
+    if args.no_credentials:
+        data["storage"]["credentials"]["source"] = "none"
+    sizes = {"replicas": args.worker_replicas, "cpu": args.worker_cpu, "memory": args.worker_memory,
+             "gpu": args.worker_gpu}
+    sizes = {key: value for key, value in sizes.items() if value is not None}
+    if sizes:
+        if len(data["workerGroups"]) != 1:
+            raise ConfigError("--worker-* flags size the one worker group; with several, set them in --values")
+        data["workerGroups"][0].update(sizes)
+    return DeployOptions.from_values(data, source)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """``submit``: build the RayJob; print it (``--dry-run``) or create it, then optionally follow and wait."""
+    values = load_values(args.values) if args.values else {}
+    job = dict(values.get("job") or {})
+    extra_args = job.pop("extraArgs", None) or []
+    config = config_from_args(args, base=job)
+    options = deploy_options(args, values)
+    name = args.name or options.fullname_override or default_name(config.benchmark)
+    check_rayjob_name(name)
+    rayjob = build_rayjob(config, options, name, namespace=args.namespace, extra_args=extra_args)
+    configmap = build_configmap(config, name, namespace=args.namespace)
+    if args.dry_run:
+        sys.stdout.write(dump_yaml(configmap, rayjob))
+        return 0
+
+    from runner.kuberay.client import RayJobClient
+
+    client = RayJobClient.from_environment(args.namespace, args.context)
+    credentials = options.storage.credentials
+    client.submit(rayjob, configmap, secret=credentials.secret_ref if credentials.source == "secret" else None)
+    ns = client.namespace
+    print(f"submitted RayJob {name} in namespace {ns}; results go to {config.storage}", file=sys.stderr)
+    if not (args.wait or args.follow):
+        print(f"follow it: python -m runner k8s logs {name} -n {ns} --follow", file=sys.stderr)
+        return 0
+    if args.follow:
+        for line in client.logs(name, follow=True, timeout=args.wait_timeout):
+            print(line, flush=True)
+    final = client.wait(name, timeout=args.wait_timeout, on_status=lambda s: print(s.line(), file=sys.stderr))
+    if final.succeeded:
+        print(f"done: python -m runner report {config.storage}", file=sys.stderr)
+        return 0
+    print(f"failed: {final.line()}; see python -m runner k8s logs {name} -n {ns}", file=sys.stderr)
+    return 1
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from runner.kuberay.client import RayJobClient
+
+    return RayJobClient.from_environment(args.namespace, args.context)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``k8s status NAME``: one line (or JSON) with the RayJob's deployment and job status."""
+    status = _client(args).status(args.name)
+    if args.json:
+        print(json.dumps({**status.__dict__, "terminal": status.terminal, "succeeded": status.succeeded}, indent=2))
+    else:
+        print(status.line())
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """``k8s logs NAME``: the driver's log from the submitter pod (``--follow`` to stream it)."""
+    for line in _client(args).logs(args.name, follow=args.follow):
+        print(line, flush=True)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """``k8s delete NAME``: delete the RayJob with foreground propagation (cluster, pods, ConfigMap first)."""
+    client = _client(args)
+    client.delete(args.name)
+    print(f"deleted RayJob {args.name} in namespace {client.namespace}", file=sys.stderr)
+    return 0

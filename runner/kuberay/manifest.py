@@ -1,0 +1,289 @@
+"""RunConfig + deployment options -> the RayJob (and the ConfigMap holding the run config), as plain dicts.
+
+This is the same shape ``helm/runner/templates/rayjob.yaml`` renders from the same values; a test renders the
+chart with Helm's engine and compares. The run inside the cluster is ``python -m runner run --config
+/etc/runner/config.yaml``: the same code and config file as on a laptop, with ``sequential: false`` so the driver
+attaches to the cluster through ``RAY_ADDRESS`` (set by Ray's job supervisor). A RayJob retry (``backoffLimit``)
+starts a new cluster whose driver resumes from storage: finished items have records and are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from runner._version import __version__
+from runner.core.config import RunConfig
+from runner.core.errors import ConfigError
+from runner.kuberay.checks import check_rayjob
+from runner.kuberay.options import DeployOptions, WorkerGroup
+
+CONFIG_DIR = "/etc/runner"
+CONFIG_FILE = "config.yaml"
+CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
+ENTRYPOINT = f"python -m runner run --config {CONFIG_PATH}"
+GPU_RESOURCE = "nvidia.com/gpu"
+CHART_NAME = "runner"
+
+# Characters shlex.quote leaves alone: an argument made of these needs no quoting in the submitter's shell.
+_SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$")
+_URI = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://\S+$")
+_POD_LOCAL = {"file", "local", "memory"}
+# fsspec option names that carry secrets (s3fs key/secret/token, adlfs account_key/sas_token, gcsfs token...).
+_SECRET_OPTION = re.compile(r"(secret|password|token|credential|(^|_)key$)", re.IGNORECASE)
+
+
+def entrypoint(extra_args: list[str] | tuple[str, ...] = ()) -> str:
+    """The RayJob's entrypoint: ``python -m runner run --config /etc/runner/config.yaml`` plus ``extra_args``.
+
+    KubeRay puts the entrypoint into a shell command line as is (``ray job submit ... -- <entrypoint>``), so an
+    extra argument must be shell-safe on its own (letters, digits and ``@%+=:,./-_``).
+
+    Raises:
+        ConfigError: an argument that would need shell quoting.
+    """
+    for arg in extra_args:
+        if not _SHELL_SAFE.match(arg):
+            raise ConfigError(
+                f"job.extraArgs: {arg!r} would need shell quoting; put the setting in the run config instead"
+            )
+    return " ".join([ENTRYPOINT, *extra_args])
+
+
+def cluster_run_config(config: RunConfig) -> dict[str, Any]:
+    """The run config file the driver reads in the cluster (the ConfigMap's ``config.yaml``).
+
+    Raises:
+        ConfigError: a setting that cannot work in a RayJob: ``sequential``, ``ray_address`` or ``force``; a storage
+            URI that is missing or local to one pod; a secret in ``storage_options``.
+    """
+    if config.sequential:
+        raise ConfigError("--sequential runs in one process; a RayJob runs on its Ray cluster: drop --sequential")
+    if config.ray_address:
+        raise ConfigError("--ray-address is set by KubeRay inside the cluster (RAY_ADDRESS): drop --ray-address")
+    if config.force:
+        raise ConfigError(
+            "--force is refused on Kubernetes: a RayJob retry would delete the records of the attempt before it; "
+            "to start over, use a new --storage URI"
+        )
+    check_storage_uri(config.storage)
+    for key in config.storage_options:
+        if _SECRET_OPTION.search(key):
+            raise ConfigError(
+                f"storage_options.{key} looks like a credential and would be stored in a ConfigMap; put it in the "
+                "credentials Secret (storage.credentials.secretRef) as an environment variable instead"
+            )
+    data = config.model_dump(mode="json", exclude={"ray_address", "force"}, exclude_none=True)
+    data["sequential"] = False
+    data.setdefault("log_format", "json")  # what a pod (no terminal) would pick; said explicitly, as the chart does
+    return data
+
+
+def check_storage_uri(uri: str | None) -> None:
+    """A storage URI every pod of the cluster reaches: a URL with a protocol, not a pod-local path.
+
+    Raises:
+        ConfigError: ``uri`` is missing, a local path, ``file://``, ``local://`` or ``memory://``.
+    """
+    if not uri:
+        raise ConfigError(
+            "a RayJob needs --storage (job.storage): a URI every pod reaches, such as s3://bucket/runs/name"
+        )
+    match = _URI.match(uri)
+    if match is None or match.group(1).lower() in _POD_LOCAL:
+        raise ConfigError(
+            f"storage {uri!r} is local to one pod and is lost with it; use shared object storage such as "
+            "s3://bucket/runs/name or gs://bucket/runs/name"
+        )
+
+
+def config_map_name(name: str) -> str:
+    """The run-config ConfigMap of RayJob ``name``."""
+    return f"{name}-config"
+
+
+def labels(name: str, managed_by: str = "runner") -> dict[str, str]:
+    """Recommended Kubernetes labels of our objects (the chart adds Helm's own as well)."""
+    return {
+        "app.kubernetes.io/name": CHART_NAME,
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/version": __version__,
+        "app.kubernetes.io/managed-by": managed_by,
+    }
+
+
+def build_configmap(config: RunConfig, name: str, namespace: str | None = None) -> dict[str, Any]:
+    """The ConfigMap holding ``config.yaml`` for RayJob ``name`` (see :func:`cluster_run_config`)."""
+    text = yaml.safe_dump(cluster_run_config(config), sort_keys=False)
+    metadata: dict[str, Any] = {"name": config_map_name(name), "labels": labels(name)}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {CONFIG_FILE: text}}
+
+
+def build_rayjob(
+    config: RunConfig,
+    options: DeployOptions,
+    name: str,
+    *,
+    namespace: str | None = None,
+    extra_args: list[str] | tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The RayJob for one run, ``rayClusterSpec`` inline, in KubeRay's ``K8sJobMode``.
+
+    Args:
+        config: the run (validated for the cluster by :func:`cluster_run_config`).
+        options: image, head, worker groups, life cycle, credentials (the chart's values).
+        name: the RayJob's name: at most 47 characters, a DNS-1035 label.
+        namespace: set in ``metadata`` when given (the API call names it anyway).
+        extra_args: shell-safe arguments appended to the entrypoint.
+
+    Raises:
+        ConfigError: the run cannot work in a RayJob, or the manifest breaks a rule the KubeRay operator enforces
+            (:func:`runner.kuberay.checks.check_rayjob`).
+    """
+    cluster_run_config(config)
+    spec: dict[str, Any] = {
+        "entrypoint": entrypoint(extra_args),
+        "submissionMode": "K8sJobMode",
+        "shutdownAfterJobFinishes": options.ray_job.shutdown_after_job_finishes,
+        "ttlSecondsAfterFinished": options.ray_job.ttl_seconds_after_finished,
+        "backoffLimit": options.ray_job.backoff_limit,
+        "submitterConfig": {"backoffLimit": options.ray_job.submitter_backoff_limit},
+        "submitterPodTemplate": _submitter_template(options, name),
+        "rayClusterSpec": {
+            "rayVersion": options.ray_version,
+            "authOptions": {"mode": options.auth.mode},
+            "headGroupSpec": {
+                "rayStartParams": dict(options.head.ray_start_params),
+                "template": _head_template(options, name),
+            },
+            "workerGroupSpecs": [_worker_group(options, name, group) for group in options.worker_groups],
+        },
+    }
+    if options.ray_job.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = options.ray_job.active_deadline_seconds
+    metadata: dict[str, Any] = {"name": name, "labels": labels(name)}
+    if namespace:
+        metadata["namespace"] = namespace
+    manifest = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": spec}
+    check_rayjob(manifest)
+    return manifest
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the ConfigMap's config.yaml) as literal blocks, as a person would."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(*documents: dict[str, Any]) -> str:
+    """Manifests as one YAML stream (``---`` between documents), ready for ``kubectl apply -f -``."""
+    return yaml.dump_all(documents, Dumper=_BlockDumper, sort_keys=False)
+
+
+def _resources(cpu: str, memory: str, gpu: int = 0) -> dict[str, Any]:
+    # requests == limits: Ray sizes itself from the limits, and the scheduler then reserves exactly that.
+    limits: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpu:
+        limits[GPU_RESOURCE] = gpu
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
+
+
+def _env(options: DeployOptions) -> dict[str, Any]:
+    """``env``/``envFrom`` of every container: the credentials Secret (never its values) and the common extras."""
+    env_from: list[dict[str, Any]] = []
+    if options.storage.credentials.source == "secret":
+        env_from.append({"secretRef": {"name": options.storage.credentials.secret_ref}})
+    env_from.extend(options.common.env_from)
+    out: dict[str, Any] = {}
+    if options.common.env:
+        out["env"] = list(options.common.env)
+    if env_from:
+        out["envFrom"] = env_from
+    return out
+
+
+def _container(options: DeployOptions, name: str, image: str, resources: dict[str, Any],
+               mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": options.image.pull_policy,
+        "resources": resources,
+        **_env(options),
+    }
+    if options.security_context:
+        container["securityContext"] = dict(options.security_context)
+    if mounts:
+        container["volumeMounts"] = mounts
+    return container
+
+
+def _pod_template(options: DeployOptions, fullname: str, container: dict[str, Any],
+                  volumes: list[dict[str, Any]], placement: Any = None,
+                  restart_policy: str | None = None) -> dict[str, Any]:
+    pod: dict[str, Any] = {"containers": [container]}
+    account = options.service_account_name(fullname)
+    if account:
+        pod["serviceAccountName"] = account
+    if options.image_pull_secrets:
+        pod["imagePullSecrets"] = list(options.image_pull_secrets)
+    if options.pod_security_context:
+        pod["securityContext"] = dict(options.pod_security_context)
+    if restart_policy:
+        pod["restartPolicy"] = restart_policy
+    if volumes:
+        pod["volumes"] = volumes
+    template: dict[str, Any] = {"spec": pod}
+    if placement is not None:
+        for key, field in (("nodeSelector", "node_selector"), ("tolerations", "tolerations"),
+                           ("affinity", "affinity")):
+            value = getattr(placement, field)
+            if value:
+                pod[key] = value
+        metadata = {key: value for key, value in (("labels", placement.labels),
+                                                  ("annotations", placement.annotations)) if value}
+        if metadata:
+            template["metadata"] = metadata
+    return template
+
+
+_LOGS_VOLUME = {"name": "ray-logs", "emptyDir": {}}
+_LOGS_MOUNT = {"name": "ray-logs", "mountPath": "/tmp/ray"}
+
+
+def _head_template(options: DeployOptions, fullname: str) -> dict[str, Any]:
+    mounts = [dict(_LOGS_MOUNT), {"name": "run-config", "mountPath": CONFIG_DIR, "readOnly": True}]
+    volumes = [dict(_LOGS_VOLUME), {"name": "run-config", "configMap": {"name": config_map_name(fullname)}}]
+    container = _container(options, "ray-head", options.image.ref,
+                           _resources(options.head.cpu, options.head.memory), mounts)
+    return _pod_template(options, fullname, container, volumes, options.head)
+
+
+def _worker_group(options: DeployOptions, fullname: str, group: WorkerGroup) -> dict[str, Any]:
+    image = f"{group.image.repository or options.image.repository}:{group.image.tag or options.image.tag}"
+    container = _container(options, "ray-worker", image, _resources(group.cpu, group.memory, group.gpu),
+                           [dict(_LOGS_MOUNT)])
+    return {
+        "groupName": group.name,
+        "replicas": group.replicas,
+        "minReplicas": group.replicas if group.min_replicas is None else group.min_replicas,
+        "maxReplicas": group.replicas if group.max_replicas is None else group.max_replicas,
+        "rayStartParams": dict(group.ray_start_params),
+        "template": _pod_template(options, fullname, container, [dict(_LOGS_VOLUME)], group),
+    }
+
+
+def _submitter_template(options: DeployOptions, fullname: str) -> dict[str, Any]:
+    # KubeRay fills in the command (ray job submit ... -- <entrypoint>) when the container has none.
+    container = _container(options, "ray-job-submitter", options.image.ref,
+                           _resources(options.submitter.cpu, options.submitter.memory), [])
+    return _pod_template(options, fullname, container, [], restart_policy="Never")

@@ -1,0 +1,256 @@
+"""Deployment options of a RayJob: the Helm chart's values (``helm/runner/values.yaml``) as pydantic models.
+
+The chart and :func:`runner.kuberay.manifest.build_rayjob` read the same values, laid out by role as in KubeRay's
+``ray-cluster`` chart: ``image``, ``rayVersion``, ``job`` (the run), ``rayJob`` (its life cycle), ``head``,
+``workerGroups``, ``submitter``, ``storage.credentials``, ``serviceAccount`` and the security contexts. Field names
+are snake_case here and camelCase in the values (pydantic aliases); unknown keys are refused, as the chart's
+``values.schema.json`` refuses them.
+
+The defaults here are the chart's defaults (a test asserts it), so ``python -m runner submit`` and
+``helm install`` build the same RayJob from the same inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from runner._version import __version__
+from runner.core.errors import ConfigError
+
+# The one pin of the Ray version, as in pyproject.toml (ray[default]==...), the Dockerfile and the chart.
+RAY_VERSION = "2.60.0"
+PYTHON_TAG = "py311"
+IMAGE_REPOSITORY = "ghcr.io/example/runner"
+IMAGE_TAG = f"{__version__}-ray{RAY_VERSION}-{PYTHON_TAG}"
+DEFAULT_SECRET = "runner-storage"
+
+
+def quantity(value: str | int | float) -> str:
+    """A Kubernetes quantity as the chart's ``quote`` writes it: ``2`` -> ``"2"``, ``0.5`` -> ``"0.5"``."""
+    if isinstance(value, bool):
+        raise ValueError("a quantity is a number or a string like '500m' or '4Gi'")
+    if isinstance(value, (int, float)):
+        return str(int(value)) if float(value).is_integer() else repr(float(value))
+    if not value.strip():
+        raise ValueError("a quantity must not be empty")
+    return value
+
+
+Quantity = Annotated[str, BeforeValidator(quantity)]
+
+
+class _Values(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+class Image(_Values):
+    """The container image of every Ray pod, and of the submitter (KubeRay's default uses the head's image)."""
+
+    repository: str = IMAGE_REPOSITORY
+    tag: str = IMAGE_TAG
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+
+    @property
+    def ref(self) -> str:
+        """``repository:tag``."""
+        return f"{self.repository}:{self.tag}"
+
+
+class GroupImage(_Values):
+    """A worker group's own image (e.g. the ``-gpu`` build for a GPU group); unset fields fall back to ``image``."""
+
+    repository: str | None = None
+    tag: str | None = None
+
+
+class _Placement(_Values):
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class Head(_Placement):
+    """The Ray head pod: it runs the driver (``python -m runner run``) and, with ``num-cpus: "0"``, no actors."""
+
+    cpu: Quantity = "1"
+    memory: Quantity = "4Gi"
+    ray_start_params: dict[str, str] = Field(default_factory=lambda: {"num-cpus": "0"})
+
+
+class WorkerGroup(_Placement):
+    """One worker group: ``replicas`` pods of ``cpu``/``memory``/``gpu`` each (``gpu`` -> ``nvidia.com/gpu``).
+
+    ``min_replicas``/``max_replicas`` default to ``replicas`` (no autoscaling); KubeRay's CRD requires both, so the
+    manifest always carries them.
+    """
+
+    name: str
+    replicas: int = Field(ge=0)
+    min_replicas: int | None = Field(default=None, ge=0)
+    max_replicas: int | None = Field(default=None, ge=0)
+    cpu: Quantity
+    memory: Quantity
+    gpu: int = Field(default=0, ge=0)
+    image: GroupImage = Field(default_factory=GroupImage)
+    ray_start_params: dict[str, str] = Field(default_factory=dict)
+
+
+def default_worker_groups() -> list[WorkerGroup]:
+    """One CPU group of two pods, 2 CPUs and 4 GiB each."""
+    return [WorkerGroup(name="cpu", replicas=2, cpu="2", memory="4Gi")]
+
+
+class RayJobLifecycle(_Values):
+    """The RayJob's life cycle.
+
+    Args:
+        backoff_limit: RayJob retries (a new cluster each; the run resumes from storage).
+        submitter_backoff_limit: retries of the submitter Kubernetes Job (``submitterConfig.backoffLimit``).
+        active_deadline_seconds: seconds before KubeRay fails the RayJob; ``None`` for no deadline.
+        shutdown_after_job_finishes: delete the Ray cluster when the job ends.
+        ttl_seconds_after_finished: seconds to keep the cluster after the job ends (for a look at it).
+    """
+
+    backoff_limit: int = Field(default=2, ge=0)
+    submitter_backoff_limit: int = Field(default=2, ge=0)
+    active_deadline_seconds: int | None = Field(default=86400, gt=0)
+    shutdown_after_job_finishes: bool = True
+    ttl_seconds_after_finished: int = Field(default=300, ge=0)
+
+
+class Auth(_Values):
+    """Ray token authentication (``rayClusterSpec.authOptions``): with ``token`` the operator creates the token
+    Secret and sets it on every Ray container and on the submitter (KubeRay >= 1.5.1, Ray >= 2.52)."""
+
+    mode: Literal["token", "disabled"] = "token"
+
+
+class Submitter(_Values):
+    """The submitter pod (``ray job submit``, which then prints the driver's log)."""
+
+    cpu: Quantity = "500m"
+    memory: Quantity = "1Gi"
+
+
+class Common(_Values):
+    """Environment for the head, the workers and the submitter: ``env`` (plain values, never secrets) and
+    ``env_from`` (``secretRef``/``configMapRef`` entries, e.g. a model API key Secret)."""
+
+    env: list[dict[str, Any]] = Field(default_factory=list)
+    env_from: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Credentials(_Values):
+    """Where the pods get storage credentials.
+
+    ``source``: ``secret`` (every key of the Secret ``secret_ref`` becomes an environment variable on the head, the
+    workers and the submitter: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` for an
+    S3-compatible store...), ``serviceAccount`` (cloud workload identity through ``serviceAccount``) or ``none``
+    (a public store, or a node role).
+    """
+
+    source: Literal["secret", "serviceAccount", "none"] = "secret"
+    secret_ref: str = DEFAULT_SECRET
+
+
+class Storage(_Values):
+    """Storage access of the pods (the storage URI itself is the run's, ``job.storage``)."""
+
+    credentials: Credentials = Field(default_factory=Credentials)
+
+
+class ServiceAccount(_Values):
+    """``create``: the chart creates one (name ``name`` or the release's full name) with ``annotations`` such as
+    ``eks.amazonaws.com/role-arn`` or ``iam.gke.io/gcp-service-account``; else ``name`` is an existing one."""
+
+    create: bool = False
+    name: str = ""
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+def default_pod_security_context() -> dict[str, Any]:
+    """Non-root as the Ray image's ``ray`` user (uid 1000, gid 100)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 100,
+        "fsGroup": 100,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def default_security_context() -> dict[str, Any]:
+    """Every container: no privilege escalation, no Linux capabilities (Ray needs none)."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+class DeployOptions(_Values):
+    """Everything about a RayJob except the run itself (the chart's values without ``job``).
+
+    Raises (from :meth:`from_values`):
+        ConfigError: an unknown key or a bad value, naming the field.
+    """
+
+    name_override: str = ""
+    fullname_override: str = ""
+    ray_version: str = RAY_VERSION
+    image: Image = Field(default_factory=Image)
+    image_pull_secrets: list[dict[str, str]] = Field(default_factory=list)
+    ray_job: RayJobLifecycle = Field(default_factory=RayJobLifecycle)
+    auth: Auth = Field(default_factory=Auth)
+    head: Head = Field(default_factory=Head)
+    worker_groups: list[WorkerGroup] = Field(default_factory=default_worker_groups)
+    submitter: Submitter = Field(default_factory=Submitter)
+    common: Common = Field(default_factory=Common)
+    storage: Storage = Field(default_factory=Storage)
+    service_account: ServiceAccount = Field(default_factory=ServiceAccount)
+    pod_security_context: dict[str, Any] = Field(default_factory=default_pod_security_context)
+    security_context: dict[str, Any] = Field(default_factory=default_security_context)
+
+    @model_validator(mode="after")
+    def _credentials_have_a_source(self) -> DeployOptions:
+        creds = self.storage.credentials
+        if creds.source == "secret" and not creds.secret_ref.strip():
+            raise ValueError(
+                "storage.credentials.source is 'secret' but storage.credentials.secretRef names no Secret; "
+                "name the Secret holding the storage keys, or set source to 'serviceAccount' or 'none'"
+            )
+        if creds.source == "serviceAccount" and not (self.service_account.create or self.service_account.name):
+            raise ValueError(
+                "storage.credentials.source is 'serviceAccount' but no service account is set; "
+                "set serviceAccount.name (or serviceAccount.create: true with its annotations)"
+            )
+        names = [group.name for group in self.worker_groups]
+        if len(set(names)) != len(names):
+            raise ValueError(f"workerGroups names must be unique, got {names}")
+        return self
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any], source: str = "values") -> DeployOptions:
+        """Options from chart values (a parsed values file); ``job`` (the run) and Helm's ``global`` are left out."""
+        data = {key: value for key, value in values.items() if key not in ("job", "global")}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(_values_error(err, source)) from None
+
+    def service_account_name(self, fullname: str) -> str:
+        """The pods' service account: the created one, a named existing one, or ``""`` (the namespace default)."""
+        if self.service_account.create:
+            return self.service_account.name or fullname
+        return self.service_account.name
+
+
+def _values_error(err: ValidationError, source: str) -> str:
+    """One line naming the first bad value by its path in the values (camelCase, as the user writes it)."""
+    first = err.errors()[0]
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    if first["type"] == "value_error":
+        return f"{source}: {first['msg'].removeprefix('Value error, ')}{more}"
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    return f"{source}: field '{where}': {first['msg']}{more}"

@@ -1,0 +1,188 @@
+"""``python -m runner submit`` and ``python -m runner k8s``: the dry run validated against the KubeRay CRD, the same
+RayJob as the chart and k8s/, bad input as one line with exit status 2, and a submission against the fake API
+server (no cluster can run here)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+
+from runner.cli import main
+from runner.cli.k8s import default_name, split_image
+from runner.core.config import RunConfig
+from runner.core.errors import ConfigError
+from runner.kuberay.manifest import build_rayjob
+from runner.kuberay.options import DeployOptions
+from tests.kuberay.conftest import CHART, REPO, render
+
+TOY = ["-b", "toy", "-s", "calculator", "--storage", "s3://bucket/runs/toy"]
+K8S_COMMAND = ["--name", "runner-toy", "-b", "toy", "-s", "calculator", "--storage", "s3://CHANGE-ME/runner/toy"]
+
+
+def documents(text: str) -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(text) if doc}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def assert_one_line_error(rc: int, err: str, *fragments: str) -> None:
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_dry_run_prints_a_valid_rayjob_and_contacts_nothing(tmp_path, rayjob_schema):
+    result = run_cli("submit", "--dry-run", "--name", "toy-eval", "-n", "evals", *TOY, "--repeats", "3",
+                     "--worker-gpu", "1", "--num-gpus", "1", env={"KUBECONFIG": str(tmp_path / "none")})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    docs = documents(result.stdout)
+    rayjob = docs["RayJob"]
+    assert rayjob_schema.errors(rayjob) == []
+    assert rayjob["metadata"]["namespace"] == docs["ConfigMap"]["metadata"]["namespace"] == "evals"
+    worker = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == 1
+    config = RunConfig.model_validate(yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"]))
+    assert (config.repeats, config.worker.num_gpus, config.sequential) == (3, 1.0, False)
+    expected = build_rayjob(config, DeployOptions.from_values(
+        {"workerGroups": [{"name": "cpu", "replicas": 2, "cpu": "2", "memory": "4Gi", "gpu": 1}]}),
+        "toy-eval", namespace="evals")
+    assert rayjob == expected
+
+
+def test_default_names_are_valid_rayjob_names(capsys):
+    now = datetime(2026, 9, 1, 12, 30, 5, tzinfo=timezone.utc)
+    assert default_name("toy", now) == "toy-0901-123005"
+    assert default_name("my_pkg.bench:HotpotQA_Distractor", now) == "hotpotqa-distractor-0901-123005"
+    assert default_name("2wiki", now) == "run-2wiki-0901-123005"
+    assert len(default_name("x" * 80, now)) == 47
+    assert main(["submit", "--dry-run", *TOY]) == 0
+    name = documents(capsys.readouterr().out)["RayJob"]["metadata"]["name"]
+    assert re.fullmatch(r"toy-\d{4}-\d{6}", name)
+
+
+def test_image_references():
+    assert split_image("registry:5000/org/runner:0.1.0-gpu") == ("registry:5000/org/runner", "0.1.0-gpu")
+    for bad in ("registry:5000/org/runner", "runner@sha256:abc", "runner:"):
+        with pytest.raises(ConfigError, match="must be REPOSITORY:TAG"):
+            split_image(bad)
+
+
+def test_dry_run_with_chart_values_matches_helm(chart, capsys, rayjob_schema):
+    values_file = str(CHART / "ci" / "gpu-values.yaml")
+    rc = main(["submit", "--dry-run", "--values", values_file, "--name", "gpu-eval-runner",
+               "--storage", "s3://bucket/runs/gpu"])
+    assert rc == 0
+    printed = documents(capsys.readouterr().out)
+    values = yaml.safe_load((CHART / "ci" / "gpu-values.yaml").read_text())
+    values["job"]["storage"] = "s3://bucket/runs/gpu"
+    helm = render(chart, values, name="gpu-eval")
+    for kind in ("RayJob", "ConfigMap"):
+        printed[kind]["metadata"].pop("labels")
+        helm[kind]["metadata"].pop("labels")
+    assert printed["RayJob"] == helm["RayJob"]
+    assert RunConfig.model_validate(yaml.safe_load(printed["ConfigMap"]["data"]["config.yaml"])) == \
+        RunConfig.model_validate(yaml.safe_load(helm["ConfigMap"]["data"]["config.yaml"]))
+    assert rayjob_schema.errors(printed["RayJob"]) == []
+
+
+def test_k8s_manifest_is_valid_and_what_the_dry_run_prints(capsys, rayjob_schema):
+    shipped = documents((REPO / "k8s" / "rayjob.yaml").read_text())
+    assert rayjob_schema.errors(shipped["RayJob"]) == []
+    assert main(["submit", "--dry-run", *K8S_COMMAND]) == 0
+    assert documents(capsys.readouterr().out) == shipped
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--name", "r" * 48, *TOY], ["is 48 characters; KubeRay allows at most 47"]),
+        (["--name", "Toy_Eval", *TOY], ["not a DNS-1035 label"]),
+        (["-b", "toy", "-s", "calculator"], ["a RayJob needs --storage"]),
+        (["--credentials-secret", "", *TOY], ["secretRef names no Secret"]),
+        (["--image", "ghcr.io/org/runner", *TOY], ["--image 'ghcr.io/org/runner' must be REPOSITORY:TAG"]),
+        (["--sequential", *TOY], ["drop --sequential"]),
+        (["--force", *TOY], ["a RayJob retry would delete the records"]),
+        (["--storage-options", '{"secret": "x"}', *TOY], ["storage_options.secret looks like a credential"]),
+    ],
+    ids=["long-name", "not-dns", "no-storage", "empty-secret", "image-without-tag", "sequential", "force",
+         "secret-in-options"],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, args, fragments):
+    rc = main(["submit", "--dry-run", *args])
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(rc, captured.err, *fragments)
+
+
+def test_values_file_breaking_the_schema_names_the_field(tmp_path, capsys):
+    bad = tmp_path / "values.yaml"
+    bad.write_text("workerGroups:\n  - {name: gpu, replicas: 1, cpu: '8', memory: 64Gi, gpus: 1}\n")
+    rc = main(["submit", "--dry-run", "--values", str(bad), *TOY])
+    assert_one_line_error(rc, capsys.readouterr().err, "field 'workerGroups.0.gpus': Extra inputs are not permitted")
+
+
+def test_submit_without_a_cluster_configuration(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    rc = main(["submit", *TOY])
+    assert_one_line_error(rc, capsys.readouterr().err, "no Kubernetes configuration")
+
+
+def test_submit_wait_to_success(kube, capsys):
+    kube.add_secret("runner-storage")
+    kube.statuses = [{"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"},
+                     {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}]
+    rc = main(["submit", "--name", "toy-eval", *TOY, "--wait", "--wait-timeout", "60"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "submitted RayJob toy-eval in namespace evals; results go to s3://bucket/runs/toy" in err
+    assert "toy-eval: deployment Complete, job SUCCEEDED" in err
+    assert "done: python -m runner report s3://bucket/runs/toy" in err
+    assert kube.get("rayjobs", "evals", "toy-eval")["spec"]["rayClusterSpec"]["rayVersion"] == "2.60.0"
+
+
+def test_submit_follow_prints_the_driver_log_then_fails_with_exit_1(kube, capsys):
+    kube.add_secret("runner-storage")
+    kube.log_lines = ["toy: 40/100 items", "Traceback (most recent call last):"]
+    kube.statuses = [{"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "AppFailed"}]
+    rc = main(["submit", "--name", "toy-eval", *TOY, "--follow"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert captured.out.splitlines() == kube.log_lines
+    assert "failed: toy-eval: deployment Failed, job FAILED; AppFailed" in captured.err
+
+
+def test_submit_with_a_missing_secret_sends_nothing(kube, capsys):
+    rc = main(["submit", "--name", "toy-eval", *TOY, "--credentials-secret", "minio-keys"])
+    assert_one_line_error(rc, capsys.readouterr().err, "Secret minio-keys not found in namespace evals")
+    assert [r for r in kube.requests if r.method == "POST"] == []
+
+
+def test_k8s_status_logs_and_delete(kube, capsys):
+    kube.add_secret("runner-storage")
+    assert main(["submit", "--name", "toy-eval", *TOY]) == 0
+    kube.objects[("rayjobs", "evals", "toy-eval")]["status"] = {"jobDeploymentStatus": "Running",
+                                                                "jobStatus": "RUNNING"}
+    kube.log_lines = ["toy: 10/100 items"]
+    capsys.readouterr()
+    assert main(["k8s", "status", "toy-eval"]) == 0
+    assert capsys.readouterr().out.strip() == "toy-eval: deployment Running, job RUNNING"
+    assert main(["k8s", "logs", "toy-eval", "-n", "evals"]) == 0
+    assert capsys.readouterr().out.strip() == "toy: 10/100 items"
+    assert main(["k8s", "delete", "toy-eval"]) == 0
+    assert capsys.readouterr().err.strip() == "deleted RayJob toy-eval in namespace evals"
+    assert kube.get("rayjobs", "evals", "toy-eval") is None
+    rc = main(["k8s", "status", "toy-eval"])
+    assert_one_line_error(rc, capsys.readouterr().err, "no RayJob toy-eval in namespace evals")

@@ -1,0 +1,202 @@
+"""The manifest builder: the same RayJob as the chart for the same inputs, and bad input refused before anything
+is sent (the operator's rules included)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from runner.core.config import RunConfig
+from runner.core.errors import ConfigError
+from runner.kuberay.checks import check_rayjob, check_rayjob_name
+from runner.kuberay.manifest import build_configmap, build_rayjob, cluster_run_config, entrypoint
+from runner.kuberay.options import DeployOptions
+from tests.kuberay.conftest import CHART, render
+from tests.kuberay.test_chart import GPU_VALUES
+
+EVERYTHING = {
+    "job": {
+        "benchmark": "toy",
+        "benchmark_args": {"seed": 7},
+        "solution": "calculator",
+        "storage": "gs://evals/runs/toy",
+        "storage_options": {"endpoint_url": "http://minio.minio:9000"},
+        "repeats": 4,
+        "limit": 50,
+        "timeout": 30.5,
+        "worker": {"num_workers": 8, "num_cpus": 0.5, "memory": "2GiB", "max_concurrency": 4},
+        "extraArgs": ["--log-format", "console"],
+    },
+    "rayJob": {"activeDeadlineSeconds": None, "backoffLimit": 0, "ttlSecondsAfterFinished": 0},
+    "auth": {"mode": "disabled"},
+    "imagePullSecrets": [{"name": "registry"}],
+    "head": {"cpu": 2, "memory": "8Gi", "labels": {"team": "evals"}, "annotations": {"note": "x"},
+             "nodeSelector": {"pool": "cpu"}},
+    "workerGroups": [
+        {"name": "small", "replicas": 0, "minReplicas": 0, "maxReplicas": 5, "cpu": 0.5, "memory": "1Gi",
+         "rayStartParams": {"resources": '"{\\"io\\": 1}"'}, "affinity": {"nodeAffinity": {}}},
+        {"name": "big", "replicas": 3, "cpu": "16", "memory": "64Gi", "gpu": 2,
+         "image": {"repository": "registry.local/runner", "tag": "gpu"}},
+    ],
+    "submitter": {"cpu": "250m", "memory": "512Mi"},
+    "common": {"env": [{"name": "OPENAI_BASE_URL", "value": "http://vllm:8000/v1"}],
+               "envFrom": [{"secretRef": {"name": "model-keys"}}]},
+    "storage": {"credentials": {"source": "secret", "secretRef": "gcs-hmac"}},
+    "serviceAccount": {"create": True, "name": "evals-runner", "annotations": {"iam.gke.io/gcp-service-account": "x"}},
+}
+
+
+def build_from_values(chart, values, name="toy-runner"):
+    """What the builder makes of chart values: ``job`` is the run config, the rest the deployment options.
+
+    The options come from the values as written (as ``submit --values`` reads them): Helm's merge drops a key set
+    to null, where the builder's defaults would then fill it in.
+    """
+    job = dict(chart.merge_values(values)["job"])
+    extra = job.pop("extraArgs")
+    config = RunConfig.model_validate(job)
+    options = DeployOptions.from_values(values)
+    return config, build_rayjob(config, options, name, extra_args=extra), build_configmap(config, name)
+
+
+def without_labels(manifest):
+    out = copy.deepcopy(manifest)
+    labels = out["metadata"].pop("labels")
+    return out, labels
+
+
+@pytest.mark.parametrize("values", [{}, GPU_VALUES, EVERYTHING], ids=["default", "gpu", "everything"])
+def test_builder_and_chart_make_the_same_rayjob(chart, rayjob_schema, values):
+    rendered = render(chart, values)
+    config, built, configmap = build_from_values(chart, values)
+    chart_rayjob, chart_labels = without_labels(rendered["RayJob"])
+    built_rayjob, built_labels = without_labels(built)
+    assert built_rayjob == chart_rayjob
+    for key in ("app.kubernetes.io/name", "app.kubernetes.io/version"):
+        assert built_labels[key] == chart_labels[key]
+    assert (chart_labels["app.kubernetes.io/managed-by"], built_labels["app.kubernetes.io/managed-by"]) == (
+        "Helm", "runner")
+    chart_config = RunConfig.model_validate(yaml.safe_load(rendered["ConfigMap"]["data"]["config.yaml"]))
+    built_config = RunConfig.model_validate(yaml.safe_load(configmap["data"]["config.yaml"]))
+    assert built_config == chart_config == config
+    assert rendered["ConfigMap"]["metadata"]["name"] == configmap["metadata"]["name"]
+    assert rayjob_schema.errors(built) == []
+
+
+def test_everything_values_reach_the_manifest(chart):
+    _, rayjob, _ = build_from_values(chart, EVERYTHING)
+    spec = rayjob["spec"]
+    assert spec["entrypoint"] == "python -m runner run --config /etc/runner/config.yaml --log-format console"
+    assert "activeDeadlineSeconds" not in spec
+    assert spec["rayClusterSpec"]["authOptions"] == {"mode": "disabled"}
+    small, big = spec["rayClusterSpec"]["workerGroupSpecs"]
+    assert (small["replicas"], small["minReplicas"], small["maxReplicas"]) == (0, 0, 5)
+    assert small["template"]["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "0.5", "memory": "1Gi"}
+    assert big["template"]["spec"]["containers"][0]["image"] == "registry.local/runner:gpu"
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]
+    assert head["metadata"] == {"labels": {"team": "evals"}, "annotations": {"note": "x"}}
+    container = head["spec"]["containers"][0]
+    assert container["envFrom"] == [{"secretRef": {"name": "gcs-hmac"}}, {"secretRef": {"name": "model-keys"}}]
+    assert container["env"] == [{"name": "OPENAI_BASE_URL", "value": "http://vllm:8000/v1"}]
+    assert head["spec"]["serviceAccountName"] == "evals-runner"
+
+
+def test_builder_defaults_are_the_chart_defaults():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert DeployOptions() == DeployOptions.from_values(values)
+
+
+CONFIG = RunConfig(benchmark="toy", solution="calculator", storage="s3://bucket/runs/toy")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"sequential": True}, "drop --sequential"),
+        ({"ray_address": "ray://head:10001"}, "drop --ray-address"),
+        ({"force": True}, "a RayJob retry would delete the records"),
+        ({"storage": None}, "a RayJob needs --storage"),
+        ({"storage": "runs/toy"}, "is local to one pod"),
+        ({"storage": "file:///data/runs"}, "is local to one pod"),
+        ({"storage": "memory://runs"}, "is local to one pod"),
+        ({"storage_options": {"secret": "s3cr3t"}}, "storage_options.secret looks like a credential"),
+        ({"storage_options": {"account_key": "k"}}, "storage_options.account_key looks like a credential"),
+    ],
+)
+def test_run_settings_that_cannot_work_in_a_rayjob_are_refused(change, message):
+    config = CONFIG.model_copy(update=change)
+    with pytest.raises(ConfigError, match=message):
+        build_rayjob(config, DeployOptions(), "toy")
+
+
+def test_storage_options_without_secrets_pass():
+    data = cluster_run_config(CONFIG.model_copy(update={"storage_options": {"endpoint_url": "http://m:9000",
+                                                                            "keyring": "no"}}))
+    assert data["storage_options"] == {"endpoint_url": "http://m:9000", "keyring": "no"}
+    assert data["sequential"] is False and "force" not in data
+
+
+def test_extra_args_must_be_shell_safe():
+    assert entrypoint(["--log-format", "json"]).endswith("--config /etc/runner/config.yaml --log-format json")
+    with pytest.raises(ConfigError, match="would need shell quoting"):
+        entrypoint(["--model", "x; rm -rf /"])
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("a" * 48, "is 48 characters; KubeRay allows at most 47"),
+        ("Toy", "not a DNS-1035 label"),
+        ("9-lives", "not a DNS-1035 label"),
+        ("toy_run", "not a DNS-1035 label"),
+        ("toy-", "not a DNS-1035 label"),
+    ],
+)
+def test_rayjob_names_the_operator_refuses(name, message):
+    with pytest.raises(ConfigError, match=message):
+        build_rayjob(CONFIG, DeployOptions(), name)
+
+
+def test_a_47_character_name_passes():
+    check_rayjob_name("a" * 47)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"storage": {"credentials": {"source": "secret", "secretRef": ""}}},
+         "storage.credentials.secretRef names no Secret"),
+        ({"storage": {"credentials": {"source": "serviceAccount"}}}, "no service account is set"),
+        ({"workerGroups": [{"name": "a", "replicas": 1, "cpu": 1, "memory": "1Gi"}] * 2}, "names must be unique"),
+        ({"workerGroups": [{"name": "a", "replicas": 1, "cpu": 1, "memory": "1Gi", "gpus": 1}]},
+         "field 'workerGroups.0.gpus': Extra inputs are not permitted"),
+        ({"head": {"cpu": "1", "memory": "1Gi", "rayStartParams": {"num-cpus": 0}}},
+         "field 'head.rayStartParams.num-cpus': Input should be a valid string"),
+    ],
+)
+def test_bad_deployment_values_name_the_field(values, message):
+    with pytest.raises(ConfigError, match=message):
+        DeployOptions.from_values(values)
+
+
+def test_operator_rules_on_worker_groups():
+    rayjob = build_rayjob(CONFIG, DeployOptions(), "toy")
+    group = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    broken = copy.deepcopy(rayjob)
+    del broken["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"]
+    with pytest.raises(ConfigError, match=r"workerGroupSpecs\[0\] \(cpu\): set both minReplicas and maxReplicas"):
+        check_rayjob(broken)
+    broken = copy.deepcopy(rayjob)
+    broken["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = group["maxReplicas"] + 1
+    with pytest.raises(ConfigError, match="replicas 3 is outside minReplicas 2 .. maxReplicas 2"):
+        check_rayjob(broken)
+    broken = copy.deepcopy(rayjob)
+    broken["spec"]["rayClusterSpec"]["rayVersion"] = "2.51.0"
+    with pytest.raises(ConfigError, match="authOptions.mode 'token' needs rayVersion 2.52.0 or later"):
+        check_rayjob(broken)
+    broken = copy.deepcopy(rayjob)
+    del broken["spec"]["rayClusterSpec"]
+    with pytest.raises(ConfigError, match="neither spec.rayClusterSpec nor spec.clusterSelector"):
+        check_rayjob(broken)
