@@ -101,8 +101,7 @@ def connect(address: str | None) -> bool:
         if target:
             ray.init(address=target)
         else:
-            # A laptop's embedded Ray listens on loopback only: nothing outside this machine can submit to it.
-            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1")
+            ray.init(include_dashboard=False)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RayUnavailable(

@@ -69,6 +69,7 @@ class _Worker:
     index: int
     in_flight: int = 0
     alive: bool = True
+    isolated: bool = False
 
 
 @dataclass(eq=False)
@@ -80,15 +81,14 @@ class _Call:
 
 @dataclass
 class _Dispatch:
-    """Where the next items come from: retries first (one per call), then the plan."""
+    """Where the next items come from: the plan, and items whose worker died (retried alone, see ``_fill``)."""
 
     plan: Iterator[WorkItem]
     retries: deque[tuple[WorkItem, int]] = field(default_factory=deque)
     exhausted: bool = False
 
     def take(self, count: int) -> list[tuple[WorkItem, int]]:
-        if self.retries:
-            return [self.retries.popleft()]
+        """Up to ``count`` new items from the plan, each at attempt 1."""
         if self.exhausted:
             return []
         batch = [(item, 1) for item in itertools.islice(self.plan, count)]
@@ -209,26 +209,27 @@ class RayExecutor:
         for _ in range(size):
             start_worker()
         dispatch = _Dispatch(plan)
+        try:
+            await self._drive(dispatch, pending, start_worker, solution, store, run_id, progress, logger)
+        finally:
+            for future in pending:
+                future.cancel()
 
+    async def _drive(self, dispatch: _Dispatch, pending: dict[asyncio.Future[Any], _Call], start_worker: Any,
+                     solution: SolutionSpec, store: ResultStore, run_id: str, progress: Progress,
+                     logger: Any) -> None:
+        """Keep the workers fed until the plan is exhausted and every item is acknowledged."""
         while True:
-            for worker in [w for w in self._pool if w.alive]:
-                room = 2 * max(self._batch, self.spec.max_concurrency) - worker.in_flight
-                # Whole batches only (an idle worker takes what there is): many small calls cost more than few full.
-                while room >= self._batch or (room > 0 and worker.in_flight == 0):
-                    batch = dispatch.take(min(self._batch, room))
-                    if not batch:
-                        break
-                    data = [(item.task, item.repeat, attempt) for item, attempt in batch]
-                    future = asyncio.wrap_future(worker.handle.run.remote(data).future())
-                    pending[future] = _Call(worker, batch)
-                    worker.in_flight += len(batch)
-                    room -= len(batch)
+            for worker in self._pool:
+                self._fill(worker, dispatch, pending)
             if not any(call.kind == "run" for call in pending.values()):
                 break
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
                 call = pending.pop(future)
                 call.worker.in_flight -= len(call.items)
+                if call.kind == "run":
+                    call.worker.isolated = False
                 try:
                     answer = future.result()
                 except (RayActorError, OutOfMemoryError) as exc:
@@ -255,6 +256,34 @@ class RayExecutor:
                     logger.info("ray.worker", worker=call.worker.index, **answer)
                     continue
                 self._account(answer, progress)
+
+    def _fill(self, worker: _Worker, dispatch: _Dispatch, pending: dict[asyncio.Future[Any], _Call]) -> None:
+        """Give ``worker`` work: a retry, alone, once it is idle; else whole batches from the plan up to its room.
+
+        A retried item runs alone on its worker, so a second death is its own doing and innocent items that were
+        queued behind a crashing one lose at most one attempt. While retries wait, workers get nothing new and drain.
+        """
+        if not worker.alive or worker.isolated:
+            return
+        if dispatch.retries:
+            if worker.in_flight == 0:
+                self._submit(worker, [dispatch.retries.popleft()], pending)
+                worker.isolated = True
+            return
+        room = 2 * max(self._batch, self.spec.max_concurrency) - worker.in_flight
+        # Whole batches only (an idle worker takes what there is): many small calls cost more than few full ones.
+        while room >= self._batch or (room > 0 and worker.in_flight == 0):
+            batch = dispatch.take(min(self._batch, room))
+            if not batch:
+                return
+            self._submit(worker, batch, pending)
+            room -= len(batch)
+
+    @staticmethod
+    def _submit(worker: _Worker, batch: list[tuple[WorkItem, int]], pending: dict[asyncio.Future[Any], _Call]) -> None:
+        data = [(item.task, item.repeat, attempt) for item, attempt in batch]
+        pending[asyncio.wrap_future(worker.handle.run.remote(data).future())] = _Call(worker, batch)
+        worker.in_flight += len(batch)
 
     def _account(self, acks: list[Ack], progress: Progress) -> None:
         """Count ``acks``, and size batches to the measured rate: a call carries about :data:`TARGET_CALL_S`
