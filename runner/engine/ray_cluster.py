@@ -68,6 +68,11 @@ def check_reachable(address: str, timeout: float = _CONNECT_TIMEOUT_S) -> None:
         ) from None
 
 
+def cluster_address(address: str | None) -> str | None:
+    """The cluster to attach to: ``address``, else ``RAY_ADDRESS``; ``None`` means an embedded Ray."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
 def preflight(address: str | None) -> None:
     """Check, in seconds and without starting anything, that Ray imports and the cluster address answers.
 
@@ -75,7 +80,7 @@ def preflight(address: str | None) -> None:
         RayUnavailable: Ray missing, or the address (``address`` or ``RAY_ADDRESS``) unreachable.
     """
     _require_ray()
-    target = address or os.environ.get("RAY_ADDRESS") or None
+    target = cluster_address(address)
     if target:
         check_reachable(target)
 
@@ -94,20 +99,24 @@ def connect(address: str | None) -> bool:
     ray = _require_ray()
     if ray.is_initialized():
         return False
-    target = address or os.environ.get("RAY_ADDRESS") or None
+    target = cluster_address(address)
     if target:
         check_reachable(target)
     try:
         if target:
             ray.init(address=target)
         else:
-            ray.init(include_dashboard=False)
+            # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray.
+            ray.init(address="local", include_dashboard=False)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RayUnavailable(
-            f"cannot start or attach to Ray at {target or 'an embedded local cluster'} ({detail}); "
-            "check --ray-address / RAY_ADDRESS, or run with --sequential"
-        ) from None
+        if not target:
+            raise RayUnavailable(f"cannot start an embedded Ray ({detail}); run with --sequential") from None
+        hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else (
+            "; if the cluster uses token authentication (the default of `ray start` since Ray 2.52), "
+            "set RAY_AUTH_MODE=token and provide the token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
+        )
+        raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
     return True
 
 

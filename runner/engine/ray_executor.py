@@ -128,13 +128,16 @@ class RayExecutor:
         self._rate_mark = time.monotonic()
 
     def preflight(self) -> None:
-        """Check that the cluster answers, before the run writes anything (Ray itself starts only when there is
-        work, so resuming a finished run costs no Ray start-up).
+        """Check the cluster before the run writes anything: attach now to a given cluster (``address`` or
+        ``RAY_ADDRESS``), which takes a second; an embedded Ray starts only when there is work, so resuming a
+        finished run costs no Ray start-up.
 
         Raises:
-            RayUnavailable: Ray missing or the address unreachable.
+            RayUnavailable: Ray missing, the address unreachable, or the cluster refusing this driver.
         """
         ray_cluster.preflight(self.address)
+        if ray_cluster.cluster_address(self.address):
+            self._connect()
 
     def _connect(self) -> None:
         if not self._connected:

@@ -28,6 +28,7 @@ def ray_session() -> Iterator[object]:
     import ray
 
     ray.init(
+        address="local",
         num_cpus=2,
         num_gpus=1,
         resources=FAKE_RESOURCES,
