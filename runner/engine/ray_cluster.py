@@ -7,6 +7,7 @@ refused within seconds with one line, instead of Ray's long retry loop.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import socket
@@ -27,13 +28,14 @@ class RayUnavailable(RunnerError):
     """Ray is not installed, or the cluster at the given address cannot be reached."""
 
 
+_MISSING = "Ray is not installed; install it with pip install 'ray[default]==2.60.0', or run with --sequential"
+
+
 def _require_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise RayUnavailable(
-            "Ray is not installed; install it with pip install 'ray[default]==2.60.0', or run with --sequential"
-        ) from None
+        raise RayUnavailable(_MISSING) from None
     return ray
 
 
@@ -79,10 +81,12 @@ def preflight(address: str | None) -> None:
     Raises:
         RayUnavailable: Ray missing, or the address (``address`` or ``RAY_ADDRESS``) unreachable.
     """
-    _require_ray()
     target = cluster_address(address)
     if target:
+        _require_ray()
         check_reachable(target)
+    elif importlib.util.find_spec("ray") is None:
+        _require_ray()
 
 
 def connect(address: str | None) -> bool:
