@@ -6,9 +6,10 @@
 - Items are taken from the plan only when a worker has room: a worker holds at most ``2 * max(batch,
   max_concurrency)`` items (those running and as many queued behind them), so the driver's memory does not grow
   with the benchmark.
-- Items travel in batches sized from the measured throughput so one call carries about :data:`TARGET_CALL_S`
-  seconds of a worker's work (fast items share a call, slow ones go one per call).
-- Workers write their records; the driver gets one ``(status, written, seconds)`` tuple per item.
+- Items travel in batches sized from each worker's measured throughput so one call carries about
+  :data:`TARGET_CALL_S` seconds of its work (fast items share a call, slow ones go one per call).
+- Workers write their records; the driver gets one ``(status, written, seconds)`` tuple per item, and per call the
+  seconds the batch kept its worker busy.
 - A worker that dies (killed process, lost node, out of memory) is replaced; its in-flight items are retried with
   ``attempt + 1``, each alone on an idle worker (an item whose record the dead worker had written is not run
   again). After ``max_attempts`` the driver stores an error record of type ``WorkerDied`` through ``execute_one``.
@@ -28,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,8 +56,7 @@ TARGET_CALL_S = 0.1
 short enough that progress and the end of the run stay smooth."""
 MAX_BATCH = 256
 """The most items one call carries."""
-_EWMA_WEIGHT = 0.5
-_RATE_WINDOW_S = 0.25
+_EWMA_WEIGHT = 0.3
 
 
 class WorkerDied(Exception):
@@ -123,8 +122,6 @@ class ActorPool:
         self._init_args: tuple[list[Any], dict[str, Any]] = ([], {})
         self._batch = 1
         self._rate: float | None = None
-        self._acked = 0
-        self._rate_mark = time.monotonic()
         self._log = structlog.get_logger("runner")
 
     async def run(
@@ -147,7 +144,9 @@ class ActorPool:
         """
         shared = [ray.put(benchmark), ray.put(solution), ray.put(store)]
         self._actor_class = ray.remote(EvalWorker).options(
-            **ray_cluster.actor_options(self.spec, self.spec.max_concurrency + MAX_BATCH + 2)
+            # Room for every call the window can have on one actor (2 * max(batch, concurrency) items, one or
+            # more per call) and its describe call, so none waits in Ray's queue instead of the actor's semaphore.
+            **ray_cluster.actor_options(self.spec, 2 * max(MAX_BATCH, self.spec.max_concurrency) + 1)
         )
         self._init_args = (shared, {"run_id": run_id, "timeout": timeout, "retry_errors": retry_errors,
                                     "max_concurrency": self.spec.max_concurrency, "log_format": self.log_format})
@@ -242,20 +241,18 @@ class ActorPool:
         else:
             self._account(answer, progress)
 
-    def _account(self, acks: list[Ack], progress: Progress) -> None:
-        """Count ``acks``, and size batches to the measured rate: a call carries about :data:`TARGET_CALL_S`
-        seconds of one worker's throughput."""
+    def _account(self, answer: tuple[list[Ack], float], progress: Progress) -> None:
+        """Count a call's acknowledgements, and size batches from the throughput it shows: a batch of ``n`` items
+        that kept a worker busy ``busy`` seconds at concurrency ``c`` means about ``max(n, c) / busy`` items/s per
+        worker (``n`` items finish in ``ceil(n / c)`` rounds), so a call carries :data:`TARGET_CALL_S` of that."""
+        acks, busy = answer
         for status, _written, _seconds in acks:
             progress.advance(status)
-        now = time.monotonic()
-        self._acked += len(acks)
-        elapsed = now - self._rate_mark
-        if elapsed >= _RATE_WINDOW_S:
-            rate = self._acked / elapsed
-            self._rate = rate if self._rate is None else (1 - _EWMA_WEIGHT) * self._rate + _EWMA_WEIGHT * rate
-            self._acked, self._rate_mark = 0, now
-            per_worker = self._rate / max(1, sum(1 for w in self._pool if w.alive))
-            self._batch = max(1, min(MAX_BATCH, int(TARGET_CALL_S * per_worker)))
+        if busy <= 0:
+            return
+        rate = max(len(acks), self.spec.max_concurrency) / busy
+        self._rate = rate if self._rate is None else (1 - _EWMA_WEIGHT) * self._rate + _EWMA_WEIGHT * rate
+        self._batch = max(1, min(MAX_BATCH, int(TARGET_CALL_S * self._rate)))
 
     def _bury(self, worker: _Worker, exc: BaseException) -> None:
         """Mark ``worker`` dead and make sure Ray does not keep it."""

@@ -8,6 +8,8 @@ only task data. It writes every record itself and answers with one small acknowl
 from __future__ import annotations
 
 import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -23,6 +25,7 @@ from runner.storage.store import ResultStore
 Ack = tuple[str, bool, float]
 # One item as the driver ships it: (task, 0-based repeat, attempt).
 ItemData = tuple[Task, int, int]
+_IO_THREADS = 32
 
 
 class EvalWorker:
@@ -71,8 +74,9 @@ class EvalWorker:
         accelerators = {name: ids for name, ids in context.get_accelerator_ids().items() if ids}
         return {**self.identity, "resources": context.get_assigned_resources(), "accelerators": accelerators}
 
-    async def run(self, items: list[ItemData]) -> list[Ack]:
-        """Execute ``items`` concurrently; one acknowledgement per item.
+    async def run(self, items: list[ItemData]) -> tuple[list[Ack], float]:
+        """Execute ``items`` concurrently: one acknowledgement per item, and the seconds this batch kept the worker
+        busy (from its first item's start to its last item's end), from which the driver sizes batches.
 
         At most ``max_concurrency`` solution calls run at a time; metrics and record writes of finished items overlap
         with them.
@@ -82,23 +86,31 @@ class EvalWorker:
         """
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrency)
+            # Record writes go through asyncio.to_thread: on an object store each is a network round trip, so give
+            # them more threads than asyncio's default (CPUs + 4).
+            asyncio.get_running_loop().set_default_executor(
+                ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="runner-io")
+            )
         if len(items) == 1:
-            return [await self._one(*items[0], owned=True)]
-        # Deserialised tasks are private copies, except that repeats of one task in a batch share one object: its
-        # last item takes the object itself, the others copy it first (each coroutine copies before its first await,
-        # in order, so before the last one can change it).
-        last = {id(task): index for index, (task, _, _) in enumerate(items)}
-        return list(await asyncio.gather(
-            *(self._one(*item, owned=last[id(item[0])] == index) for index, item in enumerate(items))
-        ))
+            done = [await self._one(*items[0], owned=True)]
+        else:
+            # Deserialised tasks are private copies, except that repeats of one task in a batch share one object:
+            # its last item takes the object itself, the others copy it first (each coroutine copies before its
+            # first await, in order, so before the last one can change it).
+            last = {id(task): index for index, (task, _, _) in enumerate(items)}
+            done = await asyncio.gather(
+                *(self._one(*item, owned=last[id(item[0])] == index) for index, item in enumerate(items))
+            )
+        busy = max(end for _, end in done) - min(end - ack[2] for ack, end in done)
+        return [ack for ack, _ in done], busy
 
-    async def _one(self, task: Task, repeat: int, attempt: int, owned: bool) -> Ack:
+    async def _one(self, task: Task, repeat: int, attempt: int, owned: bool) -> tuple[Ack, float]:
         assert self._slots is not None
         if attempt > 1:
             existing = await asyncio.to_thread(stored_status, self.store, task.id, repeat)
             if existing is not None:
                 # The previous worker wrote this record before it died: never execute an item twice.
-                return existing, False, 0.0
+                return (existing, False, 0.0), time.perf_counter()
         result = await execute_one(
             task,
             repeat,
@@ -115,4 +127,4 @@ class EvalWorker:
             slots=self._slots,
             owned=owned,
         )
-        return result.status, result.written, result.seconds
+        return (result.status, result.written, result.seconds), time.perf_counter()
