@@ -17,6 +17,8 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
+import structlog
+
 from runner import log
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import WorkerSpec
@@ -96,6 +98,12 @@ class RayExecutor:
         try:
             from runner.engine.ray_pool import ActorPool
 
+            nodes = len(ray_cluster.cluster_nodes())
+            if nodes > 1 and store.is_local:
+                structlog.get_logger("runner").warning(
+                    "ray.local_storage", nodes=nodes, storage=store.uri,
+                    detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
+                )
             pool = ActorPool(self.spec, ray_cluster.pool_size(self.spec, progress.total), self.log_format)
             try:
                 await pool.run(itertools.chain([first], plan), benchmark=benchmark, solution=solution, store=store,
