@@ -36,11 +36,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from runner import BenchmarkBase, ResultStore, SolutionSpec, Task, WorkerSpec
+from runner import BenchmarkBase, ResultStore, SolutionSpec, Task, WorkerSpec, log
 from runner.benchmarks.toy import NumericMatch
 from runner.engine.ray_executor import RayExecutor
 from runner.engine.run import RunRequest, execute_run
+from runner.engine.sequential import SequentialExecutor
 from runner.report import build_report
 
 W2_SLEEP_S = 0.2
@@ -51,7 +53,11 @@ WORKLOADS = {
     "W2": (500, "sleepy", {"num_workers": 2, "max_concurrency": W2_IN_FLIGHT // 2}),
     "W3": (2000, "instant", {}),
     "W4": (100_000, "instant", {}),
+    # Not one of the four: W1 on the sequential executor in the driver's process, to tell the cost of an item
+    # (execute_one: scoring, one record written) from the cost of distributing it. Run it with --only W1s.
+    "W1s": (2000, "instant", {}),
 }
+DEFAULT = ["W1", "W2", "W3", "W4"]
 
 
 class Synthetic(BenchmarkBase):
@@ -101,8 +107,9 @@ async def _run(name: str, storage: str) -> dict[str, float | int | str]:
     spec = SolutionSpec(globals()[solution], name=solution)
     # What RayEvaluator.run does (execute, then report), with the driver's peak RSS read in between.
     started = time.perf_counter()
-    executor = RayExecutor(WorkerSpec(**options))
-    executor.preflight()
+    executor: Any = SequentialExecutor() if name == "W1s" else RayExecutor(WorkerSpec(**options))
+    if name != "W1s":
+        executor.preflight()
     request = RunRequest(benchmark=benchmark, solution=spec, store=store, progress_bar=False,
                          fingerprint_fields={"benchmark": benchmark.name, "solution": solution})
     outcome = await execute_run(request, executor)
@@ -117,6 +124,7 @@ async def _run(name: str, storage: str) -> dict[str, float | int | str]:
 
 def child(name: str, storage: str) -> dict[str, float | int | str]:
     """Run workload ``name`` in this process; its measurements."""
+    log.configure("json")  # as the CLI does: INFO and up, so no per-item debug lines
     result = asyncio.run(_run(name, storage))
     if name == "W3":
         return result
@@ -137,7 +145,9 @@ def table(results: dict[str, dict]) -> str:
             "|---|---:|---:|---:|---|---|---|"]
     w1 = results.get("W1", {}).get("after_startup_per_s")
     for name, r in results.items():
-        if name == "W1":
+        if name == "W1s":
+            result, target, met = f"{r['after_startup_per_s']:.0f} tasks/s in one process", "(reference)", True
+        elif name == "W1":
             result, target, met = f"{r['after_startup_per_s']:.0f} tasks/s", ">= 1000 tasks/s", r["after_startup_per_s"] >= 1000
         elif name == "W2":
             result, target, met = f"efficiency {r['efficiency']:.2f} ({r['span_s']:.2f} s vs ideal {r['ideal_s']:.3f} s)", ">= 0.9", r["efficiency"] >= 0.9
@@ -158,7 +168,7 @@ def table(results: dict[str, dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), default=sorted(WORKLOADS))
+    parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), default=DEFAULT)
     parser.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
     parser.add_argument("--storage", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -169,7 +179,7 @@ def main() -> int:
     env = {**os.environ, "RAY_DEDUP_LOGS": "1"}
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
         for name in args.only:
-            storage = str(Path(tmp) / ("W1" if name in ("W1", "W3") else name))
+            storage = str(Path(tmp) / ("W1" if name in ("W1", "W3") else name))  # W3 resumes W1's run
             if name == "W3" and "W1" not in results:
                 subprocess.run([sys.executable, __file__, "--child", "W1", "--storage", storage], check=True,
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

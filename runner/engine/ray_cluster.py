@@ -117,7 +117,7 @@ def connect(address: str | None) -> bool:
         if not target:
             raise RayUnavailable(f"cannot start an embedded Ray ({detail}); run with --sequential") from None
         hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else (
-            "; if the cluster uses token authentication (the default of `ray start` since Ray 2.52), "
+            "; if the cluster uses token authentication (on by default for clusters started by Ray 2.60), "
             "set RAY_AUTH_MODE=token and provide the token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
         )
         raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
