@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-
 from pydantic import ValidationError
+from rich.console import Console
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import WorkerSpec, format_validation_error

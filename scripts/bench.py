@@ -148,9 +148,11 @@ def table(results: dict[str, dict]) -> str:
         if name == "W1s":
             result, target, met = f"{r['after_startup_per_s']:.0f} tasks/s in one process", "(reference)", True
         elif name == "W1":
-            result, target, met = f"{r['after_startup_per_s']:.0f} tasks/s", ">= 1000 tasks/s", r["after_startup_per_s"] >= 1000
+            result, target = f"{r['after_startup_per_s']:.0f} tasks/s", ">= 1000 tasks/s"
+            met = r["after_startup_per_s"] >= 1000
         elif name == "W2":
-            result, target, met = f"efficiency {r['efficiency']:.2f} ({r['span_s']:.2f} s vs ideal {r['ideal_s']:.3f} s)", ">= 0.9", r["efficiency"] >= 0.9
+            result = f"efficiency {r['efficiency']:.2f} ({r['span_s']:.2f} s vs ideal {r['ideal_s']:.3f} s)"
+            target, met = ">= 0.9", r["efficiency"] >= 0.9
         elif name == "W3":
             result, target, met = f"{r['wall_s']:.2f} s, {r['executed']} executed", "< 2 s", r["wall_s"] < 2
         else:

@@ -70,6 +70,17 @@ def test_unreachable_ray_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert not run.exists()
 
 
+def test_ray_missing_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Without Ray importable (hidden from this subprocess), the Ray mode says how to get it or avoid it."""
+    code = ("import sys; sys.modules['ray'] = None; from runner.cli import main; "
+            f"sys.exit(main(['-b', 'toy', '-s', 'calculator', '--storage', {str(tmp_path / 'run')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=runner_env(), timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: Ray is not installed; install it with pip install 'ray[default]==2.60.0', or run with --sequential"
+    ]
+
+
 def test_driver_killed_midway_resumes_without_running_items_twice(tmp_path: Path) -> None:
     """SIGKILL the driver once some records exist; the same command then completes the run. Only items that were in
     flight at the kill may have run twice (at most 2 workers x 2 x batch, batch <= 2 for a 0.05 s solution)."""
