@@ -104,7 +104,7 @@ async def execute_one(
         sync_in_thread: run a sync solution in a daemon thread (needed for a timeout or concurrency); when
             ``False`` and there is no timeout, it runs directly in the event loop.
         owned: the caller hands over ``task``, a private copy nothing else holds (a Ray worker's task was just
-            deserialised for this item): the first try uses it as is instead of a deep copy.
+            deserialised for this item): without ``retry_errors`` the one try uses it as is instead of a deep copy.
         slots: a semaphore held while the solution runs (not while metrics run or the record is written), so an
             executor can bound the solution calls in flight and still overlap the storage writes of finished items.
 
@@ -142,7 +142,8 @@ async def _execute_one(
 
     with usage_scope() as usage:
         for extra_try in range(retry_errors + 1):
-            fresh = task if owned and extra_try == 0 else task.fresh()
+            # An owned task may be used as is when there is one try only: a retry needs the task as it was.
+            fresh = task if owned and retry_errors == 0 else task.fresh()
             context = SolutionContext(
                 run_id=run_id, task_id=task.id, repeat=repeat, attempt=attempt, worker=worker or {}, logger=log
             )

@@ -95,7 +95,8 @@ def connect(address: str | None) -> bool:
     An already initialised Ray in this process (a notebook, a test session) is used as it is.
 
     Returns:
-        whether this call started Ray (the caller then shuts it down when the run ends).
+        whether this call initialised Ray in this process, embedded or attached (the caller then shuts it down when
+        the run ends, which stops an embedded Ray and only detaches from a cluster).
 
     Raises:
         RayUnavailable: Ray missing, or the address unreachable.

@@ -60,3 +60,22 @@ def slow_counted(log: str) -> Callable[[Task, SolutionContext], Any]:
         return calculator(task)
 
     return solve
+
+
+@solution_factory
+def flaky() -> Callable[[Task], Any]:
+    """Calculator that raises on the first call for each task and answers the second, but only if the task it gets
+    is pristine: it marks every task it sees (``task.metadata``), so a retry on an already-marked copy answers
+    wrong."""
+    seen: set[str] = set()
+
+    def solve(task: Task) -> Any:
+        if task.metadata is not None:
+            return "dirty task"
+        task.metadata = {"seen": True}
+        if task.id not in seen:
+            seen.add(task.id)
+            raise RuntimeError("first call fails")
+        return calculator(task)
+
+    return solve

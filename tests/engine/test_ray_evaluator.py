@@ -140,6 +140,16 @@ def test_worker_deaths_solution_errors_and_timeouts(tmp_path: Path) -> None:
     assert summary.errors == 3
 
 
+def test_retry_errors_retries_on_a_pristine_task(tmp_path: Path) -> None:
+    """With retry_errors, a solution that raises once per task succeeds on its retry, which gets an unchanged task."""
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=6), solution_func=SolutionSpec(ray_solutions.flaky),
+                             storage=FileEvaluatorStorage(str(tmp_path / "run")), max_workers=1, retry_errors=1,
+                             show=False)
+    summary = asyncio.run(evaluator.run())
+    assert summary.score == 1.0
+    assert {r.status for r in records(evaluator.storage).values()} == {"ok"}
+
+
 def test_sequential_and_ray_give_the_same_records_and_summary(tmp_path: Path) -> None:
     """For a deterministic solution the records and summary.json agree, timings, run ids and workers aside."""
     benchmark = ToyBenchmark(n_tasks=25)
