@@ -255,8 +255,9 @@ class ActorPool:
         self._batch = max(1, min(MAX_BATCH, int(TARGET_CALL_S * self._rate)))
 
     def _bury(self, worker: _Worker, exc: BaseException) -> None:
-        """Mark ``worker`` dead and make sure Ray does not keep it."""
+        """Mark ``worker`` dead, drop it from the pool, and make sure Ray does not keep it."""
         worker.alive = False
+        self._pool.remove(worker)
         self.deaths += 1
         self._log.warning("ray.worker_died", worker=worker.index, reason=_cause_line(exc),
                           in_flight=worker.in_flight, detail="its items are retried on a new worker")
