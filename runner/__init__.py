@@ -25,7 +25,7 @@ from runner.core import (
     record_usage,
 )
 from runner.engine.solution import SolutionSpec, solution_factory
-from runner.evaluators import GeneralEvaluator
+from runner.evaluators import GeneralEvaluator, RayEvaluator
 from runner.report import Summary
 from runner.storage import FileEvaluatorStorage, ResultStore
 
@@ -37,6 +37,7 @@ __all__ = [
     "MetricBase",
     "MetricResult",
     "MetricType",
+    "RayEvaluator",
     "ResultStore",
     "RunConfig",
     "RunResults",

@@ -1,4 +1,4 @@
-"""The evaluators users call: ``GeneralEvaluator`` (sequential) and, with Ray, ``RayEvaluator``.
+"""The evaluators users call: ``GeneralEvaluator`` (sequential) and ``RayEvaluator`` (a pool of Ray actors).
 
 They keep AgentScope's constructor forms and run every item through the same engine, then build the report::
 
@@ -7,15 +7,22 @@ They keep AgentScope's constructor forms and run every item through the same eng
 
     evaluator = GeneralEvaluator(name="toy", benchmark=ToyBenchmark(), n_repeat=3, storage=FileEvaluatorStorage("runs/x"))
     summary = await evaluator.run(solve)
+
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(), solution_func=solve, storage=FileEvaluatorStorage(),
+                             max_workers=4)
+
+Ray itself is imported only when a ``RayEvaluator`` runs, so ``from runner import RayEvaluator`` costs nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 
 from runner.core.benchmark import BenchmarkBase
+from runner.core.config import WorkerSpec, format_validation_error
 from runner.core.errors import ConfigError
 from runner.engine.run import Executor, RunOutcome, RunRequest, execute_run
 from runner.engine.sequential import SequentialExecutor
@@ -150,3 +157,78 @@ class GeneralEvaluator(EvaluatorBase):
     def make_executor(self) -> Executor:
         """A :class:`SequentialExecutor`."""
         return SequentialExecutor()
+
+
+_WORKER_SHORTCUTS = ("num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "max_concurrency",
+                     "max_attempts")
+
+
+class RayEvaluator(EvaluatorBase):
+    """Distributed evaluation on a pool of Ray actors, each with the worker spec's resources.
+
+    Every constructor form of :class:`GeneralEvaluator` works, plus AgentScope's worker counts::
+
+        RayEvaluator(benchmark=b, solution_func=solve, storage=FileEvaluatorStorage(), max_workers=4)
+        RayEvaluator("toy", b, 3, FileEvaluatorStorage("runs/x"), 4)      # name, benchmark, n_repeat, storage,
+        await evaluator.run(solve)                                        # n_workers (AgentScope v1)
+        RayEvaluator(benchmark=b, solution_func=Agent, num_gpus=1, max_concurrency=8, ray_address="auto")
+
+    Args:
+        name, benchmark, n_repeat, storage: as for :class:`EvaluatorBase`.
+        n_workers, max_workers: number of actors (AgentScope's two names for ``WorkerSpec.num_workers``);
+            default: as many as the cluster's nodes fit.
+        worker: the full :class:`WorkerSpec`; the keyword shortcuts below override its fields.
+        num_cpus, num_gpus (fractions allowed), memory (bytes, or a string such as ``"8GiB"``), resources (custom
+            Ray resources), accelerator_type (e.g. ``"A100"``), max_concurrency (items in flight per actor),
+            max_attempts (executions of an item before a dying worker makes it an error record).
+        ray_address: the cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded Ray.
+        **options: :class:`EvaluatorBase` options (``timeout`` in seconds, ``limit``, ``retry_errors``, ``force``,
+            ``show``...). ``retry_errors`` defaults to the worker spec's.
+
+    Raises:
+        ConfigError: a worker option that does not validate, or the base class's errors.
+        RayUnavailable: at :meth:`run`, when Ray is missing or the address unreachable (before anything is written).
+    """
+
+    executor_name = "ray"
+
+    def __init__(
+        self,
+        name: str | None = None,
+        benchmark: BenchmarkBase | None = None,
+        n_repeat: int = 1,
+        storage: ResultStore | None = None,
+        n_workers: int | None = None,
+        *,
+        max_workers: int | None = None,
+        worker: WorkerSpec | None = None,
+        ray_address: str | None = None,
+        **options: Any,
+    ) -> None:
+        fields = (worker or WorkerSpec()).model_dump(exclude_unset=True)
+        for key in _WORKER_SHORTCUTS:
+            if options.get(key) is not None:
+                fields[key] = options.pop(key)
+            else:
+                options.pop(key, None)
+        count = n_workers if n_workers is not None else max_workers
+        if count is not None:
+            fields["num_workers"] = count
+        try:
+            self.worker = WorkerSpec.model_validate(fields)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err, "RayEvaluator worker options")) from None
+        options.setdefault("retry_errors", self.worker.retry_errors)
+        super().__init__(name, benchmark, n_repeat, storage, **options)
+        self.ray_address = ray_address
+        self.executor: Executor | None = None
+
+    def make_executor(self) -> Executor:
+        """A ``RayExecutor`` whose cluster address was checked (Ray is imported here, and checked before the run
+        writes anything)."""
+        from runner.engine.ray_executor import RayExecutor
+
+        executor = RayExecutor(self.worker, self.ray_address)
+        executor.preflight()
+        self.executor = executor
+        return executor

@@ -16,7 +16,7 @@ from runner.cli.model_flags import preflight_models, provider_lines, with_model_
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError, RunnerError
 from runner.engine.plugins import available_benchmarks, available_solutions, build_benchmark, solution_spec
-from runner.evaluators import EvaluatorBase, GeneralEvaluator
+from runner.evaluators import EvaluatorBase, GeneralEvaluator, RayEvaluator
 from runner.report import build_report, render
 from runner.storage.store import ResultStore
 
@@ -45,8 +45,6 @@ def make_evaluator(config: RunConfig) -> EvaluatorBase:
     if config.sequential:
         return GeneralEvaluator(name=benchmark.name, benchmark=benchmark, n_repeat=config.repeats, storage=store,
                                 **options)
-    from runner.evaluators import RayEvaluator  # type: ignore[attr-defined]
-
     return RayEvaluator(name=benchmark.name, benchmark=benchmark, n_repeat=config.repeats, storage=store,
                         worker=config.worker, ray_address=config.ray_address, **options)
 

@@ -7,6 +7,7 @@ A bug seen on the cluster therefore reproduces with ``--sequential``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import socket
@@ -53,6 +54,18 @@ def worker_identity(**extra: Any) -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), **extra}
 
 
+def stored_status(store: ResultStore, task_id: str, repeat: int) -> str | None:
+    """The status of the stored record of (``task_id``, ``repeat``), or ``None`` if it has none.
+
+    Used before running an item again after its worker died: the dead worker may have stored it already.
+    """
+    try:
+        data = store.fs.cat_file(store.record_path(task_id, repeat))
+    except FileNotFoundError:
+        return None
+    return TaskRecord.model_validate_json(data).status
+
+
 def error_info(exc: BaseException, with_traceback: bool = True) -> ErrorInfo:
     """An exception as an :class:`ErrorInfo`."""
     message = str(exc) or type(exc).__name__
@@ -72,6 +85,8 @@ async def execute_one(
     retry_errors: int = 0,
     worker: dict[str, Any] | None = None,
     sync_in_thread: bool = True,
+    slots: asyncio.Semaphore | None = None,
+    owned: bool = False,
 ) -> ItemResult:
     """Run one (task, repeat) and store its record.
 
@@ -88,6 +103,10 @@ async def execute_one(
         worker: identity of the executing worker, stored in the record.
         sync_in_thread: run a sync solution in a daemon thread (needed for a timeout or concurrency); when
             ``False`` and there is no timeout, it runs directly in the event loop.
+        owned: the caller hands over ``task``, a private copy nothing else holds (a Ray worker's task was just
+            deserialised for this item): without ``retry_errors`` the one try uses it as is instead of a deep copy.
+        slots: a semaphore held while the solution runs (not while metrics run or the record is written), so an
+            executor can bound the solution calls in flight and still overlap the storage writes of finished items.
 
     Returns:
         an :class:`ItemResult`; solution and metric failures are inside the record, never raised.
@@ -97,7 +116,8 @@ async def execute_one(
     """
     with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=repeat, attempt=attempt):
         return await _execute_one(
-            task, repeat, solution, store, run_id, timeout, attempt, retry_errors, worker, sync_in_thread
+            task, repeat, solution, store, run_id, timeout, attempt, retry_errors, worker, sync_in_thread, slots,
+            owned,
         )
 
 
@@ -112,22 +132,28 @@ async def _execute_one(
     retry_errors: int,
     worker: dict[str, Any] | None,
     sync_in_thread: bool,
+    slots: asyncio.Semaphore | None,
+    owned: bool,
 ) -> ItemResult:
-    started_at = utc_now()
-    t_start = time.perf_counter()
+    # The clock starts when the item gets its first solution slot: time queued behind other items is not its own.
+    started_at, t_start = "", 0.0
     log = structlog.get_logger("runner")
     in_thread = sync_in_thread or timeout is not None
 
     with usage_scope() as usage:
         for extra_try in range(retry_errors + 1):
-            fresh = task.fresh()
+            # An owned task may be used as is when there is one try only: a retry needs the task as it was.
+            fresh = task if owned and retry_errors == 0 else task.fresh()
             context = SolutionContext(
                 run_id=run_id, task_id=task.id, repeat=repeat, attempt=attempt, worker=worker or {}, logger=log
             )
             status, error, output = "ok", None, None
-            t_solution = time.perf_counter()
             try:
-                output = await asyncio.wait_for(solution(fresh, context, in_thread=in_thread), timeout)
+                async with slots or contextlib.nullcontext():
+                    if not started_at:
+                        started_at, t_start = utc_now(), time.perf_counter()
+                    t_solution = time.perf_counter()
+                    output = await asyncio.wait_for(solution(fresh, context, in_thread=in_thread), timeout)
             except asyncio.TimeoutError:
                 status = "timeout"
                 error = ErrorInfo(type="TimeoutError", message=f"solution ran past the {timeout:g} s timeout")

@@ -1,0 +1,204 @@
+"""Attaching to Ray, and sizing the worker pool from a :class:`WorkerSpec` and the cluster's nodes.
+
+``connect`` follows Ray's own rule (``ray.init``): an explicit address, else ``RAY_ADDRESS`` (which ``ray job submit``
+and KubeRay set for the driver), else a new embedded Ray on this machine. An address that cannot be reached is
+refused within seconds with one line, instead of Ray's long retry loop.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+from runner.core.config import WorkerSpec
+from runner.core.errors import ConfigError, RunnerError
+
+_CONNECT_TIMEOUT_S = 5.0
+# Ray's resource name for an accelerator type constraint (ray/_common/utils.py RESOURCE_CONSTRAINT_PREFIX).
+_ACCELERATOR_PREFIX = "accelerator_type:"
+# The amount Ray requests of the accelerator-type resource for ``accelerator_type=`` (ray/_private/utils.py).
+_ACCELERATOR_AMOUNT = 0.001
+
+
+class RayUnavailable(RunnerError):
+    """Ray is not installed, or the cluster at the given address cannot be reached."""
+
+
+_MISSING = "Ray is not installed; install it with pip install 'ray[default]==2.60.0', or run with --sequential"
+
+
+def _require_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable(_MISSING) from None
+    return ray
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port``, ``ray://host:port`` or ``http://host:port`` address; ``None`` for
+    ``auto``/``local`` or an address without a port."""
+    if address in ("auto", "local"):
+        return None
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.hostname is None or parts.port is None:
+        return None
+    return parts.hostname, parts.port
+
+
+def check_reachable(address: str, timeout: float = _CONNECT_TIMEOUT_S) -> None:
+    """Open (and close) a TCP connection to ``address`` so a wrong address fails fast.
+
+    Raises:
+        RayUnavailable: nothing accepts connections there within ``timeout`` seconds.
+    """
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise RayUnavailable(
+            f"cannot reach the Ray cluster at {address} ({reason}); check --ray-address / RAY_ADDRESS "
+            "(the head's GCS port, default 6379), or leave both unset for an embedded Ray"
+        ) from None
+
+
+def cluster_address(address: str | None) -> str | None:
+    """The cluster to attach to: ``address``, else ``RAY_ADDRESS``; ``None`` means an embedded Ray."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
+def preflight(address: str | None) -> None:
+    """Check, in seconds and without starting anything, that Ray imports and the cluster address answers.
+
+    Raises:
+        RayUnavailable: Ray missing, or the address (``address`` or ``RAY_ADDRESS``) unreachable.
+    """
+    target = cluster_address(address)
+    if target:
+        _require_ray()
+        check_reachable(target)
+    elif importlib.util.find_spec("ray") is None:
+        _require_ray()
+
+
+def connect(address: str | None) -> bool:
+    """Attach to the Ray cluster of ``address`` (or ``RAY_ADDRESS``), or start an embedded one.
+
+    An already initialised Ray in this process (a notebook, a test session) is used as it is.
+
+    Returns:
+        whether this call initialised Ray in this process, embedded or attached (the caller then shuts it down when
+        the run ends, which stops an embedded Ray and only detaches from a cluster).
+
+    Raises:
+        RayUnavailable: Ray missing, or the address unreachable.
+    """
+    ray = _require_ray()
+    if ray.is_initialized():
+        return False
+    target = cluster_address(address)
+    if target:
+        check_reachable(target)
+    try:
+        if target:
+            ray.init(address=target)
+        else:
+            # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray.
+            ray.init(address="local", include_dashboard=False)
+    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not target:
+            raise RayUnavailable(f"cannot start an embedded Ray ({detail}); run with --sequential") from None
+        hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else (
+            "; if the cluster uses token authentication (on by default for clusters started by Ray 2.60), "
+            "set RAY_AUTH_MODE=token and provide the token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
+        )
+        raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
+    return True
+
+
+def actor_options(spec: WorkerSpec, calls_per_actor: int) -> dict[str, Any]:
+    """The ``ActorClass.options(...)`` of one worker: its resources, and room for ``calls_per_actor`` calls.
+
+    ``max_restarts=0``: the driver itself replaces a dead worker and retries its items with the attempt counted,
+    which Ray's own restarts would hide.
+    """
+    options: dict[str, Any] = {
+        "num_cpus": spec.num_cpus,
+        "num_gpus": spec.num_gpus,
+        "max_restarts": 0,
+        "max_task_retries": 0,
+        "max_concurrency": calls_per_actor,
+    }
+    if spec.memory is not None:
+        options["memory"] = int(spec.memory)
+    if spec.resources:
+        options["resources"] = dict(spec.resources)
+    if spec.accelerator_type:
+        options["accelerator_type"] = spec.accelerator_type
+    return options
+
+
+def demand(spec: WorkerSpec) -> dict[str, float]:
+    """The Ray resources one worker of ``spec`` reserves (name -> amount; memory in bytes)."""
+    wanted = {"CPU": spec.num_cpus, "GPU": spec.num_gpus, **spec.resources}
+    if spec.memory is not None:
+        wanted["memory"] = float(spec.memory)
+    if spec.accelerator_type:
+        wanted[f"{_ACCELERATOR_PREFIX}{spec.accelerator_type}"] = _ACCELERATOR_AMOUNT
+    return {name: amount for name, amount in wanted.items() if amount > 0}
+
+
+def fit_count(spec: WorkerSpec, nodes: list[dict[str, float]]) -> int:
+    """How many workers of ``spec`` fit on ``nodes`` (each a node's total resources), node by node.
+
+    A spec that asks for nothing (``num_cpus=0`` and no other resource) is counted one per CPU.
+    """
+    wanted = demand(spec) or {"CPU": 1.0}
+    total = 0
+    for node in nodes:
+        # A small epsilon keeps 1.0 / 0.1 from flooring to 9.
+        total += min(math.floor(node.get(name, 0.0) / amount + 1e-9) for name, amount in wanted.items())
+    return total
+
+
+def cluster_nodes() -> list[dict[str, float]]:
+    """The total resources of every alive node of the connected cluster."""
+    ray = _require_ray()
+    return [dict(node["Resources"]) for node in ray.nodes() if node.get("Alive")]
+
+
+def pool_size(spec: WorkerSpec, items: int | None) -> int:
+    """The number of workers for a run of ``items`` items (``None``: unknown).
+
+    ``spec.num_workers`` when given; else as many as the alive nodes fit, never more than there are items.
+
+    Raises:
+        ConfigError: no alive node has the resources of even one worker.
+    """
+    nodes = cluster_nodes()
+    fits = fit_count(spec, nodes)
+    if fits == 0:
+        wanted = ", ".join(f"{name}={amount:g}" for name, amount in demand(spec).items())
+        raise ConfigError(
+            f"no node of the Ray cluster has the resources of one worker ({wanted}); lower --num-cpus / "
+            "--num-gpus / --memory / --resources, or add nodes that have them"
+        )
+    count = spec.num_workers or fits
+    if items is not None:
+        count = min(count, max(items, 1))
+    return max(count, 1)
+
+
+def shutdown() -> None:
+    """Stop Ray in this process (the embedded cluster too, when this process started it)."""
+    ray = _require_ray()
+    ray.shutdown()

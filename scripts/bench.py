@@ -1,0 +1,198 @@
+"""Speed and scale of the Ray executor: workloads W1-W4 of issue 3, on an embedded Ray, local storage.
+
+Each workload is a synthetic benchmark of N tasks (task i asks for i; one numerical exact-match metric) and runs in
+its own process, so the driver's peak RSS is that workload's alone::
+
+    python scripts/bench.py                    # all four, a Markdown table on stdout
+    python scripts/bench.py --only W1 W2       # some of them
+
+- W1 dispatch: N = 2000, the solution returns at once. Tasks/s end to end and after start-up.
+- W2 latency-bound: N = 500, the solution awaits ``asyncio.sleep(0.2)``; 32 items in flight in total (2 workers x 16).
+  Efficiency = ideal / measured after start-up, ideal = 500 x 0.2 / 32 = 3.125 s.
+- W3 resume: W1 again on W1's finished storage. Seconds (including the report, which reads every record).
+- W4 scale: N = 100,000 no-op tasks. Driver peak RSS while executing (and after the report, which aggregates every
+  record) and tasks/s.
+
+Each workload does what ``RayEvaluator.run`` does: ``execute_run`` with a :class:`RayExecutor` (default worker spec:
+one worker per CPU), then ``build_report``; the driver's peak RSS is read between the two.
+
+"After start-up" is measured from the stored records themselves: from the earliest ``started_at`` to the latest
+``finished_at``, so Ray's and the actors' start-up are excluded and nothing in the executor is instrumented.
+Targets (issue 3, on the 2-core development machine): W1 >= 1000 tasks/s after start-up, W2 efficiency >= 0.9,
+W3 < 2 s, W4 driver peak RSS < 500 MB and throughput within 20 % of W1's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from runner import BenchmarkBase, ResultStore, SolutionSpec, Task, WorkerSpec, log
+from runner.benchmarks.toy import NumericMatch
+from runner.engine.ray_executor import RayExecutor
+from runner.engine.run import RunRequest, execute_run
+from runner.engine.sequential import SequentialExecutor
+from runner.report import build_report
+
+W2_SLEEP_S = 0.2
+W2_IN_FLIGHT = 32
+WORKLOADS = {
+    # name: (tasks, solution, worker options)
+    "W1": (2000, "instant", {}),
+    "W2": (500, "sleepy", {"num_workers": 2, "max_concurrency": W2_IN_FLIGHT // 2}),
+    "W3": (2000, "instant", {}),
+    "W4": (100_000, "instant", {}),
+    # Not one of the four: W1 on the sequential executor in the driver's process, to tell the cost of an item
+    # (execute_one: scoring, one record written) from the cost of distributing it. Run it with --only W1s.
+    "W1s": (2000, "instant", {}),
+}
+DEFAULT = ["W1", "W2", "W3", "W4"]
+
+
+class Synthetic(BenchmarkBase):
+    """``n`` tasks; task ``i`` has input ``i``, ground truth ``i`` and one numerical exact-match metric."""
+
+    version = "1"
+
+    def __init__(self, n: int) -> None:
+        super().__init__(name=f"synthetic-{n}")
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[Task]:
+        for i in range(self.n):
+            yield Task(id=f"t{i:06d}", input=i, ground_truth=i, metrics=[NumericMatch(i)])
+
+
+def instant(task: Task) -> int:
+    """Answer at once."""
+    return task.input
+
+
+async def sleepy(task: Task) -> int:
+    """Wait like a model call, then answer."""
+    await asyncio.sleep(W2_SLEEP_S)
+    return task.input
+
+
+def _span_s(store: ResultStore) -> tuple[float, int]:
+    """Seconds from the first record's start to the last record's end, and the number of records."""
+    first, last, count = None, None, 0
+    for record in store.iter_records():
+        start = dt.datetime.fromisoformat(record.started_at)
+        end = dt.datetime.fromisoformat(record.finished_at)
+        first = start if first is None or start < first else first
+        last = end if last is None or end > last else last
+        count += 1
+    assert first is not None and last is not None
+    return (last - first).total_seconds(), count
+
+
+async def _run(name: str, storage: str) -> dict[str, float | int | str]:
+    n, solution, options = WORKLOADS[name]
+    benchmark, store = Synthetic(n), ResultStore(storage)
+    spec = SolutionSpec(globals()[solution], name=solution)
+    # What RayEvaluator.run does (execute, then report), with the driver's peak RSS read in between.
+    started = time.perf_counter()
+    executor: Any = SequentialExecutor() if name == "W1s" else RayExecutor(WorkerSpec(**options))
+    if name != "W1s":
+        executor.preflight()
+    request = RunRequest(benchmark=benchmark, solution=spec, store=store, progress_bar=False,
+                         fingerprint_fields={"benchmark": benchmark.name, "solution": solution})
+    outcome = await execute_run(request, executor)
+    executed_at = time.perf_counter()
+    peak_exec_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    build_report(store, benchmark)
+    wall = time.perf_counter() - started
+    return {"workload": name, "n": n, "wall_s": round(wall, 3), "execute_s": round(executed_at - started, 3),
+            "executed": outcome.executed, "driver_peak_rss_mb": round(peak_exec_mb, 1),
+            "driver_peak_rss_with_report_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def child(name: str, storage: str) -> dict[str, float | int | str]:
+    """Run workload ``name`` in this process; its measurements."""
+    log.configure("json")  # as the CLI does: INFO and up, so no per-item debug lines
+    result = asyncio.run(_run(name, storage))
+    if name == "W3":
+        return result
+    n = WORKLOADS[name][0]
+    span, count = _span_s(ResultStore(storage))
+    assert count == n, f"{count} records for {n} tasks"
+    result.update(span_s=round(span, 3), end_to_end_per_s=round(n / result["wall_s"], 1),
+                  after_startup_per_s=round(n / span, 1))
+    if name == "W2":
+        ideal = n * W2_SLEEP_S / W2_IN_FLIGHT
+        result.update(ideal_s=ideal, efficiency=round(ideal / span, 3))
+    return result
+
+
+def table(results: dict[str, dict]) -> str:
+    """The Markdown table of ``results`` (workload name -> measurements), with each target and whether it was met."""
+    rows = ["| workload | N | end to end | after start-up | result | target | met |",
+            "|---|---:|---:|---:|---|---|---|"]
+    w1 = results.get("W1", {}).get("after_startup_per_s")
+    for name, r in results.items():
+        if name == "W1s":
+            result, target, met = f"{r['after_startup_per_s']:.0f} tasks/s in one process", "(reference)", True
+        elif name == "W1":
+            result, target = f"{r['after_startup_per_s']:.0f} tasks/s", ">= 1000 tasks/s"
+            met = r["after_startup_per_s"] >= 1000
+        elif name == "W2":
+            result = f"efficiency {r['efficiency']:.2f} ({r['span_s']:.2f} s vs ideal {r['ideal_s']:.3f} s)"
+            target, met = ">= 0.9", r["efficiency"] >= 0.9
+        elif name == "W3":
+            result, target, met = f"{r['wall_s']:.2f} s, {r['executed']} executed", "< 2 s", r["wall_s"] < 2
+        else:
+            ratio = r["after_startup_per_s"] / w1 if w1 else None
+            share = f", {ratio:.2f} x W1" if ratio else ""
+            result = (f"driver peak RSS {r['driver_peak_rss_mb']:.0f} MB ({r['driver_peak_rss_with_report_mb']:.0f} MB "
+                      f"with the report), {r['after_startup_per_s']:.0f} tasks/s{share}")
+            target = "< 500 MB, >= 0.8 x W1"
+            met = r["driver_peak_rss_mb"] < 500 and (ratio is None or ratio >= 0.8)
+        e2e = f"{r['wall_s']:.2f} s" + (f" ({r['end_to_end_per_s']:.0f}/s)" if "end_to_end_per_s" in r else "")
+        after = f"{r['span_s']:.2f} s" if "span_s" in r else "-"
+        rows.append(f"| {name} | {r['n']} | {e2e} | {after} | {result} | {target} | {'yes' if met else 'no'} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), default=DEFAULT)
+    parser.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
+    parser.add_argument("--storage", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.storage)))
+        return 0
+    results: dict[str, dict] = {}
+    env = {**os.environ, "RAY_DEDUP_LOGS": "1"}
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
+        for name in args.only:
+            storage = str(Path(tmp) / ("W1" if name in ("W1", "W3") else name))  # W3 resumes W1's run
+            if name == "W3" and "W1" not in results:
+                subprocess.run([sys.executable, __file__, "--child", "W1", "--storage", storage], check=True,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            done = subprocess.run([sys.executable, __file__, "--child", name, "--storage", storage], check=True,
+                                  env=env, capture_output=True, text=True)
+            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+            print(json.dumps(results[name]), file=sys.stderr)
+        # Before the clean-up, which takes minutes for W4's 100,000 record folders.
+        print(table(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

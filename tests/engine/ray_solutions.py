@@ -1,0 +1,81 @@
+"""Solutions for the Ray tests, in a module of their own so that Ray workers (and CLI subprocesses) import them.
+
+The factories count executions: each call appends ``<task id> <repeat> <attempt>`` to the file ``log`` (one short
+``write`` in append mode, so lines of concurrent workers do not interleave).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runner import SolutionContext, Task, solution_factory
+from runner.agents.calculator import calculator
+
+
+def _count(log: str, context: SolutionContext) -> None:
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(f"{context.task_id} {context.repeat} {context.attempt}\n")
+
+
+def task_index(task: Task) -> int:
+    """The number in a toy task id (``toy-007`` -> 7)."""
+    return int(task.id.rsplit("-", 1)[1])
+
+
+async def seed_solve(task: Task) -> float:
+    """The seed's ``async def solve(task)`` shape, answering the toy benchmark."""
+    return calculator(task)
+
+
+@solution_factory
+def faulty(log: str) -> Callable[[Task, SolutionContext], Any]:
+    """Calculator with faults by task index: 0, 4, 8 kill their worker process on attempt 1; 5 kills it on every
+    attempt; 3 raises ValueError; 7 sleeps past any short timeout; the rest answer."""
+
+    def solve(task: Task, context: SolutionContext) -> float:
+        _count(log, context)
+        index = task_index(task)
+        if (index in (0, 4, 8) and context.attempt == 1) or index == 5:
+            os._exit(17)
+        if index == 3:
+            raise ValueError("task 3 always fails")
+        if index == 7:
+            time.sleep(30)
+        return calculator(task)
+
+    return solve
+
+
+@solution_factory
+def slow_counted(log: str) -> Callable[[Task, SolutionContext], Any]:
+    """Calculator that takes 0.05 s per task and counts its executions (for the driver-kill test)."""
+
+    async def solve(task: Task, context: SolutionContext) -> float:
+        _count(log, context)
+        await asyncio.sleep(0.05)
+        return calculator(task)
+
+    return solve
+
+
+@solution_factory
+def flaky() -> Callable[[Task], Any]:
+    """Calculator that raises on the first call for each task and answers the second, but only if the task it gets
+    is pristine: it marks every task it sees (``task.metadata``), so a retry on an already-marked copy answers
+    wrong."""
+    seen: set[str] = set()
+
+    def solve(task: Task) -> Any:
+        if task.metadata is not None:
+            return "dirty task"
+        task.metadata = {"seen": True}
+        if task.id not in seen:
+            seen.add(task.id)
+            raise RuntimeError("first call fails")
+        return calculator(task)
+
+    return solve

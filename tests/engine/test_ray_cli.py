@@ -1,0 +1,173 @@
+"""The Ray mode from the command line, each run in its own process: bad addresses, a driver killed midway and
+resumed, and ``ray job submit`` / ``--ray-address`` against a head started with ``ray start --head``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import worker_pythonpath
+
+from runner import ResultStore
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def runner_env(**extra: str) -> dict[str, str]:
+    """This environment, with the venv first on PATH and ``ray_solutions`` importable."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": worker_pythonpath()}
+    env.pop("RAY_ADDRESS", None)
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def test_unreachable_ray_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "-b", "toy", "-s", "calculator", "--storage", str(run),
+         "--ray-address", f"127.0.0.1:{free_port()}"],
+        capture_output=True, text=True, env=runner_env(), timeout=120,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: cannot reach the Ray cluster at 127.0.0.1:")
+    assert not run.exists()
+
+
+def test_ray_missing_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Without Ray importable (hidden from this subprocess), the Ray mode says how to get it or avoid it."""
+    code = ("import sys; sys.modules['ray'] = None; from runner.cli import main; "
+            f"sys.exit(main(['-b', 'toy', '-s', 'calculator', '--storage', {str(tmp_path / 'run')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=runner_env(), timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: Ray is not installed; install it with pip install 'ray[default]==2.60.0', or run with --sequential"
+    ]
+
+
+def test_driver_killed_midway_resumes_without_running_items_twice(tmp_path: Path) -> None:
+    """SIGKILL the driver once some records exist; the same command then completes the run. Only items that were in
+    flight at the kill may have run twice (at most 2 workers x 2 x batch, batch <= 2 for a 0.05 s solution)."""
+    run, log = tmp_path / "run", tmp_path / "executions.txt"
+    command = [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=200", "-s", "ray_solutions:slow_counted",
+               "-S", f"log={log}", "--storage", str(run), "--workers", "2", "--log-format", "json"]
+    driver = subprocess.Popen(command, env=runner_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            started |= descendants(driver.pid)
+            if (run / "records").is_dir() and len(list((run / "records").iterdir())) >= 20:
+                break
+            time.sleep(0.05)
+        started |= descendants(driver.pid)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        for pid in started:  # the embedded Ray of the killed driver: only processes it started, by id
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    before = len(list((run / "records").iterdir()))
+    assert 20 <= before < 200, "the driver was not killed midway"
+
+    done = subprocess.run(command, env=runner_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # One record per item (a write cut short by the kill may leave a hidden temp file, which is no record).
+    assert ResultStore(str(run)).done_items() == {(f"toy-{i:03d}", 0) for i in range(200)}
+    executions = Counter(line.split()[0] for line in log.read_text().splitlines())
+    assert set(executions) == {f"toy-{i:03d}" for i in range(200)}
+    twice = [task for task, n in executions.items() if n > 1]
+    assert max(executions.values()) <= 2
+    assert len(twice) <= 8
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """``ray start --head`` on 127.0.0.1 with fixed ports and Ray 2.60's default token authentication.
+
+    It runs with ``--block`` as a child of this test, so SIGTERM to it stops exactly the processes it started (no
+    machine-wide ``ray stop``). Yields the GCS address and the dashboard (job server) URL.
+    """
+    gcs, dashboard, client = free_port(), free_port(), free_port()
+    log = tmp_path_factory.mktemp("head") / "head.log"
+    with open(log, "wb") as out:
+        head = subprocess.Popen(
+            [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
+             "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--ray-client-server-port",
+             str(client), "--num-cpus", "2", "--disable-usage-stats"],
+            env=runner_env(), stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while b"--block" not in log.read_bytes():
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": f"http://127.0.0.1:{dashboard}"}
+    finally:
+        head.send_signal(signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            head.kill()
+
+
+def test_ray_job_submit_and_ray_address_against_a_head(ray_head: dict[str, str], tmp_path: Path) -> None:
+    """The documented commands: ``ray job submit --working-dir . -- python -m runner ...`` (the driver attaches
+    through RAY_ADDRESS) and ``python -m runner --ray-address``; both with RAY_AUTH_MODE=token."""
+    job_run, direct_run = tmp_path / "job-run", tmp_path / "direct-run"
+    submitted = subprocess.run(
+        [str(BIN / "ray"), "job", "submit", "--address", ray_head["dashboard"], "--working-dir", ".", "--",
+         "python", "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage", str(job_run),
+         "--log-format", "json"],
+        cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
+    )
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
+    assert "succeeded" in submitted.stdout + submitted.stderr
+    assert len(list((job_run / "records").iterdir())) == 10
+    assert (job_run / "summary.json").is_file()
+
+    direct = subprocess.run(
+        [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",
+         str(direct_run), "--ray-address", ray_head["gcs"], "--log-format", "json"],
+        env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
+    )
+    assert direct.returncode == 0, direct.stderr[-3000:]
+    assert len(list((direct_run / "records").iterdir())) == 10

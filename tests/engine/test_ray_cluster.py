@@ -1,0 +1,88 @@
+"""Pure parts of the Ray mode that need no cluster: sizing a pool, actor options, addresses, evaluator options."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from runner import RayEvaluator, WorkerSpec
+from runner.benchmarks.toy import ToyBenchmark
+from runner.core.errors import ConfigError
+from runner.engine.ray_cluster import RayUnavailable, actor_options, check_reachable, demand, fit_count
+
+NODE_8CPU_2GPU = {"CPU": 8.0, "GPU": 2.0, "memory": 32 * 1024**3, "accelerator_type:A100": 1.0}
+
+
+def test_importing_runner_does_not_import_ray() -> None:
+    code = "import sys, runner; from runner import RayEvaluator; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("spec", "nodes", "expected"),
+    [
+        (WorkerSpec(), [NODE_8CPU_2GPU], 8),
+        (WorkerSpec(num_cpus=2), [NODE_8CPU_2GPU, {"CPU": 3.0}], 4 + 1),
+        (WorkerSpec(num_cpus=1, num_gpus=1), [NODE_8CPU_2GPU, {"CPU": 16.0}], 2),
+        (WorkerSpec(num_cpus=0, num_gpus=0.5), [NODE_8CPU_2GPU], 4),
+        (WorkerSpec(num_cpus=0.1), [{"CPU": 1.0}], 10),
+        (WorkerSpec(memory="12GiB"), [NODE_8CPU_2GPU], 2),
+        (WorkerSpec(accelerator_type="A100"), [NODE_8CPU_2GPU, {"CPU": 8.0}], 8),
+        (WorkerSpec(accelerator_type="H100"), [NODE_8CPU_2GPU], 0),
+        (WorkerSpec(resources={"TPU": 4}), [{"CPU": 8.0, "TPU": 8.0}], 2),
+        (WorkerSpec(num_cpus=0), [{"CPU": 3.0}], 3),
+    ],
+)
+def test_fit_count(spec: WorkerSpec, nodes: list[dict[str, float]], expected: int) -> None:
+    """Workers are packed node by node: a spec never spans nodes."""
+    assert fit_count(spec, nodes) == expected
+
+
+def test_actor_options_carry_every_resource() -> None:
+    spec = WorkerSpec(num_cpus=2, num_gpus=0.5, memory="1GiB", resources={"TPU": 1}, accelerator_type="A100")
+    assert actor_options(spec, 40) == {
+        "num_cpus": 2.0,
+        "num_gpus": 0.5,
+        "memory": 1024**3,
+        "resources": {"TPU": 1.0},
+        "accelerator_type": "A100",
+        "max_restarts": 0,
+        "max_task_retries": 0,
+        "max_concurrency": 40,
+    }
+    assert demand(spec) == {"CPU": 2.0, "GPU": 0.5, "memory": float(1024**3), "TPU": 1.0,
+                            "accelerator_type:A100": 0.001}
+
+
+def test_unreachable_address_fails_fast() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # The socket is closed again: nothing listens on the port.
+    with pytest.raises(RayUnavailable, match=rf"cannot reach the Ray cluster at ray://127.0.0.1:{port}"):
+        check_reachable(f"ray://127.0.0.1:{port}", timeout=2)
+
+
+def test_ray_evaluator_worker_options() -> None:
+    """AgentScope's worker counts and the keyword shortcuts land in the WorkerSpec; the shortcuts win over worker=."""
+    benchmark = ToyBenchmark(n_tasks=2)
+    assert RayEvaluator(benchmark=benchmark, max_workers=4).worker.num_workers == 4
+    assert RayEvaluator("x", benchmark, 1, None, 3).worker.num_workers == 3
+    evaluator = RayEvaluator(benchmark=benchmark, worker=WorkerSpec(num_gpus=1, max_attempts=5, retry_errors=2),
+                             num_gpus=0.25, memory="2GiB", max_concurrency=8)
+    assert evaluator.worker.model_dump() == {
+        "num_workers": None, "num_cpus": 1.0, "num_gpus": 0.25, "memory": 2 * 1024**3, "resources": {},
+        "accelerator_type": None, "max_concurrency": 8, "max_attempts": 5, "retry_errors": 2,
+    }
+    assert evaluator.retry_errors == 2
+
+
+def test_ray_evaluator_rejects_bad_worker_options() -> None:
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        RayEvaluator(benchmark=ToyBenchmark(n_tasks=2), max_concurrency=0)
+    with pytest.raises(ConfigError, match="num_workers"):
+        RayEvaluator(benchmark=ToyBenchmark(n_tasks=2), max_workers=0)
