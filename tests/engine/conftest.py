@@ -2,7 +2,7 @@
 
 It declares 2 CPUs (the machine's), and fake accelerators so that worker specs can be checked without hardware: one
 GPU, 2 units of a custom resource ``custom`` and the accelerator type ``T4``. Its workers can import the helper module
-``ray_solutions`` beside this file.
+``tests.engine.ray_solutions`` (the repository root is put on their ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-ENGINE_TESTS = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
 FAKE_RESOURCES = {"custom": 2.0, "accelerator_type:T4": 1.0}
 
 
 def worker_pythonpath() -> str:
-    """``PYTHONPATH`` that lets Ray workers and CLI subprocesses import ``ray_solutions``."""
-    return os.pathsep.join(p for p in (str(ENGINE_TESTS), os.environ.get("PYTHONPATH", "")) if p)
+    """``PYTHONPATH`` that lets Ray workers and CLI subprocesses import ``tests.engine.ray_solutions``."""
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import worker_pythonpath
+from tests.engine.conftest import worker_pythonpath
 
 from runner import ResultStore
 
@@ -23,7 +23,7 @@ BIN = Path(sys.executable).parent
 
 
 def runner_env(**extra: str) -> dict[str, str]:
-    """This environment, with the venv first on PATH and ``ray_solutions`` importable."""
+    """This environment, with the venv first on PATH and ``tests.engine.ray_solutions`` importable."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": worker_pythonpath()}
     env.pop("RAY_ADDRESS", None)
     env.update(extra)
@@ -85,7 +85,7 @@ def test_driver_killed_midway_resumes_without_running_items_twice(tmp_path: Path
     """SIGKILL the driver once some records exist; the same command then completes the run. Only items that were in
     flight at the kill may have run twice (at most 2 workers x 2 x batch, batch <= 2 for a 0.05 s solution)."""
     run, log = tmp_path / "run", tmp_path / "executions.txt"
-    command = [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=200", "-s", "ray_solutions:slow_counted",
+    command = [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=200", "-s", "tests.engine.ray_solutions:slow_counted",
                "-S", f"log={log}", "--storage", str(run), "--workers", "2", "--log-format", "json"]
     driver = subprocess.Popen(command, env=runner_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started: set[int] = set()

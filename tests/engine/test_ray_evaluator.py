@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import ray_solutions
+from tests.engine import ray_solutions
 
 from runner import FileEvaluatorStorage, GeneralEvaluator, RayEvaluator, ResultStore, SolutionSpec, WorkerSpec
 from runner.agents.calculator import calculator
