@@ -29,6 +29,7 @@ class Progress:
         self.done = 0
         self.errors = 0
         self.started = time.monotonic()
+        self._first_done: float | None = None
         self.interval = interval
         self._last_event = self.started
         self._log = structlog.get_logger("runner")
@@ -60,6 +61,8 @@ class Progress:
     def advance(self, status: str) -> None:
         """Count one finished item with its record status."""
         self.done += 1
+        if self._first_done is None:
+            self._first_done = time.monotonic()
         if status != "ok":
             self.errors += 1
         if self._bar is not None:
@@ -71,15 +74,20 @@ class Progress:
             self._log.info("run.progress", **self.snapshot())
 
     def snapshot(self) -> dict[str, Any]:
-        """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``)."""
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        rate = self.done / elapsed
-        eta = (self.total - self.done) / rate if self.total is not None and rate > 0 else None
+        """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``).
+
+        The rate counts from the first finished item, so start-up time (a Ray cluster, model loading) does not
+        make the first estimates absurd.
+        """
+        rate = None
+        if self._first_done is not None and self.done > 1:
+            rate = (self.done - 1) / max(time.monotonic() - self._first_done, 1e-9)
+        eta = (self.total - self.done) / rate if self.total is not None and rate else None
         return {
             "done": self.done,
             "total": self.total,
             "errors": self.errors,
-            "rate": round(rate, 2),
+            "rate": round(rate, 2) if rate is not None else None,
             "eta_s": round(eta, 1) if eta is not None else None,
         }
 
