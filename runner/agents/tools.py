@@ -65,13 +65,15 @@ class ContextLookup:
         self._by_key = {_key(title): index for index, (title, _) in enumerate(self.paragraphs)}
 
     def ranked_titles(self, query: str) -> list[str]:
-        """Every title, the most relevant to ``query`` first (shared words with the title count three times as
-        much as shared words with the paragraph); ties keep the collection's order."""
+        """Every title, the most relevant to ``query`` first: by the share of the title's words found in the query,
+        then by the number of query words in the paragraph; ties keep the collection's order."""
         wanted = _words(query)
 
-        def relevance(item: tuple[int, tuple[str, list[str]]]) -> tuple[int, int]:
+        def relevance(item: tuple[int, tuple[str, list[str]]]) -> tuple[float, int, int]:
             index, (title, sentences) = item
-            return (-(3 * len(wanted & _words(title)) + len(wanted & _words(" ".join(sentences)))), index)
+            title_words = _words(title)
+            coverage = len(wanted & title_words) / len(title_words) if title_words else 0.0
+            return (-coverage, -len(wanted & _words(" ".join(sentences))), index)
 
         return [title for _, (title, _) in sorted(enumerate(self.paragraphs), key=relevance)]
 

@@ -97,13 +97,13 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-def accepts(target: Any, parameter: str) -> bool:
-    """Whether ``target`` (a class or function) takes the keyword ``parameter``."""
+def names_parameter(target: Any, parameter: str) -> bool:
+    """Whether ``target`` (a class or function) names the parameter ``parameter`` (a ``**kwargs`` does not count:
+    a metric that takes a judge says so by name)."""
     try:
-        params = inspect.signature(target).parameters
+        return parameter in inspect.signature(target).parameters
     except (TypeError, ValueError):
         return False
-    return parameter in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 class AdapterMetric(MetricBase):
@@ -157,8 +157,8 @@ class AdapterMetric(MetricBase):
         if not inspect.isclass(self.metric):
             return copy.deepcopy(self.metric)
         kwargs = dict(self.metric_kwargs)
-        if self.judge is not None and self.model_parameter not in kwargs and accepts(self.metric,
-                                                                                        self.model_parameter):
+        if self.judge is not None and self.model_parameter not in kwargs and names_parameter(self.metric,
+                                                                                                self.model_parameter):
             kwargs[self.model_parameter] = self.wrap_judge(self.judge)
         return self.metric(**kwargs)
 

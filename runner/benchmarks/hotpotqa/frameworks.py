@@ -31,7 +31,7 @@ from runner.benchmarks.hotpotqa.metrics import CONTEXT_LOOKUP, parse_prediction
 from runner.core.errors import BenchmarkError
 from runner.core.metric import MetricBase
 from runner.core.solution import SolutionOutput
-from runner.metrics.sample import EvalSample, accepts, read_solution
+from runner.metrics.sample import EvalSample, names_parameter, read_solution
 from runner.models import ChatModel
 
 FRAMEWORKS = {
@@ -97,7 +97,7 @@ def parse_extra_metrics(spec: str | list[str] | None, judge: ChatModel | None) -
             extra = _load(framework, metric_name)
             extras.append(ExtraMetric(extra.adapter, extra.metric, kwargs))
     for extra in extras:
-        if judge is None and accepts(extra.metric, extra.adapter.model_parameter):
+        if judge is None and names_parameter(extra.metric, extra.adapter.model_parameter):
             raise BenchmarkError(f"{extra.metric.__name__} is judged by a model: pass --judge-model (or --model, "
                                  "or set EVAL_CHAT_MODEL_NAME)")
     return extras
