@@ -12,7 +12,8 @@ Agent turns (the conversation alone decides, as for every mock policy):
    article read (the bridge entity's guess); the first sentence of each article read as supporting fact.
 
 Judge prompts (:mod:`runner.benchmarks.hotpotqa.judges`): the answer is rated by the official token F1 against
-the expected answer, the facts by the F1 of the two sets of sentences. Anything else gets the default policy.
+the expected answer, the facts by the F1 of the two sets of sentences. DeepEval's and Ragas' structured prompts get
+the smallest valid reply with one item per list (see :func:`policy`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from runner.benchmarks.hotpotqa.metrics import CONTEXT_LOOKUP
 from runner.benchmarks.hotpotqa.official import answer_prf
-from runner.models import ChatRequest, MockReply, MockToolCall, default_policy
+from runner.models import ChatRequest, MockReply, MockToolCall, default_policy, schema_instance
 
 _ANSWER = re.compile(r"Model answer:\n(.*?)\n\nExpected answer:\n(.*?)\n\nReturn ONLY", re.DOTALL)
 _FACTS = re.compile(r"Actual facts:\n(.*?)\n\nExpected facts:\n(.*?)\n\nReturn ONLY", re.DOTALL)
@@ -95,8 +96,22 @@ def agent_reply(request: ChatRequest) -> MockReply:
     }))
 
 
+def _one_item_arrays(schema: Any) -> Any:
+    """``schema`` with every array asking for at least one item."""
+    if isinstance(schema, dict):
+        copy = {key: _one_item_arrays(value) for key, value in schema.items()}
+        if copy.get("type") == "array":
+            copy["minItems"] = max(1, int(copy.get("minItems", 0)))
+        return copy
+    if isinstance(schema, list):
+        return [_one_item_arrays(item) for item in schema]
+    return schema
+
+
 def policy(request: ChatRequest) -> MockReply:
-    """The ``mock:hotpotqa`` policy: judge prompts, then the agent's turns, else the default policy."""
+    """The ``mock:hotpotqa`` policy: judge prompts, then the agent's turns; a structured-output request (a DeepEval
+    or Ragas metric's) gets the smallest instance of its schema with one item in each list (an empty list makes
+    some of their scores undefined); anything else the default policy."""
     last = _text(request.last_message() or {})
     score = judge_reply(last) if last.startswith("You are an evaluator.") else None
     if score is not None:
@@ -104,4 +119,8 @@ def policy(request: ChatRequest) -> MockReply:
     system = _text(request.last_message("system") or {})
     if AGENT_MARKER in system:
         return agent_reply(request)
+    response_format = request.response_format or {}
+    if response_format.get("type") == "json_schema":
+        schema = _one_item_arrays((response_format.get("json_schema") or {}).get("schema") or {})
+        return MockReply(content=json.dumps(schema_instance(schema)))
     return default_policy(request)
