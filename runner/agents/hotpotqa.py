@@ -199,8 +199,7 @@ def hotpotqa_agent(
     Raises:
         ConfigError: an unknown provider, a missing API key, or ``max_turns`` below 1.
     """
-    if max_turns < 1:
-        raise ConfigError(f"max_turns must be at least 1, got {max_turns}")
+    check_arguments(max_turns=max_turns)
     chat_model = ChatModel.from_name(model, base_url=model_base_url, temperature=temperature, max_tokens=max_tokens,
                                      mock_policy="hotpotqa")
 
@@ -208,3 +207,16 @@ def hotpotqa_agent(
         return await answer_question(chat_model, task, max_turns)
 
     return solve
+
+
+def check_arguments(max_turns: int = DEFAULT_MAX_TURNS, **_: Any) -> None:
+    """Refuse bad ``-S`` values before anything is written (called by ``SolutionSpec.check``).
+
+    Raises:
+        ConfigError: ``max_turns`` that is not an integer of at least 1.
+    """
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
+        raise ConfigError(f"hotpotqa-agent: max_turns must be an integer of at least 1, got {max_turns!r}")
+
+
+hotpotqa_agent.check_arguments = check_arguments  # type: ignore[attr-defined]

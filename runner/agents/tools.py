@@ -30,7 +30,8 @@ CONTEXT_LOOKUP_TOOL = {
 
 CALCULATOR_TOOL = {
     "name": "calculator",
-    "description": "Evaluate an arithmetic expression: numbers, + - * / // % ** and parentheses, e.g. '(1846 - 1844) * 12'.",
+    "description": ("Evaluate an arithmetic expression: numbers, + - * / // % ** and parentheses, "
+                    "e.g. '(1846 - 1844) * 12'."),
     "parameters": {
         "type": "object",
         "properties": {"expression": {"type": "string", "description": "the arithmetic expression"}},

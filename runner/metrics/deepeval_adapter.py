@@ -132,7 +132,8 @@ class DeepEvalMetric(AdapterMetric):
     async def __call__(self, solution: SolutionOutput) -> MetricResult:
         metric = self.build()
         case = to_test_case(self.sample_for(solution))
-        options = {"_show_indicator": False} if "_show_indicator" in inspect.signature(metric.a_measure).parameters else {}
+        takes_indicator = "_show_indicator" in inspect.signature(metric.a_measure).parameters
+        options = {"_show_indicator": False} if takes_indicator else {}
         try:
             await metric.a_measure(case, **options)
         except NotImplementedError:

@@ -39,8 +39,8 @@ class HotpotQABenchmark(BenchmarkBase):
         format: ``distractor``, ``simplified`` or ``beeai``; detected from the first record when omitted.
 
     Tasks: ``input`` is the question; ``ground_truth`` holds the answer, supporting facts, titles and sentences;
-    ``metadata["context"]`` the paragraphs a context-lookup tool serves (:attr:`HotpotRecord.lookup_context`); ``tags`` carry
-    ``category`` (the question type: bridge or comparison) and ``level`` where the file has them.
+    ``metadata["context"]`` the paragraphs a context-lookup tool serves (:attr:`HotpotRecord.lookup_context`);
+    ``tags`` carry ``category`` (the question type: bridge or comparison) and ``level`` where the file has them.
 
         judge_model: the judge of the model-judged metrics (``provider:model``); with it, ``answer_llm_judge`` and,
             when the file has supporting sentences, ``facts_similarity`` are added (see

@@ -59,7 +59,8 @@ class JudgeError(ValueError):
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 # A number, optionally read as a fraction: "8/10", "8 out of 10", "80%".
-_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|-?\.\d+)(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)|\s*(%))?", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|-?\.\d+)(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)|\s*(%))?",
+                     re.IGNORECASE)
 _KEYED = re.compile(r"\b(?:score|rating|similarity|grade)\b\W{0,5}", re.IGNORECASE)
 _JSON_KEYS = ("score", "rating", "similarity", "value")
 

@@ -13,6 +13,7 @@ from runner import FileEvaluatorStorage, GeneralEvaluator
 from runner.agents.hotpotqa import answer_question
 from runner.agents.tools import ContextLookup, ToolError, calculator
 from runner.benchmarks.hotpotqa import HotpotQABenchmark
+from runner.cli import main
 from runner.core.errors import ConfigError
 from runner.engine.plugins import solution_spec
 from runner.models import ChatModel, MockReply, MockRule, MockScript, MockToolCall
@@ -143,6 +144,10 @@ def test_the_agent_and_its_tasks_pickle_for_ray_workers(distractor_file):
     assert len(pickle.loads(pickle.dumps(benchmark))) == 103
 
 
-def test_max_turns_must_be_positive():
-    with pytest.raises(ConfigError, match="max_turns"):
-        solution_spec("hotpotqa-agent", {"max_turns": 0}, model="mock").build()
+def test_a_bad_max_turns_is_refused_before_the_run(distractor_file, tmp_path, capsys):
+    with pytest.raises(ConfigError, match="max_turns must be an integer of at least 1"):
+        solution_spec("hotpotqa-agent", {"max_turns": 0}, model="mock")
+    assert main(["-b", "hotpotqa", "--data-dir", distractor_file, "--model", "mock", "-S", "max_turns=two",
+                 "--sequential", "--storage", str(tmp_path / "run")]) == 2
+    assert "max_turns must be an integer of at least 1, got 'two'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
