@@ -39,7 +39,8 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environm
 
 from runner.core.metric import MetricResult
 from runner.core.solution import SolutionOutput
-from runner.metrics.sample import AdapterMetric, EvalSample
+from runner.metrics.adapter import AdapterMetric
+from runner.metrics.sample import EvalSample
 from runner.models import ChatModel, user_message
 
 
@@ -112,7 +113,7 @@ def to_test_case(sample: EvalSample) -> LLMTestCase:
 class DeepEvalMetric(AdapterMetric):
     """A DeepEval metric (any ``deepeval.metrics.BaseMetric`` on an ``LLMTestCase``) as one of our metrics.
 
-    Each call builds the metric (see :class:`~runner.metrics.sample.AdapterMetric`; the judge goes to its ``model``
+    Each call builds the metric (see :class:`~runner.metrics.adapter.AdapterMetric`; the judge goes to its ``model``
     argument as a :class:`DeepEvalJudge`), builds the ``LLMTestCase`` and awaits ``a_measure`` (or runs ``measure``
     in a thread for a metric without async support). The result is DeepEval's ``score``; ``success``,
     ``threshold`` and ``reason`` go to the result's metadata.

@@ -43,7 +43,8 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environm
 
 from runner.core.metric import MetricResult
 from runner.core.solution import SolutionOutput
-from runner.metrics.sample import AdapterMetric, EvalSample
+from runner.metrics.adapter import AdapterMetric
+from runner.metrics.sample import EvalSample
 from runner.models import ChatModel, user_message
 
 
@@ -164,7 +165,7 @@ def _legacy_sample(metric: Any, sample: EvalSample) -> SingleTurnSample | MultiT
 class RagasMetric(AdapterMetric):
     """A Ragas metric (either kind, see the module docstring) as one of our metrics.
 
-    Each call builds the metric (see :class:`~runner.metrics.sample.AdapterMetric`; the judge goes to its ``llm``
+    Each call builds the metric (see :class:`~runner.metrics.adapter.AdapterMetric`; the judge goes to its ``llm``
     argument), scores the sample and returns Ragas' value; its ``reason``, when there is one, goes to the result's
     metadata.
 

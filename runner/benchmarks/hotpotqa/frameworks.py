@@ -31,7 +31,8 @@ from runner.benchmarks.hotpotqa.metrics import CONTEXT_LOOKUP, parse_prediction
 from runner.core.errors import BenchmarkError
 from runner.core.metric import MetricBase
 from runner.core.solution import SolutionOutput
-from runner.metrics.sample import EvalSample, names_parameter, read_solution
+from runner.metrics.adapter import names_parameter
+from runner.metrics.sample import EvalSample, read_solution
 from runner.models import ChatModel
 
 FRAMEWORKS = {

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from runner.cli import build_parser, main
 from runner.cli.args import config_from_args
 from runner.cli.commands import make_evaluator
