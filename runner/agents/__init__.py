@@ -7,5 +7,6 @@ SOLUTIONS: dict[str, str] = {
     "acebench": "runner.agents.acebench:ACEBenchAgent",
     "calculator": "runner.agents.calculator:calculator",
     "chat": "runner.agents.chat:chat",
+    "hotpotqa-agent": "runner.agents.hotpotqa:hotpotqa_agent",
     "reference": "runner.agents.reference:reference",
 }

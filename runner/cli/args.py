@@ -33,6 +33,8 @@ RUN_FLAGS = (
     "model_base_url",
     "user_model",
     "user_model_base_url",
+    "judge_model",
+    "judge_base_url",
     "storage",
     "storage_options",
     "repeats",
@@ -99,6 +101,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--user-model-base-url", metavar="URL",
                       help="API root of the user model's server (default: the provider's; the agent's server "
                       "when --user-model names the agent's model)")
+    what.add_argument("--judge-model", help="model of the benchmark's LLM-judged metrics, provider:model "
+                      "(default: $EVAL_CHAT_MODEL_NAME, else --model)")
+    what.add_argument("--judge-base-url", metavar="URL",
+                      help="API root of the judge's server (default: --model-base-url when the judge is the agent's "
+                      "model, else the provider's)")
     what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
     what.add_argument("--limit", type=int, help="run only the first N tasks")
     what.add_argument("--timeout", type=float, help="seconds a solution may take on one task")

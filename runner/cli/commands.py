@@ -12,10 +12,16 @@ from rich.console import Console
 
 from runner import log
 from runner.cli.args import config_from_args
-from runner.cli.model_flags import preflight_models, provider_lines, with_model_default
+from runner.cli.model_flags import (
+    judge_args,
+    preflight_models,
+    provider_lines,
+    with_judge_default,
+    with_model_default,
+)
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError, RunnerError
-from runner.engine.plugins import available_benchmarks, available_solutions, build_benchmark, solution_spec
+from runner.engine.plugins import available_benchmarks, available_solutions, build_benchmark, resolve, solution_spec
 from runner.evaluators import EvaluatorBase, GeneralEvaluator, RayEvaluator
 from runner.report import build_report, render
 from runner.storage.store import ResultStore
@@ -27,8 +33,11 @@ def make_evaluator(config: RunConfig) -> EvaluatorBase:
     Raises:
         RunnerError: an unknown benchmark or solution, bad arguments, or Ray unavailable.
     """
-    benchmark = build_benchmark(config.benchmark, config.benchmark_args, config.data_dir)
-    config = with_model_default(config, benchmark)
+    # The model and judge are settled from the benchmark's class first: the judge decides which metrics its
+    # tasks carry, so the benchmark is built with it.
+    target, _ = resolve(config.benchmark, available_benchmarks(), "benchmark")
+    config = with_judge_default(with_model_default(config, target), target)
+    benchmark = build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)}, config.data_dir)
     spec = solution_spec(config.solution, config.solution_args, config.model, benchmark, config.model_base_url,
                          config.user_model, config.user_model_base_url)
     store = ResultStore(config.storage, config.storage_options)
@@ -55,8 +64,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.configure(config.log_format)
     evaluator = make_evaluator(config)
     effective = evaluator.config or {}
-    preflight_models(effective.get("model"), effective.get("model_base_url"), effective.get("user_model"),
-                     effective.get("user_model_base_url"))
+    preflight_models(*(effective.get(name) for name in ("model", "model_base_url", "user_model",
+                                                        "user_model_base_url", "judge_model", "judge_base_url")))
     asyncio.run(evaluator.run())
     return 0
 

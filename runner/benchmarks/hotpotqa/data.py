@@ -48,6 +48,18 @@ class HotpotRecord:
         """Supporting titles without repeats, in first-seen order."""
         return list(dict.fromkeys(self.supporting_titles))
 
+    @property
+    def lookup_context(self) -> list[tuple[str, list[str]]]:
+        """The paragraphs a context-lookup tool serves: the record's own context (official shape); for a BeeAI
+        record, which has none, its supporting sentences grouped by title (``relevant_sentences`` and
+        ``supporting_titles`` are parallel lists there); else none (the simplified shape)."""
+        if self.context is not None:
+            return self.context
+        grouped: dict[str, list[str]] = {}
+        for title, sentence in zip(self.supporting_titles, self.supporting_sentences):
+            grouped.setdefault(title, []).append(sentence)
+        return list(grouped.items())
+
 
 def detect_format(first: dict[str, Any]) -> Format:
     """The shape of a file from the keys of its first record.

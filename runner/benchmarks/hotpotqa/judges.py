@@ -1,0 +1,231 @@
+"""BeeAI's model-judged HotpotQA metrics: ``answer_llm_judge`` and ``facts_similarity``.
+
+Both follow the custom metrics of BeeAI's evaluation example (beeai-framework, ``python/examples/evaluation/
+deepeval/answer_llm_judge_metric.py`` and ``facts_similarity_metric.py``, commit 28150efd): the same prompts, the
+same empty-input rules, the judge asked at temperature 0 for a number between 0 and 1, clamped to [0, 1]. Two
+deliberate differences: a reply with no score in it is an error of the metric (BeeAI scores it 0, which would hide
+a broken judge behind a bad agent), and the reply is parsed tolerantly (a ``<think>`` block, JSON, ``Score: 0.8``,
+``8/10``, ``80%``) rather than with ``float(text)``.
+
+``facts_similarity`` can instead compare sentence embeddings of a local model (see
+:mod:`runner.benchmarks.hotpotqa.embeddings`), with no judge call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from runner.benchmarks.hotpotqa.data import HotpotRecord
+from runner.benchmarks.hotpotqa.metrics import parse_prediction
+from runner.core.metric import MetricBase, MetricResult, MetricType
+from runner.core.solution import SolutionOutput
+from runner.models import ChatModel, user_message
+
+if TYPE_CHECKING:
+    from runner.benchmarks.hotpotqa.embeddings import SentenceEmbedder
+
+ANSWER_PROMPT = (
+    "You are an evaluator.\n"
+    "Compare the model's answer to the expected answer.\n\n"
+    "Question:\n{question}\n\n"
+    "Model answer:\n{actual}\n\n"
+    "Expected answer:\n{expected}\n\n"
+    "Return ONLY a number between 0 and 1 (no text), where:\n"
+    "0 = completely incorrect or unrelated,\n"
+    "1 = fully correct and equivalent in meaning.\n"
+)
+"""BeeAI's ``AnswerLLMJudgeMetric`` prompt, word for word."""
+
+FACTS_PROMPT = (
+    "You are an evaluator.\n"
+    "Compare the two lists of supporting facts.\n\n"
+    "Actual facts:\n{actual}\n\n"
+    "Expected facts:\n{expected}\n\n"
+    "Return ONLY a number between 0 and 1 (no text), where:\n"
+    "0 = completely different, 1 = identical in meaning.\n"
+)
+"""BeeAI's ``FactsSimilarityMetric`` prompt (DeepEval variant), word for word; the lists are shown as Python lists,
+as there."""
+
+REPLY_PREVIEW_CHARS = 300
+
+
+class JudgeError(ValueError):
+    """A judge reply that holds no usable score (the message quotes the start of the reply)."""
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# A number, optionally read as a fraction: "8/10", "8 out of 10", "80%".
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|-?\.\d+)(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)|\s*(%))?",
+                     re.IGNORECASE)
+_KEYED = re.compile(r"\b(?:score|rating|similarity|grade)\b\W{0,5}", re.IGNORECASE)
+_JSON_KEYS = ("score", "rating", "similarity", "value")
+
+
+def _value(match: re.Match[str]) -> float:
+    number = float(match.group(1))
+    if match.group(2) is not None:
+        denominator = float(match.group(2))
+        if denominator == 0:
+            raise JudgeError(f"score {match.group(0)!r} divides by zero")
+        return number / denominator
+    if match.group(3) is not None:
+        return number / 100
+    return number
+
+
+def clamp(score: float) -> float:
+    """``score`` limited to [0, 1], as BeeAI's metrics do (``max(0.0, min(1.0, score))``)."""
+    return max(0.0, min(1.0, score))
+
+
+def parse_score(text: str | None) -> float:
+    """The score in [0, 1] that a judge's reply gives.
+
+    Read, in order (after removing a ``<think>...</think>`` block): a JSON object with a numeric ``score`` (or
+    ``rating``, ``similarity``, ``value``); a number right after the word score/rating/similarity/grade; the only
+    number in the reply (several that all agree count as one). ``8/10`` and ``8 out of 10`` read as 0.8, ``80%``
+    as 0.8. The result is clamped to [0, 1].
+
+    Raises:
+        JudgeError: an empty reply, no number, or several different numbers with none marked as the score.
+    """
+    stripped = _THINK.sub("", text or "").strip()
+    if not stripped:
+        raise JudgeError("the judge's reply is empty")
+    preview = stripped[:120].replace("\n", " ")
+    try:
+        parsed = json.loads(stripped) if stripped.startswith("{") else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        for key in _JSON_KEYS:
+            value = parsed.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return clamp(float(value))
+    for keyed in _KEYED.finditer(stripped):
+        match = _NUMBER.match(stripped, keyed.end())
+        if match:
+            return clamp(_value(match))
+    values = {_value(match) for match in _NUMBER.finditer(stripped)}
+    if len(values) == 1:
+        return clamp(values.pop())
+    if not values:
+        raise JudgeError(f"no score in the judge's reply {preview!r}")
+    raise JudgeError(f"several numbers and none marked as the score in the judge's reply {preview!r}")
+
+
+async def ask_judge(judge: ChatModel, prompt: str) -> tuple[float, str]:
+    """One judge call at temperature 0 (as BeeAI's ``DeepEvalLLM`` does): the parsed score and the reply text.
+
+    Its tokens are recorded for the current item under the judge's name (the model layer does that).
+
+    Raises:
+        JudgeError: a reply without a usable score.
+        ModelError: the call failed for good after the model layer's retries.
+    """
+    reply = await judge.chat([user_message(prompt)], temperature=0.0)
+    return parse_score(reply.content), reply.text
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= REPLY_PREVIEW_CHARS else text[:REPLY_PREVIEW_CHARS] + "..."
+
+
+class AnswerLLMJudge(MetricBase):
+    """``answer_llm_judge``: the judge model's 0-1 rating of the answer against the gold answer (BeeAI's
+    ``AnswerLLMJudgeMetric``).
+
+    Rules: an empty gold answer scores 1.0 when the answer is empty too, else 0.0 (BeeAI's rule); an empty or
+    missing answer scores 0.0 without asking the judge; otherwise the judge's number, clamped to [0, 1].
+
+    Args:
+        record: the HotpotQA record (question and gold answer).
+        judge: the judge model.
+
+    Raises (when called, so that the engine records a metric error):
+        JudgeError: the judge's reply has no score.
+        ModelError: the judge could not be reached after retries.
+    """
+
+    def __init__(self, record: HotpotRecord, judge: ChatModel) -> None:
+        super().__init__(name="answer_llm_judge", metric_type=MetricType.NUMERICAL,
+                         description="LLM judge: the answer's meaning against the gold answer, 0 to 1 (BeeAI)")
+        self.record = record
+        self.judge = judge
+
+    async def __call__(self, solution: SolutionOutput) -> MetricResult:
+        actual = (parse_prediction(solution.output, self.record).answer or "").strip()
+        expected = self.record.answer.strip()
+        if not expected or not actual:
+            score = 1.0 if not expected and not actual else 0.0
+            return MetricResult(name=self.name, result=score, message="decided without the judge (an empty answer)")
+        prompt = ANSWER_PROMPT.format(question=self.record.question, actual=actual, expected=expected)
+        score, reply = await ask_judge(self.judge, prompt)
+        return MetricResult(name=self.name, result=score, metadata={"judge": self.judge.name, "reply": _preview(reply)})
+
+
+def predicted_sentences(output: Any, record: HotpotRecord) -> list[str]:
+    """The supporting sentences a solution claimed: its ``supporting_sentences``, or else the sentences its
+    ``supporting_facts`` ``[title, sentence id]`` point to in the record's context; empty strings dropped."""
+    prediction = parse_prediction(output, record)
+    sentences = [s for s in prediction.supporting_sentences if s.strip()]
+    if sentences or not prediction.supporting_facts:
+        return sentences
+    paragraphs = dict(record.lookup_context)
+    found = []
+    for title, sent_id in prediction.supporting_facts:
+        paragraph = paragraphs.get(title, [])
+        if isinstance(sent_id, int) and 0 <= sent_id < len(paragraph):
+            found.append(paragraph[sent_id])
+    return found
+
+
+class FactsSimilarity(MetricBase):
+    """``facts_similarity``: how close the solution's supporting sentences are to the gold ones, 0 to 1 (BeeAI's
+    ``FactsSimilarityMetric``).
+
+    Rules (BeeAI's): no gold sentences scores 1.0 when the solution gives none either, else 0.0; no sentences from
+    the solution scores 0.0. Otherwise, with an ``embedder``, the embedding score of
+    :func:`runner.benchmarks.hotpotqa.embeddings.facts_cosine`; else the judge model's number, clamped to [0, 1].
+
+    Args:
+        record: the HotpotQA record (gold supporting sentences).
+        judge: the judge model (used when there is no embedder).
+        embedder: a local sentence-embedding model, or ``None``.
+
+    Raises:
+        ValueError: neither a judge nor an embedder.
+        JudgeError, ModelError: when called, as for :class:`AnswerLLMJudge`.
+    """
+
+    def __init__(self, record: HotpotRecord, judge: ChatModel | None = None,
+                 embedder: SentenceEmbedder | None = None) -> None:
+        if judge is None and embedder is None:
+            raise ValueError("facts_similarity needs a judge model or an embedding model")
+        method = f"cosine similarity of {embedder.name} embeddings" if embedder else "LLM judge"
+        super().__init__(name="facts_similarity", metric_type=MetricType.NUMERICAL,
+                         description=f"supporting sentences against the gold ones, 0 to 1, by {method} (BeeAI)")
+        self.record = record
+        self.judge = judge
+        self.embedder = embedder
+
+    async def __call__(self, solution: SolutionOutput) -> MetricResult:
+        actual = predicted_sentences(solution.output, self.record)
+        expected = [s for s in self.record.supporting_sentences if s.strip()]
+        if not expected or not actual:
+            score = 1.0 if not expected and not actual else 0.0
+            return MetricResult(name=self.name, result=score, message="decided without a model (an empty list)")
+        if self.embedder is not None:
+            from runner.benchmarks.hotpotqa.embeddings import facts_cosine
+
+            vectors = await asyncio.to_thread(self.embedder.encode, actual + expected)
+            score = facts_cosine(vectors[: len(actual)], vectors[len(actual):])
+            return MetricResult(name=self.name, result=score, metadata={"embedding_model": self.embedder.name})
+        assert self.judge is not None
+        prompt = FACTS_PROMPT.format(actual=actual, expected=expected)
+        score, reply = await ask_judge(self.judge, prompt)
+        return MetricResult(name=self.name, result=score, metadata={"judge": self.judge.name, "reply": _preview(reply)})

@@ -1,0 +1,132 @@
+"""The judged metrics: robust score parsing, the BeeAI prompts and empty-input rules, judge failures as metric
+errors (never a crash, never a silent 0), token usage of the judge in the record, and facts similarity by
+embedding vectors. The judge is the scripted OpenAI-compatible server (no language model runs here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner import FileEvaluatorStorage, GeneralEvaluator, SolutionOutput
+from runner.benchmarks.hotpotqa import HotpotQABenchmark
+from runner.benchmarks.hotpotqa.embeddings import cosine, facts_cosine
+from runner.benchmarks.hotpotqa.judges import JudgeError, parse_score
+from runner.models import MockReply, MockRule, MockScript
+
+
+@pytest.mark.parametrize(("reply", "score"), [
+    ("0.8", 0.8),
+    ("1", 1.0),
+    (" 0.7.\n", 0.7),
+    ("Score: 8/10", 0.8),
+    ("I rate it 3 out of 4", 0.75),
+    ("80%", 0.8),
+    ('{"score": 1.3, "reason": "exceeds"}', 1.0),
+    ("-0.5", 0.0),
+    ("<think>Maybe 0.2, maybe 1.</think>\n0.9", 0.9),
+    ("The answers match; both name 2 magazines. Rating: 0.6", 0.6),
+    ("```\n0.25\n```", 0.25),
+])
+def test_judge_replies_are_parsed_tolerantly_and_clamped(reply, score):
+    assert parse_score(reply) == pytest.approx(score)
+
+
+@pytest.mark.parametrize("reply", ["", None, "The answer is correct.", "between 0 and 1 I would say 0.6",
+                                   "<think>0.5</think>"])
+def test_replies_without_a_clear_score_are_errors(reply):
+    with pytest.raises(JudgeError):
+        parse_score(reply)
+
+
+def _judge_script(answer_reply: str, facts_reply: str) -> MockScript:
+    return MockScript(rules=[MockRule(match="Expected answer:", reply=MockReply(content=answer_reply)),
+                             MockRule(match="Expected facts:", reply=MockReply(content=facts_reply))])
+
+
+async def _run(benchmark, solve, tmp_path, limit=2):
+    evaluator = GeneralEvaluator(benchmark=benchmark, storage=FileEvaluatorStorage(str(tmp_path)), limit=limit,
+                                 show=False)
+    summary = await evaluator.run(solve)
+    records = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("records/*/0.json"))]
+    return summary, records
+
+
+def _answer(task):
+    gold = task.ground_truth
+    return {"answer": gold["answer"].lower(), "supporting_sentences": gold["supporting_sentences"]}
+
+
+async def test_judged_metrics_score_from_the_judge_and_record_its_tokens(model_server, beeai_file, tmp_path):
+    model_server.set_policy(_judge_script("Score: 0.9", "0.75"))
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url)
+    summary, records = await _run(benchmark, _answer, tmp_path)
+    assert summary.metrics["answer_llm_judge"].mean == pytest.approx(0.9)
+    assert summary.metrics["facts_similarity"].mean == pytest.approx(0.75)
+    assert summary.metrics["exact_match"].mean == 0.0        # lower-cased answers: the judge sees past that
+    first = records[0]
+    assert first["status"] == "ok"
+    assert first["usage"]["vllm:scripted"]["calls"] == 2 and first["usage"]["vllm:scripted"]["input_tokens"] > 0
+    assert summary.usage["vllm:scripted"]["calls"] == 4
+    prompts = [request.messages[-1]["content"] for request in model_server.chat_requests]
+    assert "Question:\nWhich magazine was started first Arthur's Magazine or First for Women?" in prompts[0]
+    assert "Model answer:\narthur's magazine\n\nExpected answer:\nArthur's Magazine" in prompts[0]
+    assert prompts[1].startswith("You are an evaluator.\nCompare the two lists of supporting facts.")
+    assert all(request.temperature == 0.0 for request in model_server.chat_requests)
+
+
+async def test_an_unparseable_judge_reply_is_a_metric_error_not_a_zero(model_server, beeai_file, tmp_path):
+    model_server.set_policy(_judge_script("I think the answer is right.", "0.5"))
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url)
+    summary, records = await _run(benchmark, _answer, tmp_path)
+    judged = {m["name"]: m for m in records[0]["metrics"]}
+    assert judged["answer_llm_judge"]["result"] is None
+    assert judged["answer_llm_judge"]["error"]["type"] == "JudgeError"
+    assert "no score in the judge's reply" in judged["answer_llm_judge"]["error"]["message"]
+    assert judged["facts_similarity"]["result"] == 0.5 and judged["f1"]["result"] == 1.0
+    assert records[0]["status"] == "error" and records[0]["error"]["type"] == "MetricError"
+    assert summary.metrics["answer_llm_judge"].n == 0 and summary.metrics["answer_llm_judge"].errors == 2
+
+
+async def test_a_judge_server_that_keeps_failing_is_a_metric_error_after_retries(model_server, beeai_file, tmp_path,
+                                                                                 no_retry_waits):
+    model_server.set_policy(_judge_script("1", "1"))
+    model_server.fail(500, times=5)
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url)
+    summary, records = await _run(benchmark, _answer, tmp_path, limit=1)
+    judged = {m["name"]: m for m in records[0]["metrics"]}
+    assert judged["answer_llm_judge"]["error"]["type"] == "ModelError"
+    assert len(no_retry_waits) == 4                          # 5 attempts in all
+    assert judged["facts_similarity"]["result"] == 1.0       # the server answers again afterwards
+    assert summary.completed == 1
+
+
+async def test_empty_inputs_are_decided_without_the_judge(model_server, beeai_file):
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url)
+    task = next(iter(benchmark))
+    metrics = {m.name: m for m in task.metrics}
+    no_answer = SolutionOutput(output={"answer": "  ", "supporting_sentences": []})
+    assert (await metrics["answer_llm_judge"](no_answer)).result == 0.0
+    assert (await metrics["facts_similarity"](no_answer)).result == 0.0
+    assert model_server.chat_requests == []
+
+
+def test_judged_metrics_are_attached_only_with_a_judge(beeai_file, distractor_file, shared_data):
+    names = {m.name for m in next(iter(HotpotQABenchmark(beeai_file))).metrics}
+    assert "answer_llm_judge" not in names and "facts_similarity" not in names
+    judged = {m.name for m in next(iter(HotpotQABenchmark(distractor_file, judge_model="mock"))).metrics}
+    assert {"answer_llm_judge", "facts_similarity"} <= judged
+    simplified = str(shared_data / "hotpotqa_dev_sample" / "hotpot_dev_v1_simplified.json")
+    answers_only = {m.name for m in next(iter(HotpotQABenchmark(simplified, judge_model="mock"))).metrics}
+    assert "answer_llm_judge" in answers_only and "facts_similarity" not in answers_only
+
+
+def test_facts_cosine_is_a_greedy_matching_f1():
+    assert cosine([1, 0], [0, 1]) == 0.0 and cosine([0, 0], [1, 1]) == 0.0
+    same = [[1.0, 0.0], [0.0, 1.0]]
+    assert facts_cosine(same, same) == pytest.approx(1.0)
+    # one of two gold facts found exactly, none extra: precision 1, recall 0.5 -> F1 2/3
+    assert facts_cosine([[1.0, 0.0]], same) == pytest.approx(2 / 3)
+    # an extra, opposite fact: precision (1 + 1 + 0) / 3, recall 1 -> F1 0.8
+    assert facts_cosine([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]], same) == pytest.approx(0.8)
+    assert facts_cosine([], same) == 0.0
