@@ -7,7 +7,7 @@ Example::
 
     executor = RayExecutor(WorkerSpec(num_gpus=1, max_concurrency=8))    # as many workers as the cluster fits
     executor.preflight()                   # RAY_ADDRESS / address reachable? (attaches to it)
-    outcome = await execute_run(request, executor)
+    outcome = await execute_run(request, executor)     # calls executor.execute(plan, context, progress)
     executor.workers                       # each actor's host, pid, node, actor id and assigned resources
 """
 
@@ -20,13 +20,11 @@ from typing import Any
 import structlog
 
 from runner import log
-from runner.core.benchmark import BenchmarkBase
 from runner.core.config import WorkerSpec
 from runner.engine import ray_cluster
+from runner.engine.context import RunContext
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
-from runner.engine.solution import SolutionSpec
-from runner.storage.store import ResultStore
 
 
 class RayExecutor:
@@ -74,13 +72,7 @@ class RayExecutor:
     async def execute(
         self,
         items: Iterable[WorkItem],
-        *,
-        benchmark: BenchmarkBase,
-        solution: SolutionSpec,
-        store: ResultStore,
-        run_id: str,
-        timeout: float | None,
-        retry_errors: int,
+        context: RunContext,
         progress: Progress,
     ) -> None:
         """Execute ``items`` on the pool, feeding ``progress`` one acknowledgement per item.
@@ -99,15 +91,14 @@ class RayExecutor:
             from runner.engine.ray_pool import ActorPool
 
             nodes = len(ray_cluster.cluster_nodes())
-            if nodes > 1 and store.is_local:
+            if nodes > 1 and context.store.is_local:
                 structlog.get_logger("runner").warning(
-                    "ray.local_storage", nodes=nodes, storage=store.uri,
+                    "ray.local_storage", nodes=nodes, storage=context.store.uri,
                     detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
                 )
             pool = ActorPool(self.spec, ray_cluster.pool_size(self.spec, progress.total), self.log_format)
             try:
-                await pool.run(itertools.chain([first], plan), benchmark=benchmark, solution=solution, store=store,
-                               run_id=run_id, timeout=timeout, retry_errors=retry_errors, progress=progress)
+                await pool.run(itertools.chain([first], plan), context, progress)
             finally:
                 pool.close()
                 self.workers, self.deaths = pool.workers, pool.deaths

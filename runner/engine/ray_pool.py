@@ -1,7 +1,7 @@
 """The pool of Ray actors of one run, and the bounded window of in-flight items that feeds it.
 
 - ``size`` actors (:class:`~runner.engine.ray_worker.EvalWorker`) are created with the :class:`WorkerSpec`'s
-  resources. The benchmark, the solution recipe and the store go to the object store once; each actor builds the
+  resources. The run's :class:`RunContext` (benchmark, solution recipe, store) goes to the object store once; each actor builds the
   solution once; calls carry only task data.
 - Items are taken from the plan only when a worker has room: a worker holds at most ``2 * max(batch,
   max_concurrency)`` items (those running and as many queued behind them), so the driver's memory does not grow
@@ -18,8 +18,7 @@ Example, as :class:`~runner.engine.ray_executor.RayExecutor` uses it (after ``ra
 
     pool = ActorPool(WorkerSpec(num_gpus=1), size=4)
     try:
-        await pool.run(plan, benchmark=b, solution=spec, store=store, run_id=run_id, timeout=None,
-                       retry_errors=0, progress=progress)
+        await pool.run(plan, RunContext(benchmark, spec, store, run_id), progress)
     finally:
         pool.close()
 """
@@ -39,17 +38,16 @@ import structlog
 from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 
 from runner import log
-from runner.core.benchmark import BenchmarkBase
 from runner.core.config import WorkerSpec
 from runner.core.errors import ConfigError, RunnerError
 from runner.core.task import Task
 from runner.engine import ray_cluster
+from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, stored_status, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.ray_worker import Ack, EvalWorker
-from runner.engine.solution import Solution, SolutionSpec
-from runner.storage.store import ResultStore
+from runner.engine.solution import Solution
 
 TARGET_CALL_S = 0.1
 """Seconds of a worker's work one actor call should carry: long next to Ray's per-call cost (about a millisecond),
@@ -120,6 +118,7 @@ class ActorPool:
         self._counter = itertools.count()
         self._actor_class: Any = None
         self._init_args: tuple[list[Any], dict[str, Any]] = ([], {})
+        self._context: RunContext | None = None
         self._batch = 1
         self._rate: float | None = None
         self._log = structlog.get_logger("runner")
@@ -127,13 +126,7 @@ class ActorPool:
     async def run(
         self,
         plan: Iterator[WorkItem],
-        *,
-        benchmark: BenchmarkBase,
-        solution: SolutionSpec,
-        store: ResultStore,
-        run_id: str,
-        timeout: float | None,
-        retry_errors: int,
+        context: RunContext,
         progress: Progress,
     ) -> None:
         """Run every item of ``plan`` and feed ``progress`` one acknowledgement per item.
@@ -142,14 +135,14 @@ class ActorPool:
             ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
         """
-        shared = [ray.put(benchmark), ray.put(solution), ray.put(store)]
+        self._context = context
         self._actor_class = ray.remote(EvalWorker).options(
             # Room for every call the window can have on one actor (2 * max(batch, concurrency) items, one or
             # more per call) and its describe call, so none waits in Ray's queue instead of the actor's semaphore.
             **ray_cluster.actor_options(self.spec, 2 * max(MAX_BATCH, self.spec.max_concurrency) + 1)
         )
-        self._init_args = (shared, {"run_id": run_id, "timeout": timeout, "retry_errors": retry_errors,
-                                    "max_concurrency": self.spec.max_concurrency, "log_format": self.log_format})
+        self._init_args = ([ray.put(context)], {"max_concurrency": self.spec.max_concurrency,
+                                                "log_format": self.log_format})
         self._log.info("ray.pool", workers=self.size, per_worker=ray_cluster.demand(self.spec),
                        max_concurrency=self.spec.max_concurrency, cluster=ray.get_runtime_context().gcs_address)
         for _ in range(self.size):
@@ -162,7 +155,7 @@ class ActorPool:
                 break
             done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
-                await self._collect(future, dispatch, solution, store, run_id, progress)
+                await self._collect(future, dispatch, progress)
 
     def close(self) -> None:
         """Stop waiting for answers and kill every actor of the pool."""
@@ -207,9 +200,9 @@ class ActorPool:
         self._pending[asyncio.wrap_future(worker.handle.run.remote(data).future())] = _Call(worker, batch)
         worker.in_flight += len(batch)
 
-    async def _collect(self, future: asyncio.Future[Any], dispatch: _Dispatch, solution: SolutionSpec,
-                       store: ResultStore, run_id: str, progress: Progress) -> None:
+    async def _collect(self, future: asyncio.Future[Any], dispatch: _Dispatch, progress: Progress) -> None:
         """Account for one finished call: acknowledgements, a worker's description, or a dead worker."""
+        assert self._context is not None
         call = self._pending.pop(future)
         call.worker.in_flight -= len(call.items)
         if call.kind == "run":
@@ -219,7 +212,7 @@ class ActorPool:
         except (RayActorError, OutOfMemoryError) as exc:
             if isinstance(exc, RayActorError) and exc.actor_init_failed:
                 raise ConfigError(
-                    f"the solution {solution.display!r} could not be built on a Ray worker ({_cause_line(exc)}); "
+                    f"the solution {self._context.solution.display!r} could not be built on a Ray worker ({_cause_line(exc)}); "
                     "check that its module is importable on the workers, or run with --sequential to debug it"
                 ) from None
             if call.worker.alive:
@@ -227,7 +220,7 @@ class ActorPool:
                 self._start_worker()
             for item, attempt in call.items:
                 if attempt >= self.spec.max_attempts:
-                    progress.advance(await _give_up(item, attempt, exc, store, run_id))
+                    progress.advance(await _give_up(item, attempt, exc, self._context))
                 else:
                     dispatch.retries.append((item, attempt + 1))
             return
@@ -264,9 +257,9 @@ class ActorPool:
         _kill(worker)
 
 
-async def _give_up(item: WorkItem, attempt: int, exc: BaseException, store: ResultStore, run_id: str) -> str:
+async def _give_up(item: WorkItem, attempt: int, exc: BaseException, context: RunContext) -> str:
     """Store the error record of an item whose workers kept dying (unless one of them stored it); its status."""
-    existing = await asyncio.to_thread(stored_status, store, item.task.id, item.repeat)
+    existing = await asyncio.to_thread(stored_status, context.store, item.task.id, item.repeat)
     if existing is not None:
         return existing
     message = f"its worker died during each of {attempt} attempts (last: {_cause_line(exc)})"
@@ -274,7 +267,8 @@ async def _give_up(item: WorkItem, attempt: int, exc: BaseException, store: Resu
     def died(_task: Task) -> None:
         raise WorkerDied(message)
 
-    result = await execute_one(item.task, item.repeat, Solution(died), store, run_id=run_id, attempt=attempt,
+    result = await execute_one(item.task, item.repeat, Solution(died), context.store, run_id=context.run_id,
+                               attempt=attempt,
                                worker=worker_identity(role="driver"), sync_in_thread=False)
     return result.status
 

@@ -1,8 +1,8 @@
 """The Ray actor of a distributed run: builds the solution once, then runs batches of items through ``execute_one``.
 
 The driver (:mod:`runner.engine.ray_executor`) creates a pool of these actors with the run's :class:`WorkerSpec`
-resources. Each actor receives the benchmark and the :class:`SolutionSpec` once, from the object store, and then
-only task data. It writes every record itself and answers with one small acknowledgement per item.
+resources. Each actor receives the run's :class:`RunContext` (benchmark, solution recipe, store) once, from the
+object store, and then only task data. It writes every record itself and answers with one small acknowledgement per item.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import Any
 import ray
 
 from runner import log
-from runner.core.benchmark import BenchmarkBase
 from runner.core.task import Task
+from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, stored_status, worker_identity
-from runner.engine.solution import SolutionSpec
-from runner.storage.store import ResultStore
 
 # One acknowledgement per item: (record status, whether this call wrote the record, seconds of the item).
 Ack = tuple[str, bool, float]
@@ -32,10 +30,8 @@ class EvalWorker:
     """One worker: a solution built once, running up to ``max_concurrency`` items at a time.
 
     Args:
-        benchmark: the benchmark (given to factories that ask for ``benchmark=``).
-        solution: the recipe; :meth:`SolutionSpec.build` is called once, here.
-        store: where records go (every worker writes its own).
-        run_id, timeout, retry_errors: as for :func:`execute_one` (timeout in seconds).
+        context: the run's benchmark, solution recipe (:meth:`SolutionSpec.build` is called once, here), store
+            (every worker writes its own records), run id, timeout (seconds) and ``retry_errors``.
         max_concurrency: items this actor runs at the same time.
         log_format: structlog format for the actor's log lines (Ray forwards them to the driver).
 
@@ -44,24 +40,13 @@ class EvalWorker:
             driver stops the run with that message.
     """
 
-    def __init__(
-        self,
-        benchmark: BenchmarkBase,
-        solution: SolutionSpec,
-        store: ResultStore,
-        *,
-        run_id: str,
-        timeout: float | None,
-        retry_errors: int,
-        max_concurrency: int,
-        log_format: log.LogFormat = "json",
-    ) -> None:
+    def __init__(self, context: RunContext, *, max_concurrency: int, log_format: log.LogFormat = "json") -> None:
         log.configure(log_format)
-        self.solution = solution.build(benchmark)
-        self.store = store
-        self.run_id = run_id
-        self.timeout = timeout
-        self.retry_errors = retry_errors
+        self.solution = context.solution.build(context.benchmark)
+        self.store = context.store
+        self.run_id = context.run_id
+        self.timeout = context.timeout
+        self.retry_errors = context.retry_errors
         self.max_concurrency = max_concurrency
         context = ray.get_runtime_context()
         self.identity = worker_identity(node_id=context.get_node_id(), actor_id=context.get_actor_id())

@@ -18,6 +18,7 @@ from runner._version import __version__
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import fingerprint
 from runner.core.errors import FingerprintMismatch
+from runner.engine.context import RunContext
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.progress import Progress
 from runner.engine.solution import SolutionSpec
@@ -26,20 +27,15 @@ from runner.storage.store import ResultStore
 
 
 class Executor(Protocol):
-    """Runs a stream of work items through ``execute_one`` and feeds ``progress`` one acknowledgement each."""
+    """Runs a stream of work items through ``execute_one`` with what ``context`` holds, and feeds ``progress`` one
+    acknowledgement per item."""
 
     name: str
 
     async def execute(
         self,
         items: Iterable[WorkItem],
-        *,
-        benchmark: BenchmarkBase,
-        solution: SolutionSpec,
-        store: ResultStore,
-        run_id: str,
-        timeout: float | None,
-        retry_errors: int,
+        context: RunContext,
         progress: Progress,
     ) -> None: ...
 
@@ -179,16 +175,9 @@ async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
         )
         progress = Progress(expected, bar=request.progress_bar)
         try:
-            await executor.execute(
-                plan,
-                benchmark=request.benchmark,
-                solution=request.solution,
-                store=store,
-                run_id=manifest.run_id,
-                timeout=request.timeout,
-                retry_errors=request.retry_errors,
-                progress=progress,
-            )
+            context = RunContext(request.benchmark, request.solution, store, manifest.run_id, request.timeout,
+                                 request.retry_errors)
+            await executor.execute(plan, context, progress)
         finally:
             progress.close()
         if plan.exhausted and manifest.benchmark.n_tasks != plan.n_tasks:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runner.core.benchmark import BenchmarkBase
+from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
-from runner.engine.solution import SolutionSpec
-from runner.storage.store import ResultStore
 
 
 class SequentialExecutor:
@@ -24,13 +22,7 @@ class SequentialExecutor:
     async def execute(
         self,
         items: Iterable[WorkItem],
-        *,
-        benchmark: BenchmarkBase,
-        solution: SolutionSpec,
-        store: ResultStore,
-        run_id: str,
-        timeout: float | None,
-        retry_errors: int,
+        context: RunContext,
         progress: Progress,
     ) -> None:
         """Execute ``items``, feeding ``progress``.
@@ -38,17 +30,17 @@ class SequentialExecutor:
         Raises:
             StorageError: a record cannot be written (the run stops; finished records stay).
         """
-        built = solution.build(benchmark)
+        built = context.solution.build(context.benchmark)
         worker = worker_identity()
         for item in items:
             result = await execute_one(
                 item.task,
                 item.repeat,
                 built,
-                store,
-                run_id=run_id,
-                timeout=timeout,
-                retry_errors=retry_errors,
+                context.store,
+                run_id=context.run_id,
+                timeout=context.timeout,
+                retry_errors=context.retry_errors,
                 worker=worker,
                 sync_in_thread=False,
             )
