@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import fsspec
@@ -281,22 +281,23 @@ class ResultStore:
 
 
 def _local_write_once(path: str, data: bytes) -> bool:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(tmp, path)
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    """Write ``data`` to ``path`` whole, only if ``path`` does not exist (``os.link`` refuses to overwrite).
+
+    Raises:
+        FileExistsError: ``path`` exists already.
+    """
+    _local_write(path, data, os.link)
+    return True
 
 
 def _local_replace(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole, replacing what is there."""
+    _local_write(path, data, os.replace)
+
+
+def _local_write(path: str, data: bytes, place: Callable[[str, str], None]) -> None:
+    """Write ``data`` to a temporary file beside ``path``, ``fsync`` it, then ``place(tmp, path)`` it: a reader sees
+    the old file, no file, or the whole new one, never part of it."""
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
@@ -305,7 +306,7 @@ def _local_replace(path: str, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        place(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
