@@ -115,9 +115,13 @@ class RunConfig(BaseModel):
         return value
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """What decides the results of an item: benchmark, its arguments, solution, its arguments, model, and the
-        user model and the judge model when they are named (left out otherwise, so that runs without them keep
-        their fingerprint).
+        """What decides the results of an item: benchmark, its arguments, its data, solution, its arguments, model,
+        and the user model and the judge model when they are named (left out otherwise, so that runs without them
+        keep their fingerprint).
+
+        ``data_dir`` is in when it is set: two data files are two runs, even for one benchmark (HotpotQA reads
+        any file of the right shape). The location stands for the data, so moving the data refuses a resume; run
+        from the old location, or start over with ``--force``.
 
         Execution settings (repeats, limit, timeout, workers, storage) are left out: a run may be resumed with
         more repeats, a higher limit or other workers without mixing two configurations.
@@ -135,6 +139,8 @@ class RunConfig(BaseModel):
             "solution_args": self.solution_args,
             "model": self.model,
         }
+        if self.data_dir is not None:
+            fields["data_dir"] = self.data_dir
         if self.user_model is not None:
             fields["user_model"] = self.user_model
         if self.judge_model is not None:

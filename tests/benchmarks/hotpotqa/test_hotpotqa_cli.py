@@ -77,3 +77,17 @@ def test_an_unreachable_judge_fails_the_preflight(distractor_file, tmp_path, ref
     assert code == 2
     assert "cannot connect to the model server" in capsys.readouterr().err
     assert not Path(tmp_path / "run" / "records").exists()
+
+
+def test_another_data_file_in_the_same_run_directory_is_refused(distractor_file, beeai_file, tmp_path):
+    run = tmp_path / "run"
+    first = runner_cli("-b", "hotpotqa", "--data-dir", distractor_file, "-s", "reference", "--sequential",
+                       "--limit", "3", "--storage", str(run))
+    assert first.returncode == 0, first.stderr
+    records = sorted(p.name for p in run.glob("records/*/*.json"))
+    other = runner_cli("-b", "hotpotqa", "--data-dir", beeai_file, "-s", "reference", "--sequential",
+                       "--limit", "3", "--storage", str(run))
+    assert other.returncode == 2
+    assert "another configuration (data_dir:" in other.stderr and "--force" in other.stderr
+    assert sorted(p.name for p in run.glob("records/*/*.json")) == records
+    assert json.loads((run / "run.json").read_text())["config"]["data_dir"] == distractor_file
