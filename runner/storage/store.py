@@ -21,11 +21,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import fsspec
+import structlog
 
 from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
+
+_log = structlog.get_logger("runner")
 
 MANIFEST = "run.json"
 RECORDS = "records"
@@ -216,8 +219,20 @@ class ResultStore:
     def iter_records(self, paths: Iterable[str] | None = None) -> Iterator[TaskRecord]:
         """Yield every stored record (or those at ``paths``), fetched in batches (concurrently on object stores).
 
-        A file that does not parse as a record is skipped; nothing is held beyond one batch.
+        A file that does not parse as a record (damaged outside the runner: records are written whole) is skipped
+        with a ``store.unreadable_record`` warning naming it; ``--rerun-errors`` retires it and runs its item
+        again. Nothing is held beyond one batch.
         """
+        for path, record in self._parse_records(paths):
+            if record is None:
+                _log.warning("store.unreadable_record", path=self._display(path),
+                                  detail="not a valid record; --rerun-errors retires it and runs its item again")
+            else:
+                yield record
+
+    def _parse_records(self, paths: Iterable[str] | None = None) -> Iterator[tuple[str, TaskRecord | None]]:
+        """``(path, record)`` for every record file (or those at ``paths``); ``record`` is ``None`` when the file
+        does not parse. A file removed since the listing is left out."""
         paths = list(self.list_record_paths() if paths is None else paths)
         for start in range(0, len(paths), _READ_BATCH):
             batch = paths[start : start + _READ_BATCH]
@@ -227,29 +242,31 @@ class ResultStore:
                 if data is None:
                     continue
                 try:
-                    yield TaskRecord.model_validate_json(data)
+                    yield path, TaskRecord.model_validate_json(data)
                 except ValueError:
-                    continue
+                    yield path, None
 
     # -- run again ---------------------------------------------------------------------------------------------
 
     def retire_failed(self) -> set[tuple[str, int]]:
-        """Move every record whose status is not ``ok`` from ``records/`` to
-        ``retired/<task-key>/<repeat>.<UTC timestamp>.json`` (kept for the audit trail), so that the next plan runs
-        those items again; returns their ``(task key, repeat)``.
+        """Move every record whose status is not ``ok``, and every file that does not parse as a record, from
+        ``records/`` to ``retired/<task-key>/<repeat>.<UTC timestamp>.json`` (kept for the audit trail), so that
+        the next plan runs those items again; returns their ``(task key, repeat)``.
 
         The copy is written before the record is removed, so an interruption leaves the item either still failed
         or retired, never lost.
         """
         stamp = utc_now().replace(":", "").replace("-", "")
         retired = set()
-        for record in self.iter_records():
-            if record.status == "ok":
+        for path, record in self._parse_records():
+            if record is not None and record.status == "ok":
                 continue
-            key, path = encode_key(record.task_id), self.record_path(record.task_id, record.repeat)
-            self.write_once(self.path(RETIRED, key, f"{record.repeat}.{stamp}.json"), self.fs.cat_file(path))
+            key, name = path.rsplit("/", 2)[-2:]
+            repeat = name[: -len(".json")]
+            self.write_once(self.path(RETIRED, key, f"{repeat}.{stamp}.json"), self.fs.cat_file(path))
             self.fs.rm_file(path)
-            retired.add((key, record.repeat))
+            if repeat.isdigit():
+                retired.add((key, int(repeat)))
         return retired
 
     # -- start over -------------------------------------------------------------------------------------------

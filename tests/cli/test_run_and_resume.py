@@ -134,3 +134,26 @@ def test_rerun_errors_runs_failed_items_again_and_keeps_the_old_records(cli, tmp
     assert (summary["completed"], summary["errors"]) == (20, 0)
     retired = sorted(p.parent.name for p in (storage / "retired").rglob("*.json"))
     assert retired == ["toy-003", "toy-013"]
+
+
+def test_a_damaged_record_is_named_by_the_report_and_run_again_by_rerun_errors(cli, tmp_path):
+    storage = tmp_path / "run"
+    args = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage),
+            "--limit", "10"]
+    assert cli(*args).returncode == 0
+    (storage / "records" / "toy-002" / "0.json").write_text('{"status": "o')       # damaged from outside
+    (storage / "records" / "toy-007" / "0.json").write_text("[1, 2]")
+
+    report = cli("report", str(storage))
+    assert report.returncode == 0
+    warnings = [json.loads(line) for line in report.stderr.splitlines() if "unreadable_record" in line]
+    assert sorted(w["path"].rsplit("/", 2)[-2] for w in warnings) == ["toy-002", "toy-007"]
+    assert json.loads((storage / "summary.json").read_text())["completed"] == 8
+
+    rerun = cli(*args, "--rerun-errors")
+    assert rerun.returncode == 0, rerun.stderr
+    events = [json.loads(line) for line in rerun.stderr.splitlines()]
+    assert next(e for e in events if e["event"] == "run.rerun_errors")["retired"] == 2
+    assert next(e for e in events if e["event"] == "run.finished")["executed"] == 2
+    assert json.loads((storage / "summary.json").read_text())["completed"] == 10
+    assert sorted(p.parent.name for p in (storage / "retired").rglob("*.json")) == ["toy-002", "toy-007"]
