@@ -69,8 +69,10 @@ def _load(framework: str, class_name: str) -> ExtraMetric:
         adapter = getattr(importlib.import_module(adapter_module), adapter_name)
         module = importlib.import_module(metrics_module)
     except ModuleNotFoundError as exc:
-        raise BenchmarkError(f"extra metrics {framework!r} need {framework} ({exc.name} is missing): "
-                             f"pip install 'ray-bench-runner[{framework}]'") from None
+        missing = f"{exc.name} is missing" if exc.name else str(exc)
+        raise BenchmarkError(f"extra metrics {framework!r} need {framework} ({missing}): install the extra, "
+                             f"pip install 'ray-bench-runner[{framework}]' (in a checkout: pip install -e "
+                             f"'.[{framework}]')") from None
     metric = getattr(module, class_name, None)
     if metric is None and framework == "ragas":
         metric = getattr(importlib.import_module("ragas.metrics"), class_name, None)
