@@ -150,10 +150,12 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     if args.config:
         data.update(load_config_file(args.config))
     source = f"config {args.config!r}" if args.config else "run flags"
+    given: dict[str, str] = {}
     for name in RUN_FLAGS:
         value = getattr(args, name, None)
         if value is not None:
             data[name] = value
+            given[name] = _flag(name)
     for flag, field in (("benchmark_args", "benchmark_args"), ("solution_args", "solution_args")):
         pairs = getattr(args, flag, None)
         if pairs:
@@ -165,8 +167,14 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
         value = getattr(args, flag, None)
         if value is not None:
             worker[field] = value
+            given[f"worker.{field}"] = _flag(flag)
     if worker:
         data["worker"] = worker
     if not data.get("benchmark"):
         raise ConfigError("no benchmark: pass --benchmark NAME (see 'python -m runner list') or --config FILE")
-    return build_config(data, source)
+    return build_config(data, source, given)
+
+
+def _flag(dest: str) -> str:
+    """The flag of an argparse destination: ``num_cpus`` -> ``--num-cpus``."""
+    return "--" + dest.replace("_", "-")

@@ -154,12 +154,18 @@ def fingerprint(fields: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def format_validation_error(err: ValidationError, source: str) -> str:
-    """One line naming the first invalid field of ``err`` and what was wrong with it."""
+def format_validation_error(err: ValidationError, source: str, flags: dict[str, str] | None = None) -> str:
+    """One line naming the first invalid field of ``err`` (or the flag that set it, when ``flags`` maps the
+    field's dotted path to it, e.g. ``{"worker.num_workers": "--workers"}``) and what was wrong with it."""
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{source}: field '{where}': {first['msg']}{more}"
+    message = first["msg"]
+    if first["type"].startswith("byte_size"):
+        message += " (give bytes, or a number with a unit: 512MiB, 8GiB, 1.5GB)"
+    if flags and where in flags:
+        return f"{flags[where]}: {message}{more}"
+    return f"{source}: field '{where}': {message}{more}"
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -186,13 +192,16 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def build_config(data: dict[str, Any], source: str = "run config") -> RunConfig:
+def build_config(data: dict[str, Any], source: str = "run config", flags: dict[str, str] | None = None) -> RunConfig:
     """Validate ``data`` into a :class:`RunConfig`.
 
+    Args:
+        flags: the command-line flag that set a field, by the field's dotted path (named in the error instead).
+
     Raises:
-        ConfigError: naming the first invalid field.
+        ConfigError: naming the first invalid field (or its flag).
     """
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source)) from None
+        raise ConfigError(format_validation_error(err, source, flags)) from None

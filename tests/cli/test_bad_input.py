@@ -30,6 +30,9 @@ def assert_one_line_error(result, *fragments):
         ([], ["no benchmark"]),
         (["--benchmark", "toy", "--repeats", "zero"], ["--repeats", "invalid int"]),
         (["--benchmark", "toy", "--storage-options", "{not json"], ["--storage-options", "not valid JSON"]),
+        (TOY[:4] + ["--repeats", "0"], ["error: --repeats: Input should be greater than or equal to 1"]),
+        (TOY[:4] + ["--workers", "-1"], ["error: --workers: Input should be greater than or equal to 1"]),
+        (TOY[:4] + ["--memory", "lots"], ["error: --memory:", "8GiB"]),
     ],
 )
 def test_unknown_names_and_bad_flags(cli, tmp_path, args, fragments):
