@@ -13,9 +13,10 @@ import re
 from typing import Any
 
 import yaml
+from kubernetes.utils.quantity import parse_quantity
 
 from runner._version import __version__
-from runner.core.config import RunConfig
+from runner.core.config import RunConfig, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob
 from runner.kuberay.options import DeployOptions, WorkerGroup
@@ -145,6 +146,7 @@ def build_rayjob(
             (:func:`runner.kuberay.checks.check_rayjob`).
     """
     cluster_run_config(config)
+    check_worker_fits(config.worker, options.worker_groups)
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(extra_args),
         "submissionMode": "K8sJobMode",
@@ -171,6 +173,32 @@ def build_rayjob(
     manifest = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": spec}
     check_rayjob(manifest)
     return manifest
+
+
+def check_worker_fits(worker: WorkerSpec, groups: list[WorkerGroup]) -> None:
+    """Refuse a worker spec that no worker group's pods can hold, which Ray would only report from the cluster.
+
+    A pod holds a worker when its CPU and ``nvidia.com/gpu`` limits cover the worker's ``num_cpus`` and
+    ``num_gpus`` and its memory limit covers the worker's ``memory`` (a necessary condition only: Ray gives part
+    of a pod's memory to its object store). Quantities are read by ``kubernetes.utils.parse_quantity``.
+
+    Raises:
+        ConfigError: no group fits, naming the worker's demand and the groups' sizes.
+    """
+    def fits(group: WorkerGroup) -> bool:
+        return (float(parse_quantity(group.cpu)) >= worker.num_cpus and group.gpu >= worker.num_gpus
+                and (worker.memory is None or float(parse_quantity(group.memory)) >= worker.memory))
+
+    if not groups or any(fits(group) for group in groups):
+        return
+    demand = f"num_cpus={worker.num_cpus:g}, num_gpus={worker.num_gpus:g}"
+    if worker.memory is not None:
+        demand += f", memory={worker.memory.human_readable(separator=' ')}"
+    sizes = "; ".join(f"{g.name}: cpu {g.cpu}, memory {g.memory}, gpu {g.gpu}" for g in groups)
+    raise ConfigError(
+        f"no worker group can hold one worker ({demand}; groups: {sizes}); lower --num-cpus / --num-gpus / "
+        "--memory, or size a group to fit (--worker-cpu, --worker-memory, --worker-gpu, or workerGroups in values)"
+    )
 
 
 class _BlockDumper(yaml.SafeDumper):

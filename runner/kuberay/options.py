@@ -12,6 +12,8 @@ The defaults here are the chart's defaults (a test asserts it), so ``python -m r
 
 from __future__ import annotations
 
+import re
+
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -28,15 +30,26 @@ IMAGE_TAG = f"{__version__}-ray{RAY_VERSION}-{PYTHON_TAG}"
 DEFAULT_SECRET = "runner-storage"
 
 
+# The quantity pattern of the KubeRay CRDs' resource fields (Kubernetes' resource.Quantity), without the sign:
+# a pod's CPU or memory is never negative.
+_QUANTITY = re.compile(r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+
+
 def quantity(value: str | int | float) -> str:
-    """A Kubernetes quantity as the chart's ``quote`` writes it: ``2`` -> ``"2"``, ``0.5`` -> ``"0.5"``."""
+    """A Kubernetes quantity as the chart's ``quote`` writes it: ``2`` -> ``"2"``, ``0.5`` -> ``"0.5"``.
+
+    Raises:
+        ValueError: not a non-negative Kubernetes quantity (``500m``, ``2``, ``4Gi``, ``1.5G``).
+    """
     if isinstance(value, bool):
         raise ValueError("a quantity is a number or a string like '500m' or '4Gi'")
     if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("a quantity must not be negative")
         return str(int(value)) if float(value).is_integer() else repr(float(value))
-    if not value.strip():
-        raise ValueError("a quantity must not be empty")
-    return value
+    if not _QUANTITY.match(value.strip()):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity: use e.g. '500m' or '2' for CPUs, '4Gi' for memory")
+    return value.strip()
 
 
 Quantity = Annotated[str, BeforeValidator(quantity)]
@@ -250,7 +263,8 @@ def _values_error(err: ValidationError, source: str) -> str:
     """One line naming the first bad value by its path in the values (camelCase, as the user writes it)."""
     first = err.errors()[0]
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    if first["type"] == "value_error":
-        return f"{source}: {first['msg'].removeprefix('Value error, ')}{more}"
-    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    return f"{source}: field '{where}': {first['msg']}{more}"
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "value_error" and not where:
+        return f"{source}: {message}{more}"
+    return f"{source}: field '{where or '(top level)'}': {message}{more}"

@@ -115,9 +115,14 @@ def test_k8s_manifest_is_valid_and_what_the_dry_run_prints(capsys, rayjob_schema
         (["--sequential", *TOY], ["drop --sequential"]),
         (["--force", *TOY], ["a RayJob retry would delete the records"]),
         (["--storage-options", '{"secret": "x"}', *TOY], ["storage_options.secret looks like a credential"]),
+        (["--worker-memory", "lots", *TOY], ["field 'workerGroups.0.memory': 'lots' is not a Kubernetes quantity"]),
+        (["--worker-cpu", "-2", *TOY], ["field 'workerGroups.0.cpu': '-2' is not a Kubernetes quantity"]),
+        (["--num-gpus", "1", *TOY], ["no worker group can hold one worker (num_cpus=1, num_gpus=1;",
+                                     "groups: cpu: cpu 2, memory 4Gi, gpu 0)", "--worker-gpu"]),
+        (["--memory", "8GiB", "--worker-memory", "6Gi", *TOY], ["memory=8.0 GiB", "memory 6Gi"]),
     ],
     ids=["long-name", "not-dns", "no-storage", "empty-secret", "image-without-tag", "sequential", "force",
-         "secret-in-options"],
+         "secret-in-options", "bad-memory", "negative-cpu", "gpu-without-gpu-group", "memory-over-pod"],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args, fragments):
     rc = main(["submit", "--dry-run", *args])
