@@ -124,8 +124,8 @@ async def execute_one(
     """
     with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=repeat, attempt=attempt):
         return await _execute_one(
-            task, repeat, task_index, solution, store, run_id, timeout, attempt, retry_errors, worker, sync_in_thread, slots,
-            owned,
+            task, repeat, task_index, solution, store, run_id, timeout, attempt, retry_errors, worker, sync_in_thread,
+            slots, owned,
         )
 
 
