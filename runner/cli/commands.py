@@ -23,7 +23,7 @@ from runner.core.config import RunConfig
 from runner.core.errors import ConfigError, RunnerError
 from runner.engine.plugins import available_benchmarks, available_solutions, build_benchmark, resolve, solution_spec
 from runner.evaluators import EvaluatorBase, GeneralEvaluator, RayEvaluator
-from runner.report import build_report, render
+from runner.report import PlanScope, build_report, count_stored, render, scope_notes
 from runner.storage.store import ResultStore
 
 
@@ -97,14 +97,20 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status URI``: how far a run is, from its manifest and one listing of its records."""
+    """``status URI``: how far a run is, from its manifest and one listing of its records.
+
+    Counts the records of the current plan, as the report does (:mod:`runner.report.scope`); it reads records
+    only when the run's limit was lowered below one an earlier run used, to tell the tasks past it.
+    """
     store = _store(args)
     manifest = store.read_manifest()
     if manifest is None:
         raise ConfigError(f"no run at {store.uri} (no run.json); check the URI")
-    done = len(store.list_record_paths())
+    scope = PlanScope.of(manifest)
+    stored = count_stored(store, scope)
+    done = stored.done
     n_tasks = manifest.benchmark.n_tasks
-    expected = n_tasks * manifest.n_repeats if n_tasks is not None else None
+    expected = (n_tasks - manifest.benchmark.duplicate_tasks) * manifest.n_repeats if n_tasks is not None else None
     has_summary = store.read_file("summary.json") is not None
     status = {
         "run_id": manifest.run_id,
@@ -114,6 +120,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         "expected": expected,
         "fraction": round(done / expected, 4) if expected else None,
         "complete": expected is not None and done >= expected,
+        "outside_plan": sum(stored.outside.values()),
+        "duplicate_tasks": manifest.benchmark.duplicate_tasks,
         "summary": has_summary,
         "updated_at": manifest.updated_at,
     }
@@ -124,6 +132,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         state = "complete" if status["complete"] else "incomplete"
         print(f"{manifest.benchmark.name} run {manifest.run_id}: {done}/{expected if expected is not None else '?'} "
               f"items{share}, {state}; summary.json {'present' if has_summary else 'absent'} ({store.uri})")
+        for note in scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks):
+            print(f"note: {note}")
     return 0
 
 

@@ -29,3 +29,8 @@ class FingerprintMismatch(StorageError):
 
 class BenchmarkError(RunnerError):
     """Benchmark data that is missing, corrupt, or asked for with unknown arguments."""
+
+
+class InvalidTask(BenchmarkError, ValueError):
+    """A task that cannot be built (an empty id, two metrics with one name). A ``ValueError`` too, as
+    :class:`~runner.core.task.Task` has always raised; the plan adds the task's position to the message."""

@@ -58,6 +58,8 @@ class TaskRecord(BaseModel):
         run_id: the run it belongs to.
         task_id: the task's id (the storage key is derived from it).
         repeat: 0-based repeat index.
+        task_index: the task's 0-based position in the benchmark's iteration, so a report can leave out the tasks
+            past a ``limit`` lowered since (``None`` in records written before runner kept it: always counted).
         attempt: 1 for the first execution; more when a worker died and the item was retried.
         status: ``ok``; ``error`` (the solution raised, reported ``success=False``, returned something
             unserialisable, or a metric raised); ``timeout`` (the solution ran past the per-task timeout).
@@ -75,6 +77,7 @@ class TaskRecord(BaseModel):
     run_id: str
     task_id: str
     repeat: int
+    task_index: int | None = None
     attempt: int = 1
     status: Status
     tags: dict[str, str] = Field(default_factory=dict)

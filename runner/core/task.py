@@ -7,6 +7,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.core.errors import InvalidTask
 from runner.core.metric import MetricBase, MetricResult
 from runner.core.solution import SolutionOutput
 
@@ -25,7 +26,7 @@ class Task:
         metadata: anything else the solution or the metrics need (picklable).
 
     Raises:
-        ValueError: an empty id or two metrics with the same name.
+        InvalidTask: (a ``ValueError``) an empty id or two metrics with the same name.
     """
 
     id: str
@@ -39,10 +40,10 @@ class Task:
         if not isinstance(self.id, str):
             self.id = str(self.id)
         if not self.id:
-            raise ValueError("a task needs a non-empty id")
+            raise InvalidTask("a task needs a non-empty id")
         names = [m.name for m in self.metrics]
         if len(names) != len(set(names)):
-            raise ValueError(f"task {self.id!r}: metric names must be unique, got {names}")
+            raise InvalidTask(f"task {self.id!r}: metric names must be unique, got {names}")
 
     def fresh(self) -> Task:
         """A deep copy for one repeat: state changed by the solution (an environment) never leaks between repeats."""

@@ -36,7 +36,8 @@ class ItemResult:
     Args:
         task_id, repeat: the item.
         status: the record's status (``ok``, ``error``, ``timeout``).
-        written: ``False`` when a record already existed (another attempt won), so nothing was written.
+        written: ``False`` when a record already existed (another attempt won, or, at ``attempt`` 1, the task id is
+            a duplicate: see :attr:`duplicate`), so nothing was written.
         attempt: the attempt that produced the record.
         seconds: wall time of the item.
     """
@@ -47,6 +48,11 @@ class ItemResult:
     written: bool
     attempt: int
     seconds: float
+
+    @property
+    def duplicate(self) -> bool:
+        """A first attempt whose record existed already: a duplicate task id, or another driver on this run."""
+        return not self.written and self.attempt == 1
 
 
 def worker_identity(**extra: Any) -> dict[str, Any]:
@@ -80,6 +86,7 @@ async def execute_one(
     store: ResultStore,
     *,
     run_id: str,
+    task_index: int | None = None,
     timeout: float | None = None,
     attempt: int = 1,
     retry_errors: int = 0,
@@ -96,6 +103,7 @@ async def execute_one(
         solution: the adapted solution.
         store: where the record goes.
         run_id: the run's id.
+        task_index: the task's 0-based position in the benchmark (:attr:`WorkItem.index`), kept in the record.
         timeout: seconds the solution may take; past it the record is a ``timeout`` record. ``None``: no limit.
         attempt: which execution of this item this is (counted by the executor across dead workers).
         retry_errors: extra tries, each on a fresh copy, when the solution raises (0: an exception is an error
@@ -116,14 +124,15 @@ async def execute_one(
     """
     with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=repeat, attempt=attempt):
         return await _execute_one(
-            task, repeat, solution, store, run_id, timeout, attempt, retry_errors, worker, sync_in_thread, slots,
-            owned,
+            task, repeat, task_index, solution, store, run_id, timeout, attempt, retry_errors, worker, sync_in_thread,
+            slots, owned,
         )
 
 
 async def _execute_one(
     task: Task,
     repeat: int,
+    task_index: int | None,
     solution: Solution,
     store: ResultStore,
     run_id: str,
@@ -188,6 +197,7 @@ async def _execute_one(
         run_id=run_id,
         task_id=task.id,
         repeat=repeat,
+        task_index=task_index,
         attempt=attempt,
         status=status,  # type: ignore[arg-type]
         tags=dict(task.tags or {}),
@@ -208,7 +218,12 @@ async def _execute_one(
         log.debug("item.done", status=status, seconds=round(seconds, 4))
     else:
         log.warning("item.done", status=status, error=error.message if error else None, seconds=round(seconds, 4))
-    if not written:
+    if not written and attempt == 1:
+        # The plan skips items that had a record when it started, so a first attempt finds one only when the
+        # benchmark yields this task id twice or another process writes to the same run.
+        log.warning("item.duplicate", detail=f"task id {task.id!r} repeat {repeat} already had a record, kept; "
+                    "duplicate task id in the benchmark, or another driver writing to this storage")
+    elif not written:
         log.info("item.exists", detail="a record of this item already existed; it was kept")
     return ItemResult(task.id, repeat, status, written, attempt, seconds)
 

@@ -1,7 +1,8 @@
 """The plan: the (task, repeat) items of a run that still need a record, streamed.
 
 The benchmark is iterated lazily and items come out one at a time, so the plan of a million-task benchmark costs
-no more memory than that of a thousand-task one (beyond the set of finished keys read at resume).
+no more memory than that of a thousand-task one (beyond the set of finished keys read at resume, which shrinks as
+the plan passes them).
 """
 
 from __future__ import annotations
@@ -10,16 +11,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from runner.core.benchmark import BenchmarkBase
+from runner.core.errors import BenchmarkError, InvalidTask
 from runner.core.task import Task
 from runner.storage.keys import encode_key
 
 
 @dataclass(frozen=True)
 class WorkItem:
-    """One unit of work: a task and a 0-based repeat index."""
+    """One unit of work: a task, a 0-based repeat index, and the task's 0-based position in the benchmark's
+    iteration (``index``), which the record keeps so a report can tell the tasks within a later, lower ``limit``."""
 
     task: Task
     repeat: int
+    index: int
 
 
 class Plan:
@@ -30,9 +34,16 @@ class Plan:
         repeats: repeats per task.
         limit: only the first ``limit`` tasks (``None``: all).
         done: ``(task key, repeat)`` pairs that already have a record (from :meth:`ResultStore.done_items`).
+            The plan removes each pair from this set when it skips it, so a task id that comes again later in the
+            benchmark (a duplicate) is planned again, and its refused record write reveals the duplicate
+            (see :func:`~runner.engine.execute.execute_one`) on a resume as on the first run.
 
-    After iteration, :attr:`n_tasks` is the number of tasks planned and :attr:`skipped` the items left out because
-    their record existed.
+    After iteration, :attr:`n_tasks` is the number of tasks planned (duplicates included) and :attr:`skipped` the
+    items left out because their record existed.
+
+    Raises (while iterating):
+        BenchmarkError: a task has an empty id; the message names its position. Items before it were planned
+            (and their records stay); none after it are.
     """
 
     def __init__(
@@ -45,7 +56,7 @@ class Plan:
         self.benchmark = benchmark
         self.repeats = repeats
         self.limit = limit
-        self.done = done or set()
+        self.done = done if done is not None else set()
         self.n_tasks = 0
         self.skipped = 0
         self.exhausted = False
@@ -64,14 +75,36 @@ class Plan:
         return max(size * self.repeats - finished, 0)
 
     def __iter__(self) -> Iterator[WorkItem]:
-        for task in self.benchmark:
-            if self.limit is not None and self.n_tasks >= self.limit:
-                break
+        for index, task in enumerate(self._tasks()):
+            if not task.id:
+                raise self._bad_task(index, "its id is empty (every task needs a unique, non-empty id)")
             self.n_tasks += 1
             key = encode_key(task.id)
             for repeat in range(self.repeats):
                 if (key, repeat) in self.done:
+                    self.done.discard((key, repeat))
                     self.skipped += 1
                     continue
-                yield WorkItem(task, repeat)
+                yield WorkItem(task, repeat, index)
         self.exhausted = True
+
+    def _tasks(self) -> Iterator[Task]:
+        """The benchmark's tasks up to ``limit``; a task the benchmark cannot build (:class:`InvalidTask`) becomes
+        a :class:`BenchmarkError` naming its position."""
+        tasks = iter(self.benchmark)
+        index = 0
+        while self.limit is None or index < self.limit:
+            try:
+                task = next(tasks)
+            except StopIteration:
+                return
+            except InvalidTask as exc:
+                raise self._bad_task(index, str(exc)) from None
+            yield task
+            index += 1
+
+    def _bad_task(self, index: int, problem: str) -> BenchmarkError:
+        return BenchmarkError(
+            f"task at position {index} (0-based) of benchmark {self.benchmark.name!r}: {problem}; fix the "
+            "benchmark and rerun to resume (records written so far are kept)"
+        )

@@ -28,6 +28,7 @@ class Progress:
         self.total = total
         self.done = 0
         self.errors = 0
+        self.duplicates = 0
         self.started = time.monotonic()
         self._first_done: float | None = None
         self.interval = interval
@@ -58,9 +59,11 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._bar_task, total=total)
 
-    def advance(self, status: str) -> None:
-        """Count one finished item with its record status."""
+    def advance(self, status: str, duplicate: bool = False) -> None:
+        """Count one finished item with its record status; ``duplicate``: its first attempt found its record
+        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`)."""
         self.done += 1
+        self.duplicates += duplicate
         if self._first_done is None:
             self._first_done = time.monotonic()
         if status != "ok":

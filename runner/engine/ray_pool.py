@@ -196,7 +196,7 @@ class ActorPool:
             room -= len(batch)
 
     def _submit(self, worker: _Worker, batch: list[tuple[WorkItem, int]]) -> None:
-        data = [(item.task, item.repeat, attempt) for item, attempt in batch]
+        data = [(item.task, item.repeat, attempt, item.index) for item, attempt in batch]
         self._pending[asyncio.wrap_future(worker.handle.run.remote(data).future())] = _Call(worker, batch)
         worker.in_flight += len(batch)
 
@@ -232,15 +232,16 @@ class ActorPool:
             self.workers.append(answer)
             self._log.info("ray.worker", worker=call.worker.index, **answer)
         else:
-            self._account(answer, progress)
+            self._account(call, answer, progress)
 
-    def _account(self, answer: tuple[list[Ack], float], progress: Progress) -> None:
+    def _account(self, call: _Call, answer: tuple[list[Ack], float], progress: Progress) -> None:
         """Count a call's acknowledgements, and size batches from the throughput it shows: a batch of ``n`` items
         that kept a worker busy ``busy`` seconds at concurrency ``c`` means about ``max(n, c) / busy`` items/s per
         worker (``n`` items finish in ``ceil(n / c)`` rounds), so a call carries :data:`TARGET_CALL_S` of that."""
         acks, busy = answer
-        for status, _written, _seconds in acks:
-            progress.advance(status)
+        for (status, written, _seconds), (_item, attempt) in zip(acks, call.items):
+            # As ItemResult.duplicate: a first attempt that found its record already written.
+            progress.advance(status, duplicate=not written and attempt == 1)
         if busy <= 0:
             return
         rate = max(len(acks), self.spec.max_concurrency) / busy
@@ -268,7 +269,7 @@ async def _give_up(item: WorkItem, attempt: int, exc: BaseException, context: Ru
         raise WorkerDied(message)
 
     result = await execute_one(item.task, item.repeat, Solution(died), context.store, run_id=context.run_id,
-                               attempt=attempt,
+                               task_index=item.index, attempt=attempt,
                                worker=worker_identity(role="driver"), sync_in_thread=False)
     return result.status
 

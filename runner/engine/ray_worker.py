@@ -21,8 +21,8 @@ from runner.engine.execute import execute_one, stored_status, worker_identity
 
 # One acknowledgement per item: (record status, whether this call wrote the record, seconds of the item).
 Ack = tuple[str, bool, float]
-# One item as the driver ships it: (task, 0-based repeat, attempt).
-ItemData = tuple[Task, int, int]
+# One item as the driver ships it: (task, 0-based repeat, attempt, the task's 0-based position in the benchmark).
+ItemData = tuple[Task, int, int, int]
 _IO_THREADS = 32
 
 
@@ -82,14 +82,14 @@ class EvalWorker:
             # Deserialised tasks are private copies, except that repeats of one task in a batch share one object:
             # its last item takes the object itself, the others copy it first (each coroutine copies before its
             # first await, in order, so before the last one can change it).
-            last = {id(task): index for index, (task, _, _) in enumerate(items)}
+            last = {id(task): index for index, (task, *_) in enumerate(items)}
             done = await asyncio.gather(
                 *(self._one(*item, owned=last[id(item[0])] == index) for index, item in enumerate(items))
             )
         busy = max(end for _, end in done) - min(end - ack[2] for ack, end in done)
         return [ack for ack, _ in done], busy
 
-    async def _one(self, task: Task, repeat: int, attempt: int, owned: bool) -> tuple[Ack, float]:
+    async def _one(self, task: Task, repeat: int, attempt: int, task_index: int, owned: bool) -> tuple[Ack, float]:
         assert self._slots is not None
         if attempt > 1:
             existing = await asyncio.to_thread(stored_status, self.store, task.id, repeat)
@@ -102,6 +102,7 @@ class EvalWorker:
             self.solution,
             self.store,
             run_id=self.run_id,
+            task_index=task_index,
             timeout=self.timeout,
             attempt=attempt,
             retry_errors=self.retry_errors,

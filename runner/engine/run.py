@@ -118,8 +118,14 @@ def open_run(request: RunRequest) -> RunManifest:
         )
     size = benchmark.size()
     n_tasks = min(size, request.limit) if size is not None and request.limit is not None else size
-    info = BenchmarkInfo(name=benchmark.name, version=benchmark.version, n_tasks=n_tasks)
-    if existing is not None and not request.force:
+    resumed = existing is not None and not request.force
+    widest = request.limit
+    if resumed and request.limit is not None:
+        previous = existing.benchmark.widest_limit
+        widest = None if previous is None else max(previous, request.limit)
+    info = BenchmarkInfo(name=benchmark.name, version=benchmark.version, n_tasks=n_tasks, limit=request.limit,
+                         widest_limit=widest)
+    if resumed:
         manifest = existing.model_copy(
             update={
                 "updated_at": utc_now(),
@@ -180,11 +186,20 @@ async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
             await executor.execute(plan, context, progress)
         finally:
             progress.close()
-        if plan.exhausted and manifest.benchmark.n_tasks != plan.n_tasks:
-            manifest.benchmark.n_tasks = plan.n_tasks
-            store.write_manifest(manifest)
+        if plan.exhausted:
+            # Every duplicate position's items were planned and refused (see Plan), so this pass counted them all.
+            counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": progress.duplicates // request.repeats}
+            if manifest.benchmark.model_dump(include=set(counted)) != counted:
+                manifest.benchmark = manifest.benchmark.model_copy(update=counted)
+                store.write_manifest(manifest)
         seconds = time.monotonic() - started
         if progress.done == 0:
             log.info("run.nothing_to_do", detail="every item already has a record; nothing was executed")
-        log.info("run.finished", executed=progress.done, errors=progress.errors, seconds=round(seconds, 3))
+        if progress.duplicates:
+            log.warning("run.duplicates", items=progress.duplicates,
+                        detail="items whose record was already written when their first attempt ended: duplicate "
+                        "task ids in the benchmark, or another driver writing to this storage; each (task id, "
+                        "repeat) keeps one record")
+        log.info("run.finished", executed=progress.done, errors=progress.errors, duplicates=progress.duplicates,
+                 seconds=round(seconds, 3))
         return RunOutcome(manifest, progress.done, plan.skipped, progress.errors, seconds)

@@ -39,9 +39,10 @@ class SequentialExecutor:
                 built,
                 context.store,
                 run_id=context.run_id,
+                task_index=item.index,
                 timeout=context.timeout,
                 retry_errors=context.retry_errors,
                 worker=worker,
                 sync_in_thread=False,
             )
-            progress.advance(result.status)
+            progress.advance(result.status, duplicate=result.duplicate)

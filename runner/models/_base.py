@@ -31,8 +31,6 @@ from runner.models._types import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
-
     from runner.models._mock import MockPolicySource
     from runner.models._retry import RetryPolicy
 

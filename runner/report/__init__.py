@@ -5,16 +5,18 @@ from __future__ import annotations
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import StorageError
 from runner.report.files import results_csv, summary_json
-from runner.report.summary import MetricSummary, Summary, summarize
+from runner.report.scope import PlanScope, StoredCount, count_stored
+from runner.report.summary import MetricSummary, Summary, scope_notes, summarize
 from runner.report.table import render
 from runner.storage.store import ResultStore
 
 
 def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, write: bool = True) -> Summary:
-    """Aggregate every record of the run at ``store`` and (with ``write``) store ``summary.json`` and
-    ``results.csv`` beside them.
+    """Aggregate the records of the run at ``store`` that belong to its current plan (see
+    :mod:`runner.report.scope`) and (with ``write``) store ``summary.json`` and ``results.csv`` beside them.
 
-    Works on a partial run too: missing items are counted in ``missing``.
+    Works on a partial run too: missing items are counted in ``missing``; records outside the plan (a lowered
+    ``repeats`` or ``limit``) in ``outside_plan``, and they stay on disk.
 
     Raises:
         StorageError: no run at that URI, or it cannot be read or written.
@@ -29,4 +31,16 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     return summary
 
 
-__all__ = ["MetricSummary", "Summary", "build_report", "render", "results_csv", "summarize", "summary_json"]
+__all__ = [
+    "MetricSummary",
+    "PlanScope",
+    "StoredCount",
+    "Summary",
+    "build_report",
+    "count_stored",
+    "render",
+    "results_csv",
+    "scope_notes",
+    "summarize",
+    "summary_json",
+]

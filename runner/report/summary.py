@@ -1,7 +1,8 @@
 """Build the summary of a run from its records alone.
 
 Every number in ``summary.json`` and ``results.csv`` comes from the stored records (and the run manifest for the
-planned size), so a partial run, or a run finished on another machine, reports the same way.
+planned size), so a partial run, or a run finished on another machine, reports the same way. Only the records of
+the current plan count (see :mod:`runner.report.scope`); the others are counted in ``outside_plan``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from runner.core.metric import MetricType
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ResultRow, RunResults
 from runner.report import stats
+from runner.report.scope import PlanScope
 from runner.storage.manifest import RunManifest
 
 
@@ -47,9 +49,14 @@ class Summary(BaseModel):
 
     Args:
         benchmark, benchmark_version, run_id: identity.
-        n_tasks: tasks planned (from the manifest; the number of distinct tasks seen if unknown).
+        n_tasks: distinct tasks planned (from the manifest, less its duplicate task ids; the number of distinct
+            tasks seen if unknown).
         n_repeats: repeats per task.
-        expected, completed, missing: items planned, with a record, without one.
+        expected, completed, missing: items planned, with a record, without one (records of the current plan only).
+        outside_plan: stored records left out because the current plan no longer has them (a lowered ``repeats``
+            or ``limit``); ``outside_plan_by`` breaks them down by reason (``repeats``, ``limit``).
+        duplicate_tasks: task positions whose id repeats an earlier one (from the manifest; not in ``n_tasks``).
+        notes: one line each about what is left out (outside the plan, duplicate task ids), for people.
         errors: records whose status is not ``ok``; ``by_status`` breaks them down.
         metrics: metric name -> :class:`MetricSummary`.
         by_category: ``tags["category"]`` -> metric -> ``{"mean", "n"}`` (``distribution`` for category metrics),
@@ -70,6 +77,10 @@ class Summary(BaseModel):
     expected: int
     completed: int
     missing: int
+    outside_plan: int = 0
+    outside_plan_by: dict[str, int] = Field(default_factory=dict)
+    duplicate_tasks: int = 0
+    notes: list[str] = Field(default_factory=list)
     errors: int
     by_status: dict[str, int] = Field(default_factory=dict)
     metrics: dict[str, MetricSummary] = Field(default_factory=dict)
@@ -215,18 +226,27 @@ def summarize(
     """Aggregate ``records`` into a :class:`Summary` (and the per-item rows, for ``results.csv``).
 
     Args:
-        records: the run's records (streamed).
+        records: the run's records (streamed); those outside the manifest's current plan are counted, not used.
         manifest: the run manifest (identity and planned size).
         benchmark: when given, its :meth:`~BenchmarkBase.score` adds the headline score; a score function that
             raises is logged and the score left ``None``.
     """
+    scope = PlanScope.of(manifest)
     collector = _Collector()
+    outside: Counter[str] = Counter()
     for record in records:
-        collector.add(record)
+        reason = scope.outside(record.repeat, record.task_index)
+        if reason is None:
+            collector.add(record)
+        else:
+            outside[reason] += 1
     collector.rows.sort(key=lambda row: (row.task_id, row.repeat))
+    duplicates = manifest.benchmark.duplicate_tasks
     n_tasks = manifest.benchmark.n_tasks
     if n_tasks is None:
         n_tasks = len({row.task_id for row in collector.rows})
+    else:
+        n_tasks -= duplicates
     n_repeats = manifest.n_repeats
     expected = n_tasks * n_repeats
     completed = len(collector.rows)
@@ -242,6 +262,10 @@ def summarize(
         expected=expected,
         completed=completed,
         missing=max(expected - completed, 0),
+        outside_plan=sum(outside.values()),
+        outside_plan_by=dict(sorted(outside.items())),
+        duplicate_tasks=duplicates,
+        notes=scope_notes(scope, outside, duplicates),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),
         metrics=metrics,
@@ -256,6 +280,15 @@ def summarize(
     if benchmark is not None:
         _apply_headline(summary, benchmark, collector.rows)
     return summary, collector.rows
+
+
+def scope_notes(scope: PlanScope, outside: dict[str, int], duplicate_tasks: int) -> list[str]:
+    """The lines that say what the counts leave out: records outside the plan, duplicate task ids."""
+    notes = [note] if (note := scope.note(outside)) else []
+    if duplicate_tasks:
+        notes.append(f"the benchmark repeats {duplicate_tasks} task id(s) at later positions: each id has one "
+                     "record per repeat and is counted once")
+    return notes
 
 
 def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[ResultRow]) -> None:

@@ -25,6 +25,8 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
     console.print(head)
     if storage:
         console.print(f"results: {storage}")
+    for note in summary.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
 
     metrics = Table(title="metrics", title_justify="left")
     for column in ("metric", "mean", "stderr", "n", "min", "max", "errors"):

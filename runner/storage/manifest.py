@@ -23,11 +23,25 @@ def new_run_id() -> str:
 
 
 class BenchmarkInfo(BaseModel):
-    """The benchmark of a run: ``name``, ``version`` (or ``None``) and ``n_tasks`` (planned, after ``limit``)."""
+    """The benchmark of a run, as its latest run planned it.
+
+    Args:
+        name, version: identity (``version`` may be ``None``).
+        n_tasks: task positions planned, after ``limit`` (duplicates included); ``None`` until known.
+        limit: the latest run's ``limit`` (``None``: every task).
+        widest_limit: the highest ``limit`` of any run of this directory; ``None`` when one ran without a limit
+            (or the manifest predates this field). Records past the current limit can exist only when it is
+            above ``limit``, so ``status`` reads records only then.
+        duplicate_tasks: task positions whose id an earlier position already had, counted by the latest run
+            that went through the whole plan (each such position's items find their records written).
+    """
 
     name: str
     version: str | None = None
     n_tasks: int | None = None
+    limit: int | None = None
+    widest_limit: int | None = None
+    duplicate_tasks: int = 0
 
 
 class RunManifest(BaseModel):

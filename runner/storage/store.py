@@ -285,16 +285,54 @@ class ResultStore:
     # -- messages ---------------------------------------------------------------------------------------------
 
     def _display(self, path: str) -> str:
-        protocol = self.fs.protocol if self._fs is not None else "file"
-        protocol = protocol if isinstance(protocol, str) else protocol[0]
-        return path if protocol in _LOCAL_PROTOCOLS else f"{protocol}://{path.lstrip('/')}"
+        """``path`` as the user wrote the run URI: a local path as is, else the URI followed by the path under it
+        (filesystems differ in whether their paths keep the protocol, so it is never added to a path twice)."""
+        if self._fs is None or self.is_local:
+            return path
+        if self._root is not None and path.startswith(self._root):
+            return self.uri + path[len(self._root):]
+        protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
+        return path if "://" in path else f"{protocol}://{path.lstrip('/')}"
 
     def _explain(self, what: str, exc: BaseException) -> str:
+        """One line: ``what``, the cause with every secret storage option masked, and advice for the protocol."""
         detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":").splitlines()[0] if str(exc) else type(exc).__name__
-        for value in self.storage_options.values():
-            if isinstance(value, str) and len(value) >= 4:
-                detail = detail.replace(value, "***")
-        return f"{what} ({detail}); check the storage URI and its credentials (AWS_* variables or --storage-options)"
+        for secret in sorted(_secrets(self.storage_options), key=len, reverse=True):
+            detail = detail.replace(secret, "***")
+        return f"{what} ({detail}); {_advice(self._uri)}"
+
+
+_SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "connection_string", "sas")
+"""A storage option whose name contains one of these holds a secret: s3fs ``key``, ``secret``, ``token`` and, in
+``client_kwargs``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``; gcsfs ``token``; adlfs
+``account_key``, ``sas_token``, ``client_secret``, ``connection_string``; ``password`` of ftp, sftp and smb. Other
+options (``endpoint_url``, ``region_name``, ``anon``) are kept in messages."""
+
+
+def _secrets(options: Any, secret: bool = False) -> set[str]:
+    """The string values of ``options`` to mask: those under a secret name, at any depth of nested dicts/lists."""
+    if isinstance(options, dict):
+        return {value for name, item in options.items()
+                for value in _secrets(item, secret or any(w in str(name).lower() for w in _SECRET_WORDS))}
+    if isinstance(options, (list, tuple)):
+        return {value for item in options for value in _secrets(item, secret)}
+    return {options} if secret and isinstance(options, str) and options else set()
+
+
+def _advice(uri: str | None) -> str:
+    """What to check when the store at ``uri`` fails, for its protocol."""
+    protocol = uri.split("://", 1)[0] if uri and "://" in uri else "file"
+    if protocol in _LOCAL_PROTOCOLS:
+        return "check the storage URI and that this process can write there"
+    if protocol in ("s3", "s3a"):
+        where = "AWS_* variables or --storage-options"
+    elif protocol in ("gs", "gcs"):
+        where = "Google Cloud credentials (GOOGLE_APPLICATION_CREDENTIALS) or --storage-options"
+    elif protocol in ("az", "abfs", "abfss", "adl"):
+        where = "AZURE_STORAGE_* variables or --storage-options"
+    else:
+        where = f"the {protocol} filesystem's credentials or --storage-options"
+    return f"check the storage URI and its credentials ({where})"
 
 
 def _local_write_once(path: str, data: bytes) -> bool:

@@ -157,3 +157,65 @@ def test_a_damaged_record_is_named_by_the_report_and_run_again_by_rerun_errors(c
     assert next(e for e in events if e["event"] == "run.finished")["executed"] == 2
     assert json.loads((storage / "summary.json").read_text())["completed"] == 10
     assert sorted(p.parent.name for p in (storage / "retired").rglob("*.json")) == ["toy-002", "toy-007"]
+
+
+TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential"]
+
+
+def test_lowering_repeats_and_limit_on_resume_reports_the_current_plan(cli, tmp_path):
+    storage = tmp_path / "run"
+    assert cli(*TOY, "--storage", str(storage), "--limit", "10", "--repeats", "3").returncode == 0
+    lowered = cli(*TOY, "--storage", str(storage), "--limit", "4", "--repeats", "1")
+    assert lowered.returncode == 0, lowered.stderr
+    assert "4/4 items" in lowered.stdout
+    note = ("note: 26 stored records are outside the current plan (20 with repeat index >= 1, 6 of tasks past the "
+            "first 4): kept on disk, not counted")
+    assert note in lowered.stdout.splitlines()
+    summary = json.loads((storage / "summary.json").read_text())
+    assert (summary["expected"], summary["completed"], summary["missing"]) == (4, 4, 0)
+    assert (summary["outside_plan"], summary["outside_plan_by"]) == (26, {"limit": 6, "repeats": 20})
+    assert summary["metrics"]["exact-match"]["n"] == 4 and list(summary["by_repeat"]) == ["0"]
+    status = cli("status", str(storage))
+    assert status.returncode == 0, status.stderr
+    first, second = status.stdout.splitlines()
+    assert ": 4/4 items (100.0%), complete;" in first and second == note
+    assert json.loads(cli("status", str(storage), "--json").stdout)["outside_plan"] == 26
+    assert len(list((storage / "records").glob("*/*.json"))) == 30
+
+    raised = cli(*TOY, "--storage", str(storage), "--limit", "10", "--repeats", "3", "--log-format", "json")
+    assert next(json.loads(line) for line in raised.stderr.splitlines()
+                if '"run.finished"' in line)["executed"] == 0
+    summary = json.loads((storage / "summary.json").read_text())
+    assert (summary["expected"], summary["completed"], summary["outside_plan"]) == (30, 30, 0)
+
+
+def test_duplicate_task_id_warns_and_the_run_completes(cli, tmp_path):
+    storage = tmp_path / "run"
+    args = ["--benchmark", "tests.support.solutions:IdsBenchmark", "-B", "ids=a,b,a,c", "--solution", "calculator",
+            "--sequential", "--storage", str(storage), "--log-format", "json"]
+    for _ in range(2):  # the first run and a resume both find the duplicate
+        result = cli(*args)
+        assert result.returncode == 0, result.stderr
+        events = [json.loads(line) for line in result.stderr.splitlines()]
+        warning = next(e for e in events if e["event"] == "item.duplicate")
+        assert warning["level"] == "warning" and warning["task_id"] == "a"
+        assert "duplicate task id in the benchmark" in warning["detail"]
+        assert next(e for e in events if e["event"] == "run.finished")["duplicates"] == 1
+    summary = json.loads((storage / "summary.json").read_text())
+    assert (summary["n_tasks"], summary["expected"], summary["completed"], summary["duplicate_tasks"]) == (3, 3, 3, 1)
+    status = cli("status", str(storage)).stdout.splitlines()
+    assert ": 3/3 items (100.0%), complete;" in status[0]
+    assert status[1] == ("note: the benchmark repeats 1 task id(s) at later positions: each id has one record per "
+                         "repeat and is counted once")
+
+
+def test_empty_task_id_stops_the_run_with_one_line_and_keeps_earlier_records(cli, tmp_path):
+    storage = tmp_path / "run"
+    result = cli("--benchmark", "tests.support.solutions:IdsBenchmark", "-B", "ids=a,b,,c", "--solution",
+                 "calculator", "--sequential", "--storage", str(storage), "--log-format", "json")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: task at position 2 (0-based) of benchmark 'ids': a task needs a non-empty id; fix the benchmark and "
+        "rerun to resume (records written so far are kept)")
+    assert sorted(p.parent.name for p in (storage / "records").glob("*/0.json")) == ["a", "b"]

@@ -4,6 +4,7 @@ import asyncio
 import time
 
 import pytest
+import structlog
 
 from runner import MetricBase, MetricResult, MetricType, SolutionOutput, Task, record_usage, solution_factory
 from runner.engine.execute import execute_one
@@ -187,6 +188,20 @@ async def test_a_second_attempt_never_overwrites_the_first_record(store):
     solution = SolutionSpec(sync_one_arg).build()
     first = await execute_one(make_task(), 0, solution, store, run_id="r", attempt=1)
     second = await execute_one(make_task(), 0, SolutionSpec(lambda t: 5).build(), store, run_id="r", attempt=2)
-    assert first.written and not second.written
+    assert first.written and not second.written and not second.duplicate
     record = next(store.iter_records())
     assert record.attempt == 1 and record.output == 4
+
+
+async def test_a_first_attempt_that_finds_its_record_warns_of_a_duplicate_task_id(store):
+    solution = SolutionSpec(sync_one_arg).build()
+    first = await execute_one(make_task(), 0, solution, store, run_id="r", task_index=3)
+    with structlog.testing.capture_logs() as logs:
+        again = await execute_one(make_task(), 0, solution, store, run_id="r", task_index=8)
+    assert first.written and not first.duplicate
+    assert again.duplicate
+    warning = next(e for e in logs if e["event"] == "item.duplicate")
+    assert warning["log_level"] == "warning"
+    assert "task id 't1' repeat 0" in warning["detail"]
+    assert "duplicate task id in the benchmark, or another driver writing to this storage" in warning["detail"]
+    assert [r.task_index for r in store.iter_records()] == [3]

@@ -151,7 +151,8 @@ def test_retry_errors_retries_on_a_pristine_task(tmp_path: Path) -> None:
 
 
 def test_sequential_and_ray_give_the_same_records_and_summary(tmp_path: Path) -> None:
-    """For a deterministic solution the records and summary.json agree, timings, run ids and workers aside."""
+    """For a deterministic solution the records (task positions included) and summary.json agree, timings, run ids
+    and workers aside."""
     benchmark = ToyBenchmark(n_tasks=25)
     sequential = GeneralEvaluator(benchmark=benchmark, n_repeat=2, solution_func=calculator, show=False,
                                   storage=FileEvaluatorStorage(str(tmp_path / "sequential")))
@@ -165,6 +166,9 @@ def test_sequential_and_ray_give_the_same_records_and_summary(tmp_path: Path) ->
         return {key: r.model_dump(exclude=volatile) for key, r in records(store).items()}
 
     assert len(comparable(sequential.storage)) == 50
+    # each record knows its task's position in the benchmark, carried through the Ray worker as through --sequential
+    assert {key: r.task_index for key, r in records(distributed.storage).items()} == {
+        (f"toy-{i:03d}", repeat): i for i in range(25) for repeat in (0, 1)}
     assert comparable(sequential.storage) == comparable(distributed.storage)
 
     def summary(path: Path) -> dict[str, Any]:

@@ -2,11 +2,12 @@
 
 import csv
 import io
+import json
 
 import pytest
 
 from runner.core.record import MetricRecord, TaskRecord, TokenUsage
-from runner.report import build_report, results_csv
+from runner.report import PlanScope, build_report, count_stored, results_csv
 from runner.storage import BenchmarkInfo, ResultStore, RunManifest
 
 
@@ -76,3 +77,56 @@ def test_csv_column_order_is_stable():
     rows = [ResultRow("x", 0, "ok", {"z": "1", "a": "2"}, {"m2": 1.0, "m1": True})]
     text = results_csv(rows, ["m2", "m1"]).decode()
     assert text.splitlines() == ["task_id,repeat,status,tag.a,tag.z,m1,m2", "x,0,ok,2,1,1,1.0"]
+
+
+def scoped_store(tmp_path, n_repeats, n_tasks, limit, widest_limit, duplicate_tasks=0):
+    """A run directory whose latest run planned ``n_tasks`` positions and ``n_repeats`` repeats, holding records of
+    5 tasks x 3 repeats (positions 0-4) and one task ``old`` recorded before records kept their position."""
+    store = ResultStore(str(tmp_path))
+    store.write_manifest(RunManifest(
+        run_id="r", fingerprint="f", fingerprint_fields={}, n_repeats=n_repeats, runner_version="0",
+        benchmark=BenchmarkInfo(name="demo", n_tasks=n_tasks, limit=limit, widest_limit=widest_limit,
+                                duplicate_tasks=duplicate_tasks)))
+    for index, task in enumerate("abcde"):
+        for repeat in range(3):
+            store.write_record(record(task, repeat, 1, "easy").model_copy(update={"task_index": index}))
+    store.write_record(record("old", 0, 0, "easy"))
+    return store
+
+
+def test_records_outside_the_current_plan_are_kept_and_not_counted(tmp_path):
+    """Run with 3 repeats on 5 tasks, resumed with --repeats 2 --limit 2: only positions 0-1, repeats 0-1 count."""
+    store = scoped_store(tmp_path, n_repeats=2, n_tasks=2, limit=2, widest_limit=None)
+    summary = build_report(store)
+    # a, b: 2 repeats each; "old" has no position, so it counts (repeat 0 is in the plan)
+    assert (summary.expected, summary.completed, summary.missing) == (4, 5, 0)
+    assert (summary.outside_plan, summary.outside_plan_by) == (11, {"limit": 6, "repeats": 5})
+    assert summary.notes == ["11 stored records are outside the current plan (5 with repeat index >= 2, 6 of tasks "
+                             "past the first 2): kept on disk, not counted"]
+    assert summary.metrics["acc"].n == 5 and set(summary.by_repeat) == {"0", "1"}
+    assert set(summary.pass_at_k["acc"]) == {"1", "2"}
+    assert len(store.list_record_paths()) == 16
+    stored = json.loads(store.read_file("summary.json"))
+    assert (stored["completed"], stored["outside_plan"]) == (5, 11)
+
+
+def test_count_stored_reads_records_only_when_a_wider_limit_ran(tmp_path):
+    """status's count: the repeat comes from the path; positions are read only when records past the limit can
+    exist, and then agree with the report."""
+    wide = scoped_store(tmp_path / "wide", n_repeats=2, n_tasks=2, limit=2, widest_limit=None)
+    count = count_stored(wide, PlanScope.of(wide.read_manifest()))
+    assert (count.done, dict(count.outside)) == (build_report(wide, write=False).completed, {"limit": 6, "repeats": 5})
+    # The manifest says no run went past position 2, so the listing is trusted and no record is read (the records
+    # past it that this fixture fakes are not looked for).
+    narrow = scoped_store(tmp_path / "narrow", n_repeats=2, n_tasks=2, limit=2, widest_limit=2)
+    assert not PlanScope.of(narrow.read_manifest()).may_hold_later_tasks
+    assert count_stored(narrow, PlanScope.of(narrow.read_manifest())).done == 11
+
+
+def test_duplicate_task_ids_count_once(tmp_path):
+    store = scoped_store(tmp_path, n_repeats=3, n_tasks=7, limit=None, widest_limit=None, duplicate_tasks=1)
+    summary = build_report(store)
+    assert (summary.n_tasks, summary.expected, summary.completed, summary.missing) == (6, 18, 16, 2)
+    assert summary.duplicate_tasks == 1 and summary.outside_plan == 0
+    assert summary.notes == ["the benchmark repeats 1 task id(s) at later positions: each id has one record per "
+                             "repeat and is counted once"]

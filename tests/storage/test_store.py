@@ -115,3 +115,50 @@ def test_a_writer_killed_mid_write_leaves_no_half_record(backend, tmp_path, requ
     if backend == "local":
         leftovers = [p for p in Path(tmp_path / "run").rglob("*") if p.is_file()]
         assert all(p.name.startswith(".") for p in leftovers if p.name != "0.json")
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_storage_errors_mask_secret_options_and_show_the_endpoint():
+    """s3fs options: key, secret and the client's secret are masked; the endpoint, a plain option, stays readable."""
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    store = ResultStore("s3://bucket/x", {
+        "key": "AKIAEXAMPLEKEY", "secret": "sup3r-s3cret-value",
+        "client_kwargs": {"endpoint_url": endpoint, "aws_session_token": "session-token-value"},
+        "config_kwargs": {"retries": {"max_attempts": 1}},
+    })
+    with pytest.raises(StorageError) as caught:
+        store.read_manifest()
+    message = str(caught.value)
+    assert f'cannot reach storage s3://bucket/x (EndpointConnectionError: Could not connect to the endpoint URL: ' \
+           f'"{endpoint}/bucket/x/run.json")' in message
+    assert message.endswith("check the storage URI and its credentials (AWS_* variables or --storage-options)")
+    masked = store._explain("cannot write", OSError("AKIAEXAMPLEKEY sup3r-s3cret-value session-token-value"))
+    assert "cannot write (OSError: *** *** ***)" in masked
+
+
+def test_an_http_uri_is_shown_once_with_advice_for_http():
+    uri = f"http://127.0.0.1:{_closed_port()}/x"
+    with pytest.raises(StorageError) as caught:
+        ResultStore(uri).read_manifest()
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach storage {uri} (")
+    assert "http://http://" not in message and "AWS_" not in message
+    assert message.endswith("(the http filesystem's credentials or --storage-options)")
+
+
+@pytest.mark.parametrize("uri, advice", [
+    ("s3://b/run", "check the storage URI and its credentials (AWS_* variables or --storage-options)"),
+    ("gs://b/run", "check the storage URI and its credentials (Google Cloud credentials "
+                   "(GOOGLE_APPLICATION_CREDENTIALS) or --storage-options)"),
+    ("az://c/run", "check the storage URI and its credentials (AZURE_STORAGE_* variables or --storage-options)"),
+    ("/tmp/run", "check the storage URI and that this process can write there"),
+])
+def test_storage_advice_fits_the_protocol(uri, advice):
+    assert ResultStore(uri)._explain("cannot write", OSError("denied")) == f"cannot write (OSError: denied); {advice}"

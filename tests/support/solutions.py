@@ -45,3 +45,16 @@ def flaky_calculator(task: Task) -> float:
     if os.environ.get("RUNNER_TEST_FAIL") and task.id.endswith("3"):
         raise ConnectionError("model server unavailable")
     return calculator(task)
+
+
+class IdsBenchmark(BenchmarkBase):
+    """Tasks "What is i * i?" whose ids are the comma-separated ``ids`` (``-B ids=a,b,a``): a custom benchmark with
+    a duplicated or empty id, as a user might write by mistake."""
+
+    def __init__(self, ids: str = "a,b,c") -> None:
+        super().__init__(name="ids", description="ids")
+        self.ids = ids.split(",")
+
+    def __iter__(self) -> Iterator[Task]:
+        for i, task_id in enumerate(self.ids):
+            yield Task(id=task_id, input=f"What is {i} * {i}?", ground_truth=i * i, metrics=[NumericMatch(i * i)])
