@@ -45,3 +45,13 @@ def flaky_calculator(task: Task) -> float:
     if os.environ.get("RUNNER_TEST_FAIL") and task.id.endswith("3"):
         raise ConnectionError("model server unavailable")
     return calculator(task)
+
+
+class BrokenAgent:
+    """A solution class whose constructor raises, as one that needs hardware this machine lacks would."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("no GPU on this machine")
+
+    def __call__(self, task: Task) -> float:
+        return calculator(task)
