@@ -192,9 +192,11 @@ def pool_size(spec: WorkerSpec, items: int | None) -> int:
     fits = fit_count(spec, nodes)
     if fits == 0:
         wanted = ", ".join(f"{name}={amount:g}" for name, amount in demand(spec).items())
+        knobs = "--num-cpus / --num-gpus / --memory / --resources" + (
+            " / --accelerator-type" if spec.accelerator_type else "")
         raise ConfigError(
-            f"no node of the Ray cluster has the resources of one worker ({wanted}); lower --num-cpus / "
-            "--num-gpus / --memory / --resources, or add nodes that have them"
+            f"no node of the Ray cluster has the resources of one worker ({wanted}); lower or drop {knobs}, "
+            "or add nodes that have them"
         )
     count = spec.num_workers or fits
     if items is not None:
