@@ -224,8 +224,8 @@ class RayEvaluator(EvaluatorBase):
         self.executor: Executor | None = None
 
     def make_executor(self) -> Executor:
-        """A ``RayExecutor`` whose cluster address was checked (Ray is imported here, and checked before the run
-        writes anything)."""
+        """A ``RayExecutor`` whose cluster address was checked (in seconds, starting nothing); the run then has it
+        attach or start Ray and size its pool before anything is written, and only when there is work."""
         from runner.engine.ray_executor import RayExecutor
 
         executor = RayExecutor(self.worker, self.ray_address)

@@ -14,6 +14,8 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+import structlog
+
 from runner.core.config import WorkerSpec
 from runner.core.errors import ConfigError, RunnerError
 
@@ -179,7 +181,9 @@ def cluster_nodes() -> list[dict[str, float]]:
 def pool_size(spec: WorkerSpec, items: int | None) -> int:
     """The number of workers for a run of ``items`` items (``None``: unknown).
 
-    ``spec.num_workers`` when given; else as many as the alive nodes fit, never more than there are items.
+    ``spec.num_workers`` when given; else as many as the alive nodes fit, never more than there are items. More
+    workers than the nodes fit now is allowed (an autoscaling cluster may add nodes; the pool gives work only to
+    workers Ray has started), with a ``ray.workers_pending`` warning.
 
     Raises:
         ConfigError: no alive node has the resources of even one worker.
@@ -188,13 +192,21 @@ def pool_size(spec: WorkerSpec, items: int | None) -> int:
     fits = fit_count(spec, nodes)
     if fits == 0:
         wanted = ", ".join(f"{name}={amount:g}" for name, amount in demand(spec).items())
+        knobs = "--num-cpus / --num-gpus / --memory / --resources" + (
+            " / --accelerator-type" if spec.accelerator_type else "")
         raise ConfigError(
-            f"no node of the Ray cluster has the resources of one worker ({wanted}); lower --num-cpus / "
-            "--num-gpus / --memory / --resources, or add nodes that have them"
+            f"no node of the Ray cluster has the resources of one worker ({wanted}); lower or drop {knobs}, "
+            "or add nodes that have them"
         )
     count = spec.num_workers or fits
     if items is not None:
         count = min(count, max(items, 1))
+    if count > fits:
+        structlog.get_logger("runner").warning(
+            "ray.workers_pending", workers=count, fit_now=fits,
+            detail=f"the cluster's nodes fit {fits} of the {count} workers now; the others start if resources free "
+            "up or nodes are added, and the run goes on with those that started",
+        )
     return max(count, 1)
 
 

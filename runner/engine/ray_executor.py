@@ -1,19 +1,19 @@
 """The Ray executor: attach to a cluster (or start an embedded Ray), size a pool of actors, run the plan on it.
 
-Ray is imported only when there is work (by :mod:`runner.engine.ray_pool`), so resuming a finished run costs no
-Ray start-up; a given cluster address is checked, and attached to, before the run writes anything.
+Ray starts (or is attached to) only when there is work, so resuming a finished run costs no Ray start-up; when there
+is, :meth:`RayExecutor.start` attaches and sizes the pool before the run writes anything, so a spec no node fits or a
+store the workers cannot reach is refused with the run directory untouched.
 
 Example::
 
     executor = RayExecutor(WorkerSpec(num_gpus=1, max_concurrency=8))    # as many workers as the cluster fits
-    executor.preflight()                   # RAY_ADDRESS / address reachable? (attaches to it)
-    outcome = await execute_run(request, executor)     # calls executor.execute(plan, context, progress)
+    executor.preflight()                   # Ray importable, RAY_ADDRESS / address reachable? (starts nothing)
+    outcome = await execute_run(request, executor)     # start(context, n): attach, size; execute(...); close()
     executor.workers                       # each actor's host, pid, node, actor id and assigned resources
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +21,7 @@ import structlog
 
 from runner import log
 from runner.core.config import WorkerSpec
+from runner.core.errors import ConfigError
 from runner.engine import ray_cluster
 from runner.engine.context import RunContext
 from runner.engine.plan import WorkItem
@@ -37,8 +38,10 @@ class RayExecutor:
             set, else a new embedded Ray on this machine, shut down when the run ends.
         log_format: the workers' structlog format (default: JSON lines, which Ray forwards to the driver).
 
-    After a run, :attr:`workers` holds what each actor reported about itself (host, pid, node and actor ids, and
-    the resources Ray assigned to it), and :attr:`deaths` the number of workers that died.
+    After a run, :attr:`size` is the number of workers the pool was given, :attr:`workers` holds what each actor
+    that Ray started reported about itself (host, pid, node and actor ids, and the resources Ray assigned to it; a
+    worker still waiting for resources when the work ran out is not there), and :attr:`deaths` the number of
+    workers that died.
     """
 
     name = "ray"
@@ -51,23 +54,37 @@ class RayExecutor:
         self.workers: list[dict[str, Any]] = []
         self.deaths = 0
         self._started_ray = False
-        self._connected = False
+        self.size = 0
 
     def preflight(self) -> None:
-        """Check the cluster before the run writes anything: attach now to a given cluster (``address`` or
-        ``RAY_ADDRESS``), which takes a second; an embedded Ray starts only when there is work.
+        """Check in seconds, starting nothing, that Ray imports and that a given cluster (``address`` or
+        ``RAY_ADDRESS``) accepts connections, so a wrong address fails before the benchmark is prepared.
 
         Raises:
-            RayUnavailable: Ray missing, the address unreachable, or the cluster refusing this driver.
+            RayUnavailable: Ray missing, or the address unreachable.
         """
         ray_cluster.preflight(self.address)
-        if ray_cluster.cluster_address(self.address):
-            self._connect()
 
-    def _connect(self) -> None:
-        if not self._connected:
-            self._started_ray = ray_cluster.connect(self.address)
-            self._connected = True
+    async def start(self, context: RunContext, expected_items: int | None) -> None:
+        """Get ready for a run of ``expected_items`` items (``None``: unknown) before it writes anything: refuse a
+        store the workers cannot write to, attach to the cluster (or start the embedded Ray), and size the pool.
+
+        Raises:
+            ConfigError: a store in this process's memory (``memory://``), or no node fits one worker.
+            RayUnavailable: Ray cannot start or attach.
+        """
+        if context.store.is_process_local:
+            raise ConfigError(
+                f"storage {context.store.uri!r} lives in this process's memory, where Ray workers cannot write "
+                "(their records would be lost); use --sequential, a path, or shared storage such as s3://bucket/run"
+            )
+        ray_cluster.preflight(self.address)
+        self._started_ray = ray_cluster.connect(self.address)
+        try:
+            self.size = ray_cluster.pool_size(self.spec, expected_items)
+        except BaseException:
+            await self.close()
+            raise
 
     async def execute(
         self,
@@ -75,34 +92,30 @@ class RayExecutor:
         context: RunContext,
         progress: Progress,
     ) -> None:
-        """Execute ``items`` on the pool, feeding ``progress`` one acknowledgement per item.
+        """Execute ``items`` on a pool of the size :meth:`start` found, feeding ``progress`` one acknowledgement per
+        item.
 
         Raises:
-            RayUnavailable: Ray cannot start or attach.
-            ConfigError: no node fits one worker, or the solution cannot be built on a worker.
+            ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
         """
-        plan = iter(items)
-        first = next(plan, None)
-        if first is None:
-            return
-        self._connect()
-        try:
-            from runner.engine.ray_pool import ActorPool
+        from runner.engine.ray_pool import ActorPool
 
-            nodes = len(ray_cluster.cluster_nodes())
-            if nodes > 1 and context.store.is_local:
-                structlog.get_logger("runner").warning(
-                    "ray.local_storage", nodes=nodes, storage=context.store.uri,
-                    detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
-                )
-            pool = ActorPool(self.spec, ray_cluster.pool_size(self.spec, progress.total), self.log_format)
-            try:
-                await pool.run(itertools.chain([first], plan), context, progress)
-            finally:
-                pool.close()
-                self.workers, self.deaths = pool.workers, pool.deaths
+        nodes = len(ray_cluster.cluster_nodes())
+        if nodes > 1 and context.store.is_local:
+            structlog.get_logger("runner").warning(
+                "ray.local_storage", nodes=nodes, storage=context.store.uri,
+                detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
+            )
+        pool = ActorPool(self.spec, self.size, self.log_format)
+        try:
+            await pool.run(iter(items), context, progress)
         finally:
-            if self._started_ray:
-                ray_cluster.shutdown()
-                self._started_ray = self._connected = False
+            pool.close()
+            self.workers, self.deaths = pool.workers, pool.deaths
+
+    async def close(self) -> None:
+        """Shut Ray down if :meth:`start` initialised it (stops an embedded Ray; detaches from a cluster)."""
+        if self._started_ray:
+            ray_cluster.shutdown()
+            self._started_ray = False

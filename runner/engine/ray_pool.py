@@ -3,6 +3,8 @@
 - ``size`` actors (:class:`~runner.engine.ray_worker.EvalWorker`) are created with the :class:`WorkerSpec`'s
   resources. The run's :class:`RunContext` (benchmark, solution recipe, store) goes to the object store once; each actor builds the
   solution once; calls carry only task data.
+- Items go only to workers that have answered their first call (Ray started them): a pool larger than the cluster
+  fits now runs on the workers that started while the others wait for resources.
 - Items are taken from the plan only when a worker has room: a worker holds at most ``2 * max(batch,
   max_concurrency)`` items (those running and as many queued behind them), so the driver's memory does not grow
   with the benchmark.
@@ -66,6 +68,7 @@ class _Worker:
     handle: Any
     index: int
     in_flight: int = 0
+    ready: bool = False
     alive: bool = True
     isolated: bool = False
 
@@ -151,7 +154,10 @@ class ActorPool:
         while True:
             for worker in self._pool:
                 self._fill(worker, dispatch)
-            if not any(call.kind == "run" for call in self._pending.values()):
+            # Run calls pending, or work left while workers Ray has not started yet may still come up (a pool
+            # larger than the cluster fits now waits on them instead of ending or spinning).
+            running = any(call.kind == "run" for call in self._pending.values())
+            if not running and ((dispatch.exhausted and not dispatch.retries) or not self._pending):
                 break
             done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
@@ -179,7 +185,7 @@ class ActorPool:
         A retried item runs alone on its worker, so a second death is its own doing and innocent items that were
         queued behind a crashing one lose at most one attempt. While retries wait, workers get nothing new and drain.
         """
-        if not worker.alive or worker.isolated:
+        if not worker.alive or worker.isolated or not worker.ready:
             return
         if dispatch.retries:
             if worker.in_flight == 0:
@@ -213,7 +219,8 @@ class ActorPool:
             if isinstance(exc, RayActorError) and exc.actor_init_failed:
                 raise ConfigError(
                     f"the solution {self._context.solution.display!r} could not be built on a Ray worker ({_cause_line(exc)}); "
-                    "check that its module is importable on the workers, or run with --sequential to debug it"
+                    "check that its module is importable on the workers, or run with --sequential to build it in this process "
+                    "(a debugger can step through it there)"
                 ) from None
             if call.worker.alive:
                 self._bury(call.worker, exc)
@@ -229,6 +236,7 @@ class ActorPool:
                 raise exc.cause from None
             raise
         if call.kind == "describe":
+            call.worker.ready = True
             self.workers.append(answer)
             self._log.info("ray.worker", worker=call.worker.index, **answer)
         else:

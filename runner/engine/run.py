@@ -6,6 +6,7 @@ Both the sequential and the Ray executor plug in here; the report is built by th
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import re
 import time
 from collections.abc import Iterable
@@ -28,9 +29,21 @@ from runner.storage.store import ResultStore
 
 class Executor(Protocol):
     """Runs a stream of work items through ``execute_one`` with what ``context`` holds, and feeds ``progress`` one
-    acknowledgement per item."""
+    acknowledgement per item.
+
+    :func:`execute_run` calls :meth:`start` only when there is work, before anything is written, then (once the run
+    directory is opened) :meth:`execute`, and :meth:`close` in every case after a successful :meth:`start`.
+    """
 
     name: str
+
+    async def start(self, context: RunContext, expected_items: int | None) -> None:
+        """Get ready to run ``expected_items`` items (``None``: unknown), or refuse: nothing is written yet.
+
+        Raises:
+            RunnerError: what this executor cannot run (one line naming the way out).
+        """
+        ...
 
     async def execute(
         self,
@@ -38,6 +51,10 @@ class Executor(Protocol):
         context: RunContext,
         progress: Progress,
     ) -> None: ...
+
+    async def close(self) -> None:
+        """Release what :meth:`start` took (a Ray this executor started, ...)."""
+        ...
 
 
 @dataclass
@@ -93,15 +110,21 @@ def default_run_uri(benchmark_name: str) -> str:
     return f"./runs/{slug}-{stamp}"
 
 
-def open_run(request: RunRequest) -> RunManifest:
-    """Create the run directory's manifest, or check and update it for a resume.
+@dataclass
+class _Opening:
+    """A run directory checked, not yet touched: the manifest to write and whether earlier records are dropped."""
 
-    Nothing is written before every check has passed.
+    manifest: RunManifest
+    clear: bool
+
+
+def _check_run(request: RunRequest) -> _Opening:
+    """Every read-only check of the run directory and its inputs; the manifest to write if they pass.
 
     Raises:
         BenchmarkError, ConfigError: from preparing the benchmark or checking the solution.
         FingerprintMismatch: the directory holds a run of another configuration (and ``force`` is off).
-        StorageError: the store cannot be reached or written.
+        StorageError: the store cannot be reached.
     """
     benchmark, store = request.benchmark, request.store
     benchmark.prepare()
@@ -135,57 +158,74 @@ def open_run(request: RunRequest) -> RunManifest:
                 "runner_version": __version__,
             }
         )
-    else:
-        if request.force:
-            store.clear()
-        manifest = RunManifest(
-            run_id=new_run_id(),
-            fingerprint=digest,
-            fingerprint_fields=fields,
-            benchmark=info,
-            n_repeats=request.repeats,
-            config=request.config,
-            runner_version=__version__,
-        )
-    store.write_manifest(manifest)
-    return manifest
+        return _Opening(manifest, clear=False)
+    manifest = RunManifest(
+        run_id=new_run_id(),
+        fingerprint=digest,
+        fingerprint_fields=fields,
+        benchmark=info,
+        n_repeats=request.repeats,
+        config=request.config,
+        runner_version=__version__,
+    )
+    return _Opening(manifest, clear=request.force)
 
 
 async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
     """Open (or resume) the run and execute every item that has no record yet.
 
+    The order keeps bad input from touching stored results: first every read-only check (benchmark, solution,
+    fingerprint, the listing of finished items); then, if there is work, the executor's :meth:`Executor.start`
+    (an embedded Ray starts, the pool is sized, the solution is built, or the executor refuses); only then
+    ``force`` deletes earlier records, ``rerun_errors`` retires failed ones, ``run.json`` is written and items run.
+
     Raises:
-        RunnerError: bad input, before anything is written (see :func:`open_run`).
+        RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; rerun to resume).
     """
-    manifest = open_run(request)
-    store = request.store
+    opening = _check_run(request)
+    manifest, store = opening.manifest, request.store
     log = structlog.get_logger("runner")
     with structlog.contextvars.bound_contextvars(run_id=manifest.run_id):
         started = time.monotonic()
-        done = store.done_items()
-        if request.rerun_errors:
-            retired = store.retire_failed()
-            done -= retired
-            log.info("run.rerun_errors", retired=len(retired), detail="error and timeout records moved to retired/")
-        plan = Plan(request.benchmark, request.repeats, request.limit, done)
+        done = set() if opening.clear else store.done_items()
+        failed = store.failed_items() if request.rerun_errors and done else set()
+        resumable = done - failed
+        already_done = len(resumable)        # before the plan, which drops each pair from the set as it skips it
+        plan = Plan(request.benchmark, request.repeats, request.limit, resumable)
         expected = plan.expected_items()
-        log.info(
-            "run.start",
-            benchmark=request.benchmark.name,
-            storage=store.uri,
-            executor=executor.name,
-            repeats=request.repeats,
-            already_done=len(plan.done),
-            to_run=expected,
-        )
-        progress = Progress(expected, bar=request.progress_bar)
+        items = iter(plan)
+        first = next(items, None)
+        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, request.timeout,
+                             request.retry_errors)
+        if first is not None:
+            await executor.start(context, expected)
         try:
-            context = RunContext(request.benchmark, request.solution, store, manifest.run_id, request.timeout,
-                                 request.retry_errors)
-            await executor.execute(plan, context, progress)
+            if opening.clear:
+                store.clear()
+            if failed:
+                store.retire(failed)
+                log.info("run.rerun_errors", retired=len(failed),
+                         detail="error and timeout records moved to retired/")
+            store.write_manifest(manifest)
+            log.info(
+                "run.start",
+                benchmark=request.benchmark.name,
+                storage=store.uri,
+                executor=executor.name,
+                repeats=request.repeats,
+                already_done=already_done,
+                to_run=expected,
+            )
+            progress = Progress(expected, bar=request.progress_bar)
+            try:
+                if first is not None:
+                    await executor.execute(itertools.chain([first], items), context, progress)
+            finally:
+                progress.close()
         finally:
-            progress.close()
+            if first is not None:
+                await executor.close()
         if plan.exhausted:
             # Every duplicate position's items were planned and refused (see Plan), so this pass counted them all.
             counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": progress.duplicates // request.repeats}

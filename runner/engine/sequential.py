@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from runner.core.errors import ConfigError, RunnerError
 from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
+from runner.engine.solution import Solution
 
 
 class SequentialExecutor:
@@ -19,24 +21,43 @@ class SequentialExecutor:
 
     name = "sequential"
 
+    def __init__(self) -> None:
+        self._built: Solution | None = None
+
+    async def start(self, context: RunContext, expected_items: int | None) -> None:
+        """Build the solution, before the run writes anything.
+
+        Raises:
+            ConfigError: building it raised (one line: the solution and the exception's type and first line); a
+                :class:`RunnerError` it raised is passed on as it is.
+        """
+        try:
+            self._built = context.solution.build(context.benchmark)
+        except RunnerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever a user's constructor raises becomes one line
+            text = str(exc).strip()
+            cause = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+            raise ConfigError(f"the solution {context.solution.display!r} could not be built ({cause})") from None
+
     async def execute(
         self,
         items: Iterable[WorkItem],
         context: RunContext,
         progress: Progress,
     ) -> None:
-        """Execute ``items``, feeding ``progress``.
+        """Execute ``items`` with the solution :meth:`start` built, feeding ``progress``.
 
         Raises:
             StorageError: a record cannot be written (the run stops; finished records stay).
         """
-        built = context.solution.build(context.benchmark)
+        assert self._built is not None, "start() builds the solution first"
         worker = worker_identity()
         for item in items:
             result = await execute_one(
                 item.task,
                 item.repeat,
-                built,
+                self._built,
                 context.store,
                 run_id=context.run_id,
                 task_index=item.index,
@@ -46,3 +67,7 @@ class SequentialExecutor:
                 sync_in_thread=False,
             )
             progress.advance(result.status, duplicate=result.duplicate)
+
+    async def close(self) -> None:
+        """Drop the built solution."""
+        self._built = None

@@ -61,6 +61,20 @@ def _accepted_kwargs(fn: Callable[..., Any], offered: dict[str, Any]) -> tuple[d
     return accepted, [k for k in offered if k not in params]
 
 
+_ARGUMENT_FLAGS = {"model": "--model (provider:model, e.g. openai:gpt-4o)", "user_model": "--user-model"}
+"""How a user passes a recipe's argument from the command line, where it has a flag of its own (else ``-S``)."""
+
+
+def _missing_required(fn: Callable[..., Any], offered: set[str]) -> list[str]:
+    """The parameters of ``fn`` that have no default and are not in ``offered`` (``*args``/``**kwargs`` aside)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in params.values() if p.kind in kinds and p.default is p.empty and p.name not in offered]
+
+
 def _wants_context(fn: Callable[..., Any]) -> bool:
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -103,12 +117,18 @@ class SolutionSpec:
         return self.is_recipe and not _accepted_kwargs(self.target, {name: None})[1]
 
     def check(self) -> None:
-        """Raise ``ConfigError`` when arguments were given that the target cannot take.
+        """Raise ``ConfigError`` when arguments were given that the target cannot take, or a recipe's required
+        argument is missing (``benchmark`` aside, which :meth:`build` passes).
 
         A recipe may also define ``check_arguments(**kwargs)`` (a static or class method raising ``ConfigError``):
         it is called here with the arguments, so that a bad value is reported before anything is written rather
         than when each worker builds the solution.
         """
+        if self.is_recipe:
+            missing = _missing_required(self.target, {*self.kwargs, "benchmark"})
+            if missing:
+                flags = " and ".join(_ARGUMENT_FLAGS.get(name, f"-S {name}=VALUE") for name in missing)
+                raise ConfigError(f"solution {self.display!r} needs {flags}")
         if not self.kwargs:
             return
         if not self.is_recipe:

@@ -117,6 +117,14 @@ class ResultStore:
         protocols = {protocol} if isinstance(protocol, str) else set(protocol)
         return bool(protocols & _LOCAL_PROTOCOLS)
 
+    @property
+    def is_process_local(self) -> bool:
+        """Whether the store lives in this process's memory (``memory://``): any other process, a Ray worker or a
+        pod, opens an empty store of its own there, so what it writes never reaches this one."""
+        protocol = self.fs.protocol
+        protocols = {protocol} if isinstance(protocol, str) else set(protocol)
+        return "memory" in protocols
+
     def path(self, *parts: str) -> str:
         """The filesystem path of ``parts`` under the run root."""
         return "/".join([self.root, *parts])
@@ -248,26 +256,32 @@ class ResultStore:
 
     # -- run again ---------------------------------------------------------------------------------------------
 
-    def retire_failed(self) -> set[tuple[str, int]]:
-        """Move every record whose status is not ``ok``, and every file that does not parse as a record, from
-        ``records/`` to ``retired/<task-key>/<repeat>.<UTC timestamp>.json`` (kept for the audit trail), so that
-        the next plan runs those items again; returns their ``(task key, repeat)``.
+    def failed_items(self) -> set[tuple[str, int]]:
+        """(task key, repeat) of every stored record whose status is not ``ok``, and of every record file that does
+        not parse as a record (damaged outside the runner). Reads every record; writes nothing."""
+        failed = set()
+        for path, record in self._parse_records():
+            if record is not None and record.status == "ok":
+                continue
+            key, name = path.rsplit("/", 2)[-2:]
+            stem = name[: -len(".json")]
+            if stem.isdigit():
+                failed.add((key, int(stem)))
+        return failed
+
+    def retire(self, items: Iterable[tuple[str, int]]) -> None:
+        """Move the records of ``items`` ((task key, repeat), from :meth:`failed_items`) from ``records/`` to
+        ``retired/<task-key>/<repeat>.<UTC timestamp>.json`` (kept for the audit trail), so that the next plan runs
+        those items again.
 
         The copy is written before the record is removed, so an interruption leaves the item either still failed
         or retired, never lost.
         """
         stamp = utc_now().replace(":", "").replace("-", "")
-        retired = set()
-        for path, record in self._parse_records():
-            if record is not None and record.status == "ok":
-                continue
-            key, name = path.rsplit("/", 2)[-2:]
-            repeat = name[: -len(".json")]
+        for key, repeat in items:
+            path = self.path(RECORDS, key, f"{repeat}.json")
             self.write_once(self.path(RETIRED, key, f"{repeat}.{stamp}.json"), self.fs.cat_file(path))
             self.fs.rm_file(path)
-            if repeat.isdigit():
-                retired.add((key, int(repeat)))
-        return retired
 
     # -- start over -------------------------------------------------------------------------------------------
 

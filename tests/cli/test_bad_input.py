@@ -1,15 +1,20 @@
 """Bad input: exit status 2, one line on stderr naming the problem and the way out, nothing written."""
 
 import json
+import re
 
 import pytest
 
 TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential"]
 
 
+# Ray's own start-up lines ("2026-01-01 00:00:00,000\tINFO worker.py:2038 -- Started a local Ray instance.").
+RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t[A-Z]+ \S+:\d+ -- ")
+
+
 def assert_one_line_error(result, *fragments):
     assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
+    lines = [line for line in result.stderr.strip().splitlines() if not RAY_LOG_LINE.match(line)]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ")
     assert "Traceback" not in result.stderr
@@ -27,6 +32,7 @@ def assert_one_line_error(result, *fragments):
         (["--benchmark", "toy", "-B", "colour=red", "--solution", "calculator"], ["does not accept", "colour"]),
         (["--benchmark", "toy", "--solution", "calculator", "--model", "x:y"], ["takes no arguments (model)"]),
         (["--benchmark", "toy"], ["no solution", "--solution"]),
+        (["--benchmark", "toy", "--solution", "chat"], ["solution 'chat' needs --model"]),
         ([], ["no benchmark"]),
         (["--benchmark", "toy", "--repeats", "zero"], ["--repeats", "invalid int"]),
         (["--benchmark", "toy", "--storage-options", "{not json"], ["--storage-options", "not valid JSON"]),
@@ -80,3 +86,43 @@ def test_fingerprint_mismatch_is_refused_and_force_starts_over(cli, tmp_path):
     manifest = json.loads((storage / "run.json").read_text())
     assert manifest["fingerprint_fields"]["solution"] == "reference"
     assert len(list((storage / "records").iterdir())) == 3
+
+
+def files(root):
+    """Every file under ``root`` with its bytes."""
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_solution_that_cannot_be_built_is_refused_before_force_deletes_anything(cli, tmp_path):
+    storage = tmp_path / "run"
+    assert cli(*TOY, "--storage", str(storage), "--limit", "3").returncode == 0
+    before = files(storage)
+    broken = "tests.support.solutions:BrokenAgent"
+    result = cli("--benchmark", "toy", "--solution", broken, "--sequential", "--force", "--storage", str(storage))
+    assert_one_line_error(result, f"the solution '{broken}' could not be built (RuntimeError: no GPU on this machine)")
+    assert files(storage) == before
+
+
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--resources", '{"TPU": 1}'], "TPU=1"),
+        (["--memory", "1000TiB"], "memory="),
+    ],
+)
+def test_a_worker_no_ray_node_fits_is_refused_before_anything_is_written(cli, tmp_path, flags, fragment):
+    """On an embedded Ray: with --force the earlier records stay; in a new directory nothing is created."""
+    storage, fresh = tmp_path / "run", tmp_path / "fresh"
+    assert cli(*TOY, "--storage", str(storage), "--limit", "3").returncode == 0
+    before = files(storage)
+    ray_run = ["--benchmark", "toy", "--solution", "calculator", "--limit", "3", *flags]
+    forced = cli(*ray_run, "--force", "--storage", str(storage), env={"RAY_ADDRESS": ""})
+    assert_one_line_error(forced, "no node of the Ray cluster has the resources of one worker", fragment)
+    assert files(storage) == before
+    assert_one_line_error(cli(*ray_run, "--storage", str(fresh), env={"RAY_ADDRESS": ""}), "no node of the Ray")
+    assert not fresh.exists()
+
+
+def test_memory_storage_is_refused_on_ray(cli):
+    result = cli("--benchmark", "toy", "--solution", "calculator", "--storage", "memory://lost", env={"RAY_ADDRESS": ""})
+    assert_one_line_error(result, "'memory://lost'", "Ray workers cannot write", "--sequential, a path, or")

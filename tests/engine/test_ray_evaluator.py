@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 from tests.engine import ray_solutions
 
 from runner import FileEvaluatorStorage, GeneralEvaluator, RayEvaluator, ResultStore, SolutionSpec, WorkerSpec
@@ -39,7 +40,8 @@ def test_seed_example_runs_on_ray(tmp_path: Path) -> None:
     stored = records(evaluator.storage)
     assert len(stored) == 20
     assert {r.worker["actor_id"] for r in stored.values()} <= {w["actor_id"] for w in evaluator.executor.workers}
-    assert len(evaluator.executor.workers) == 2
+    assert evaluator.executor.size == 2
+    assert 1 <= len(evaluator.executor.workers) <= 2
 
 
 def test_agentscope_v1_form_with_repeats(tmp_path: Path) -> None:
@@ -50,6 +52,7 @@ def test_agentscope_v1_form_with_repeats(tmp_path: Path) -> None:
     summary = asyncio.run(evaluator.run(calculator))
     assert summary.completed == 12
     assert sorted(records(evaluator.storage)) == [(f"toy-{i:03d}", r) for i in range(6) for r in (0, 1)]
+    assert evaluator.executor.size == 1
     assert len(evaluator.executor.workers) == 1
 
 
@@ -70,7 +73,8 @@ def test_worker_spec_reaches_ray(tmp_path: Path) -> None:
     summary = asyncio.run(evaluator.run())
     assert summary.score == 1.0
     workers = evaluator.executor.workers
-    assert len(workers) == 2
+    assert evaluator.executor.size == 2
+    assert 1 <= len(workers) <= 2
     for worker in workers:
         assigned = worker["resources"]
         assert assigned["CPU"] == 0.5
@@ -86,14 +90,52 @@ def test_default_pool_fills_the_cluster_for_the_spec(tmp_path: Path) -> None:
     evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=10), solution_func=calculator, num_cpus=0, num_gpus=0.25,
                              storage=FileEvaluatorStorage(str(tmp_path / "run")), show=False)
     asyncio.run(evaluator.run())
-    assert len(evaluator.executor.workers) == 4
+    assert evaluator.executor.size == 4
 
 
-def test_spec_no_node_can_hold_is_refused(tmp_path: Path) -> None:
-    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=2), solution_func=calculator, num_gpus=2,
-                             storage=FileEvaluatorStorage(str(tmp_path / "run")), show=False)
+def test_spec_no_node_can_hold_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """A spec no node fits is refused before --force deletes anything; a finished run resumes without the check
+    (nothing to run, so the executor does not start), and a fresh directory stays uncreated."""
+    run = tmp_path / "run"
+    asyncio.run(GeneralEvaluator(benchmark=ToyBenchmark(n_tasks=3), solution_func=calculator, show=False,
+                                 storage=FileEvaluatorStorage(str(run))).run())
+    finished = RayEvaluator(benchmark=ToyBenchmark(n_tasks=3), solution_func=calculator, num_gpus=2,
+                            storage=FileEvaluatorStorage(str(run)), show=False)
+    assert asyncio.run(finished.run()).completed == 3
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    forced = RayEvaluator(benchmark=ToyBenchmark(n_tasks=3), solution_func=calculator, num_gpus=2, force=True,
+                          storage=FileEvaluatorStorage(str(run)), show=False)
     with pytest.raises(ConfigError, match="no node of the Ray cluster has the resources of one worker"):
+        asyncio.run(forced.run())
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    fresh = RayEvaluator(benchmark=ToyBenchmark(n_tasks=2), solution_func=calculator, num_gpus=2,
+                         storage=FileEvaluatorStorage(str(tmp_path / "fresh")), show=False)
+    with pytest.raises(ConfigError, match="no node of the Ray cluster"):
+        asyncio.run(fresh.run())
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_memory_storage_is_refused_on_ray() -> None:
+    """Workers are other processes: a memory:// store would lose every record, so the run refuses it."""
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=2), solution_func=calculator, show=False,
+                             storage=ResultStore("memory://ray-refused"))
+    with pytest.raises(ConfigError, match=r"memory://ray-refused.*--sequential, a path, or shared storage"):
         asyncio.run(evaluator.run())
+    assert evaluator.storage.read_manifest() is None
+
+
+def test_more_workers_than_the_cluster_fits_run_on_those_that_start(tmp_path: Path) -> None:
+    """5 one-CPU workers on 2 CPUs: the run finishes on the workers Ray starts, with a ray.workers_pending warning."""
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=10), solution_func=calculator, max_workers=5,
+                             storage=FileEvaluatorStorage(str(tmp_path / "run")), show=False)
+    with structlog.testing.capture_logs() as logs:
+        summary = asyncio.run(evaluator.run())
+    assert summary.completed == 10
+    assert sorted(records(evaluator.storage)) == [(f"toy-{i:03d}", 0) for i in range(10)]
+    assert evaluator.executor.size == 5
+    assert 1 <= len(evaluator.executor.workers) <= 2
+    pending = [entry for entry in logs if entry["event"] == "ray.workers_pending"]
+    assert [(entry["workers"], entry["fit_now"]) for entry in pending] == [(5, 2)]
 
 
 def test_worker_deaths_solution_errors_and_timeouts(tmp_path: Path) -> None:

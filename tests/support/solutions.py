@@ -58,3 +58,13 @@ class IdsBenchmark(BenchmarkBase):
     def __iter__(self) -> Iterator[Task]:
         for i, task_id in enumerate(self.ids):
             yield Task(id=task_id, input=f"What is {i} * {i}?", ground_truth=i * i, metrics=[NumericMatch(i * i)])
+
+
+class BrokenAgent:
+    """A solution class whose constructor raises, as one that needs hardware this machine lacks would."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("no GPU on this machine")
+
+    def __call__(self, task: Task) -> float:
+        return calculator(task)
