@@ -13,9 +13,12 @@ import contextlib
 import contextvars
 import inspect
 import threading
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import pydantic
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import ConfigError, PluginError
@@ -59,6 +62,36 @@ def _accepted_kwargs(fn: Callable[..., Any], offered: dict[str, Any]) -> tuple[d
         return dict(offered), []
     accepted = {k: v for k, v in offered.items() if k in params}
     return accepted, [k for k in offered if k not in params]
+
+
+def _mistyped(fn: Callable[..., Any], offered: dict[str, Any]) -> dict[str, str]:
+    """The arguments of ``offered`` that do not validate against ``fn``'s type annotations, with pydantic's reason.
+
+    Validation is pydantic's lax mode (``"8"`` is an int, ``"hot"`` is not a float). Annotations pydantic cannot
+    check (arbitrary classes, unresolvable forward references) are not checked.
+    """
+    try:
+        hints = typing.get_type_hints(fn.__init__ if inspect.isclass(fn) else fn)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: nothing to check
+        return {}
+    problems = {}
+    for name, value in offered.items():
+        if name not in hints:
+            continue
+        try:
+            adapter = pydantic.TypeAdapter(hints[name])
+        except Exception:  # noqa: BLE001 - a type pydantic cannot build a validator for
+            continue
+        try:
+            adapter.validate_python(value)
+        except pydantic.ValidationError as err:
+            problems[name] = f"is not {_type_name(hints[name])} ({err.errors()[0]['msg']})"
+    return problems
+
+
+def _type_name(hint: Any) -> str:
+    text = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    return f"a valid {text}"
 
 
 _ARGUMENT_FLAGS = {"model": "--model (provider:model, e.g. openai:gpt-4o)", "user_model": "--user-model"}
@@ -122,7 +155,8 @@ class SolutionSpec:
 
         A recipe may also define ``check_arguments(**kwargs)`` (a static or class method raising ``ConfigError``):
         it is called here with the arguments, so that a bad value is reported before anything is written rather
-        than when each worker builds the solution.
+        than when each worker builds the solution. Then every argument is validated against the recipe's type
+        annotations (pydantic's lax mode), so ``-S temperature=hot`` is refused here too.
         """
         if self.is_recipe:
             missing = _missing_required(self.target, {*self.kwargs, "benchmark"})
@@ -145,6 +179,11 @@ class SolutionSpec:
         check_arguments = getattr(self.target, "check_arguments", None)
         if callable(check_arguments):
             check_arguments(**self.kwargs)
+        for name, problem in _mistyped(self.target, self.kwargs).items():
+            raise ConfigError(
+                f"solution {self.display!r}: argument {name}={self.kwargs[name]!r} {problem}; "
+                f"fix -S {name}=VALUE (or the config's solution_args)"
+            )
 
     @property
     def display(self) -> str:

@@ -39,6 +39,8 @@ def assert_one_line_error(result, *fragments):
         (TOY[:4] + ["--repeats", "0"], ["error: --repeats: Input should be greater than or equal to 1"]),
         (TOY[:4] + ["--workers", "-1"], ["error: --workers: Input should be greater than or equal to 1"]),
         (TOY[:4] + ["--memory", "lots"], ["error: --memory:", "8GiB"]),
+        (["--benchmark", "toy", "--solution", "chat", "--model", "mock", "-S", "temperature=hot"],
+         ["solution 'chat': argument temperature='hot' is not a valid float", "-S temperature=VALUE"]),
     ],
 )
 def test_unknown_names_and_bad_flags(cli, tmp_path, args, fragments):
