@@ -153,12 +153,18 @@ def test_ray_job_submit_and_ray_address_against_a_head(ray_head: dict[str, str],
     """The documented commands: ``ray job submit --working-dir . -- python -m runner ...`` (the driver attaches
     through RAY_ADDRESS) and ``python -m runner --ray-address``; both with RAY_AUTH_MODE=token."""
     job_run, direct_run = tmp_path / "job-run", tmp_path / "direct-run"
-    submitted = subprocess.run(
-        [str(BIN / "ray"), "job", "submit", "--address", ray_head["dashboard"], "--working-dir", ".", "--",
-         "python", "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage", str(job_run),
-         "--log-format", "json"],
-        cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
-    )
+    for _ in range(10):
+        submitted = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", "--address", ray_head["dashboard"], "--working-dir", ".", "--",
+             "python", "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",
+             str(job_run), "--log-format", "json"],
+            cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
+        )
+        # The head's job agent registers a few seconds after `ray start` returns; until then the job server refuses
+        # submissions (and creates no job), as it would for a user who submits right after starting a head.
+        if "No available agent to submit job" not in submitted.stdout + submitted.stderr:
+            break
+        time.sleep(3)
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
     assert "succeeded" in submitted.stdout + submitted.stderr
     assert len(list((job_run / "records").iterdir())) == 10
