@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,10 @@ import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator
 
 from runner.core.errors import ConfigError
+
+
+_BUILTIN_RESOURCES = {"CPU": "--num-cpus (num_cpus)", "GPU": "--num-gpus (num_gpus)", "memory": "--memory (memory)",
+                      "object_store_memory": "no per-worker setting (Ray sizes the object store per node)"}
 
 
 class WorkerSpec(BaseModel):
@@ -43,6 +48,18 @@ class WorkerSpec(BaseModel):
     max_concurrency: int = Field(default=1, ge=1)
     max_attempts: int = Field(default=3, ge=1)
     retry_errors: int = Field(default=0, ge=0)
+
+    @field_validator("resources")
+    @classmethod
+    def _custom_resources_only(cls, value: dict[str, float]) -> dict[str, float]:
+        # Ray refuses its built-in resources here (ray.remote options: "Use the 'num_cpus' and 'num_gpus' keyword
+        # instead"), and a resource demand must be positive.
+        for name, amount in value.items():
+            if name in _BUILTIN_RESOURCES:
+                raise ValueError(f"{name!r} is one of Ray's own resources; use {_BUILTIN_RESOURCES[name]} instead")
+            if amount <= 0:
+                raise ValueError(f"{name!r}: {amount:g} is not a positive amount")
+        return value
 
 
 class RunConfig(BaseModel):
@@ -140,12 +157,20 @@ class RunConfig(BaseModel):
             "model": self.model,
         }
         if self.data_dir is not None:
-            fields["data_dir"] = self.data_dir
+            fields["data_dir"] = _data_location(self.data_dir)
         if self.user_model is not None:
             fields["user_model"] = self.user_model
         if self.judge_model is not None:
             fields["judge_model"] = self.judge_model
         return fields
+
+
+def _data_location(data_dir: str) -> str:
+    """``data_dir`` as the fingerprint keeps it: a local path made absolute (``./data`` and ``/abs/data`` name the
+    same data from one directory), a URL as given."""
+    if "://" in data_dir:
+        return data_dir
+    return os.path.abspath(os.path.expanduser(data_dir))
 
 
 def fingerprint(fields: dict[str, Any]) -> str:
@@ -160,7 +185,7 @@ def format_validation_error(err: ValidationError, source: str, flags: dict[str, 
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    message = first["msg"]
+    message = first["msg"].removeprefix("Value error, ")
     if first["type"].startswith("byte_size"):
         message += " (give bytes, or a number with a unit: 512MiB, 8GiB, 1.5GB)"
     if flags and where in flags:

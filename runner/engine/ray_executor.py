@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -26,6 +26,9 @@ from runner.engine import ray_cluster
 from runner.engine.context import RunContext
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
+
+if TYPE_CHECKING:
+    from runner.engine.ray_pool import ActorPool
 
 
 class RayExecutor:
@@ -53,6 +56,7 @@ class RayExecutor:
         self.log_format = log_format
         self.workers: list[dict[str, Any]] = []
         self.deaths = 0
+        self._pool: ActorPool | None = None
         self._started_ray = False
         self.size = 0
 
@@ -67,10 +71,12 @@ class RayExecutor:
 
     async def start(self, context: RunContext, expected_items: int | None) -> None:
         """Get ready for a run of ``expected_items`` items (``None``: unknown) before it writes anything: refuse a
-        store the workers cannot write to, attach to the cluster (or start the embedded Ray), and size the pool.
+        store the workers cannot write to, attach to the cluster (or start the embedded Ray), size the pool, start
+        its actors and wait until one has built the solution.
 
         Raises:
-            ConfigError: a store in this process's memory (``memory://``), or no node fits one worker.
+            ConfigError: a store in this process's memory (``memory://``), no node fits one worker, or the solution
+                cannot be built on a worker.
             RayUnavailable: Ray cannot start or attach.
         """
         if context.store.is_process_local:
@@ -78,10 +84,20 @@ class RayExecutor:
                 f"storage {context.store.uri!r} lives in this process's memory, where Ray workers cannot write "
                 "(their records would be lost); use --sequential, a path, or shared storage such as s3://bucket/run"
             )
+        from runner.engine.ray_pool import ActorPool
+
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
+            nodes = len(ray_cluster.cluster_nodes())
+            if nodes > 1 and context.store.is_local:
+                structlog.get_logger("runner").warning(
+                    "ray.local_storage", nodes=nodes, storage=context.store.uri,
+                    detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
+                )
+            self._pool = ActorPool(self.spec, self.size, self.log_format)
+            await self._pool.start(context)
         except BaseException:
             await self.close()
             raise
@@ -99,23 +115,16 @@ class RayExecutor:
             ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
         """
-        from runner.engine.ray_pool import ActorPool
-
-        nodes = len(ray_cluster.cluster_nodes())
-        if nodes > 1 and context.store.is_local:
-            structlog.get_logger("runner").warning(
-                "ray.local_storage", nodes=nodes, storage=context.store.uri,
-                detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
-            )
-        pool = ActorPool(self.spec, self.size, self.log_format)
-        try:
-            await pool.run(iter(items), context, progress)
-        finally:
-            pool.close()
-            self.workers, self.deaths = pool.workers, pool.deaths
+        assert self._pool is not None, "start() first"
+        await self._pool.run(iter(items), progress)
 
     async def close(self) -> None:
-        """Shut Ray down if :meth:`start` initialised it (stops an embedded Ray; detaches from a cluster)."""
+        """Kill the pool's actors, and shut Ray down if :meth:`start` initialised it (stops an embedded Ray;
+        detaches from a cluster)."""
+        if self._pool is not None:
+            self._pool.close()
+            self.workers, self.deaths = self._pool.workers, self._pool.deaths
+            self._pool = None
         if self._started_ray:
             ray_cluster.shutdown()
             self._started_ray = False

@@ -20,7 +20,8 @@ Example, as :class:`~runner.engine.ray_executor.RayExecutor` uses it (after ``ra
 
     pool = ActorPool(WorkerSpec(num_gpus=1), size=4)
     try:
-        await pool.run(plan, RunContext(benchmark, spec, store, run_id), progress)
+        await pool.start(RunContext(benchmark, spec, store, run_id))    # actors up, the solution built once
+        await pool.run(plan, progress)
     finally:
         pool.close()
 """
@@ -126,17 +127,12 @@ class ActorPool:
         self._rate: float | None = None
         self._log = structlog.get_logger("runner")
 
-    async def run(
-        self,
-        plan: Iterator[WorkItem],
-        context: RunContext,
-        progress: Progress,
-    ) -> None:
-        """Run every item of ``plan`` and feed ``progress`` one acknowledgement per item.
+    async def start(self, context: RunContext) -> None:
+        """Start the actors and wait until one of them has built the solution, so that a solution that cannot be
+        built on a worker stops the run before it writes anything.
 
         Raises:
             ConfigError: the solution cannot be built on a worker.
-            StorageError: a worker cannot write a record (the run stops; finished records stay).
         """
         self._context = context
         self._actor_class = ray.remote(EvalWorker).options(
@@ -150,6 +146,24 @@ class ActorPool:
                        max_concurrency=self.spec.max_concurrency, cluster=ray.get_runtime_context().gcs_address)
         for _ in range(self.size):
             self._start_worker()
+        idle = _Dispatch(iter(()))
+        while not self.workers:
+            if self.deaths >= self.size * self.spec.max_attempts:
+                raise ConfigError(f"{self.deaths} Ray workers died while starting, before any could run an item; "
+                                  "check the workers' logs (out of memory? a crash on import?)")
+            # Only describe calls are pending: a worker that dies starting is replaced, one that cannot build the
+            # solution raises.
+            done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
+            for future in done:
+                await self._collect(future, idle, None)
+
+    async def run(self, plan: Iterator[WorkItem], progress: Progress) -> None:
+        """Run every item of ``plan`` on the started pool and feed ``progress`` one acknowledgement per item.
+
+        Raises:
+            ConfigError: the solution cannot be built on a worker.
+            StorageError: a worker cannot write a record (the run stops; finished records stay).
+        """
         dispatch = _Dispatch(plan)
         while True:
             for worker in self._pool:
@@ -206,8 +220,9 @@ class ActorPool:
         self._pending[asyncio.wrap_future(worker.handle.run.remote(data).future())] = _Call(worker, batch)
         worker.in_flight += len(batch)
 
-    async def _collect(self, future: asyncio.Future[Any], dispatch: _Dispatch, progress: Progress) -> None:
-        """Account for one finished call: acknowledgements, a worker's description, or a dead worker."""
+    async def _collect(self, future: asyncio.Future[Any], dispatch: _Dispatch, progress: Progress | None) -> None:
+        """Account for one finished call: acknowledgements, a worker's description, or a dead worker (``progress``
+        may be ``None`` while only describe calls are pending)."""
         assert self._context is not None
         call = self._pending.pop(future)
         call.worker.in_flight -= len(call.items)
@@ -227,6 +242,7 @@ class ActorPool:
                 self._start_worker()
             for item, attempt in call.items:
                 if attempt >= self.spec.max_attempts:
+                    assert progress is not None
                     progress.advance(await _give_up(item, attempt, exc, self._context))
                 else:
                     dispatch.retries.append((item, attempt + 1))
@@ -240,6 +256,7 @@ class ActorPool:
             self.workers.append(answer)
             self._log.info("ray.worker", worker=call.worker.index, **answer)
         else:
+            assert progress is not None
             self._account(call, answer, progress)
 
     def _account(self, call: _Call, answer: tuple[list[Ack], float], progress: Progress) -> None:

@@ -191,7 +191,9 @@ async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
         done = set() if opening.clear else store.done_items()
         failed = store.failed_items() if request.rerun_errors and done else set()
         resumable = done - failed
-        already_done = len(resumable)        # before the plan, which drops each pair from the set as it skips it
+        # Counted before the plan, which drops each pair from the set as it skips it; records of tasks past a
+        # lowered limit are counted too (their positions are known only inside the records).
+        already_done = sum(1 for _, repeat in resumable if repeat < request.repeats)
         plan = Plan(request.benchmark, request.repeats, request.limit, resumable)
         expected = plan.expected_items()
         items = iter(plan)

@@ -39,6 +39,8 @@ def assert_one_line_error(result, *fragments):
         (TOY[:4] + ["--repeats", "0"], ["error: --repeats: Input should be greater than or equal to 1"]),
         (TOY[:4] + ["--workers", "-1"], ["error: --workers: Input should be greater than or equal to 1"]),
         (TOY[:4] + ["--memory", "lots"], ["error: --memory:", "8GiB"]),
+        (TOY[:4] + ["--resources", '{"CPU": 1}'], ["error: --resources: 'CPU' is one of Ray's own", "--num-cpus"]),
+        (TOY[:4] + ["--resources", '{"TPU": 0}'], ["error: --resources: 'TPU': 0 is not a positive amount"]),
         (["--benchmark", "toy", "--solution", "chat", "--model", "mock", "-S", "temperature=hot"],
          ["solution 'chat': argument temperature='hot' is not a valid float", "-S temperature=VALUE"]),
     ],
@@ -95,14 +97,35 @@ def files(root):
     return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_a_solution_that_cannot_be_built_is_refused_before_force_deletes_anything(cli, tmp_path):
-    storage = tmp_path / "run"
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        (["--sequential"], "could not be built (RuntimeError: no GPU on this machine)"),
+        ([], "could not be built on a Ray worker (RuntimeError: no GPU on this machine)"),
+    ],
+    ids=["sequential", "ray"],
+)
+def test_a_solution_that_cannot_be_built_is_refused_before_force_deletes_anything(cli, tmp_path, mode, message):
+    storage, fresh = tmp_path / "run", tmp_path / "fresh"
     assert cli(*TOY, "--storage", str(storage), "--limit", "3").returncode == 0
     before = files(storage)
-    broken = "tests.support.solutions:BrokenAgent"
-    result = cli("--benchmark", "toy", "--solution", broken, "--sequential", "--force", "--storage", str(storage))
-    assert_one_line_error(result, f"the solution '{broken}' could not be built (RuntimeError: no GPU on this machine)")
+    broken = ["--benchmark", "toy", "--solution", "tests.support.solutions:BrokenAgent", "--limit", "3", *mode]
+    result = cli(*broken, "--force", "--storage", str(storage), env={"RAY_ADDRESS": ""})
+    assert_last_line_error(result, mode, "the solution 'tests.support.solutions:BrokenAgent' " + message)
     assert files(storage) == before
+    assert_last_line_error(cli(*broken, "--storage", str(fresh), env={"RAY_ADDRESS": ""}), mode, message)
+    assert not fresh.exists()
+
+
+def assert_last_line_error(result, mode, *fragments):
+    """Sequential: exactly one line. Ray: Ray forwards the worker's own traceback of the failed constructor to the
+    driver's stderr (useful when debugging a worker), so our line is the last one."""
+    if mode:
+        assert_one_line_error(result, *fragments)
+        return
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and all(fragment in last for fragment in fragments), result.stderr
 
 
 @pytest.mark.parametrize(

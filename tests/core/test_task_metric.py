@@ -84,3 +84,12 @@ def test_fingerprint_ignores_execution_settings():
     c = RunConfig(benchmark="toy", solution="reference")
     assert fingerprint(a.fingerprint_fields()) == fingerprint(b.fingerprint_fields())
     assert fingerprint(a.fingerprint_fields()) != fingerprint(c.fingerprint_fields())
+
+
+def test_the_data_location_in_the_fingerprint_is_the_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    relative = RunConfig(benchmark="toy", solution="calculator", data_dir="./data/file.json")
+    absolute = RunConfig(benchmark="toy", solution="calculator", data_dir=str(tmp_path / "data" / "file.json"))
+    assert relative.fingerprint_fields() == absolute.fingerprint_fields()
+    url = RunConfig(benchmark="toy", solution="calculator", data_dir="s3://bucket/data.json")
+    assert url.fingerprint_fields()["data_dir"] == "s3://bucket/data.json"

@@ -167,10 +167,13 @@ def test_worker_deaths_solution_errors_and_timeouts(tmp_path: Path) -> None:
     died = stored[("toy-005", 0)]
     assert (died.attempt, died.error.type) == (3, "WorkerDied")
     assert stored[("toy-003", 0)].error.type == "ValueError"
-    assert stored[("toy-003", 0)].attempt == 1
     lines = [line.split() for line in log.read_text().splitlines()]
     executions = Counter(task_id for task_id, _, _ in lines)
-    assert executions["toy-003"] == 1
+    # Its exception is an error record at once: it is never retried for raising (each attempt ran at most once). A
+    # later attempt exists only when a crashing item killed its worker before it ran, or before its record was
+    # written (record writes overlap the next solution call).
+    attempts_of_3 = [int(a) for task_id, _, a in lines if task_id == "toy-003"]
+    assert len(attempts_of_3) == len(set(attempts_of_3)) and max(attempts_of_3) == stored[("toy-003", 0)].attempt
     # Retries run alone, so attempts 2 and 3 of task 5 surely ran; attempt 1 may have been lost unstarted, queued
     # behind another crashing item.
     assert {int(a) for task_id, _, a in lines if task_id == "toy-005"} >= {2, 3}
