@@ -203,7 +203,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}; check the --config path") from None
+        raise ConfigError(
+            f"cannot read config file {str(path)!r}: {exc.strerror or exc}; check the --config path"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -1,8 +1,8 @@
 """The pool of Ray actors of one run, and the bounded window of in-flight items that feeds it.
 
 - ``size`` actors (:class:`~runner.engine.ray_worker.EvalWorker`) are created with the :class:`WorkerSpec`'s
-  resources. The run's :class:`RunContext` (benchmark, solution recipe, store) goes to the object store once; each actor builds the
-  solution once; calls carry only task data.
+  resources. The run's :class:`RunContext` (benchmark, solution recipe, store) goes to the object store once;
+  each actor builds the solution once; calls carry only task data.
 - Items go only to workers that have answered their first call (Ray started them): a pool larger than the cluster
   fits now runs on the workers that started while the others wait for resources.
 - Items are taken from the plan only when a worker has room: a worker holds at most ``2 * max(batch,
@@ -10,7 +10,7 @@
   with the benchmark.
 - Items travel in batches sized from each worker's measured throughput so one call carries about
   :data:`TARGET_CALL_S` seconds of its work (fast items share a call, slow ones go one per call).
-- Workers write their records; the driver gets one ``(status, written, seconds)`` tuple per item, and per call the
+- Workers write their records; the driver gets one ``(status, duplicate, seconds)`` tuple per item, and per call the
   seconds the batch kept its worker busy.
 - A worker that dies (killed process, lost node, out of memory) is replaced; its in-flight items are retried with
   ``attempt + 1``, each alone on an idle worker (an item whose record the dead worker had written is not run
@@ -233,9 +233,9 @@ class ActorPool:
         except (RayActorError, OutOfMemoryError) as exc:
             if isinstance(exc, RayActorError) and exc.actor_init_failed:
                 raise ConfigError(
-                    f"the solution {self._context.solution.display!r} could not be built on a Ray worker ({_cause_line(exc)}); "
-                    "check that its module is importable on the workers, or run with --sequential to build it in this process "
-                    "(a debugger can step through it there)"
+                    f"the solution {self._context.solution.display!r} could not be built on a Ray worker "
+                    f"({_cause_line(exc)}); check that its module is importable on the workers, or run with "
+                    "--sequential to build it in this process (a debugger can step through it there)"
                 ) from None
             if call.worker.alive:
                 self._bury(call.worker, exc)
@@ -257,16 +257,15 @@ class ActorPool:
             self._log.info("ray.worker", worker=call.worker.index, **answer)
         else:
             assert progress is not None
-            self._account(call, answer, progress)
+            self._account(answer, progress)
 
-    def _account(self, call: _Call, answer: tuple[list[Ack], float], progress: Progress) -> None:
+    def _account(self, answer: tuple[list[Ack], float], progress: Progress) -> None:
         """Count a call's acknowledgements, and size batches from the throughput it shows: a batch of ``n`` items
         that kept a worker busy ``busy`` seconds at concurrency ``c`` means about ``max(n, c) / busy`` items/s per
         worker (``n`` items finish in ``ceil(n / c)`` rounds), so a call carries :data:`TARGET_CALL_S` of that."""
         acks, busy = answer
-        for (status, written, _seconds), (_item, attempt) in zip(acks, call.items):
-            # As ItemResult.duplicate: a first attempt that found its record already written.
-            progress.advance(status, duplicate=not written and attempt == 1)
+        for status, duplicate, _seconds in acks:
+            progress.advance(status, duplicate=duplicate)
         if busy <= 0:
             return
         rate = max(len(acks), self.spec.max_concurrency) / busy

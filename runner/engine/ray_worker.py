@@ -2,7 +2,8 @@
 
 The driver (:mod:`runner.engine.ray_executor`) creates a pool of these actors with the run's :class:`WorkerSpec`
 resources. Each actor receives the run's :class:`RunContext` (benchmark, solution recipe, store) once, from the
-object store, and then only task data. It writes every record itself and answers with one small acknowledgement per item.
+object store, and then only task data. It writes every record itself and answers with one small acknowledgement
+per item.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from runner.core.task import Task
 from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, stored_status, worker_identity
 
-# One acknowledgement per item: (record status, whether this call wrote the record, seconds of the item).
+# One acknowledgement per item: (record status, whether it was a duplicate (ItemResult.duplicate), seconds of the item).
 Ack = tuple[str, bool, float]
 # One item as the driver ships it: (task, 0-based repeat, attempt, the task's 0-based position in the benchmark).
 ItemData = tuple[Task, int, int, int]
@@ -113,4 +114,4 @@ class EvalWorker:
             slots=self._slots,
             owned=owned,
         )
-        return (result.status, result.written, result.seconds), time.perf_counter()
+        return (result.status, result.duplicate, result.seconds), time.perf_counter()

@@ -32,7 +32,8 @@ DEFAULT_SECRET = "runner-storage"
 
 # The quantity pattern of the KubeRay CRDs' resource fields (Kubernetes' resource.Quantity), without the sign:
 # a pod's CPU or memory is never negative.
-_QUANTITY = re.compile(r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+_NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+_QUANTITY = re.compile(rf"^{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$")
 
 
 def quantity(value: str | int | float) -> str:
