@@ -17,14 +17,16 @@ from runner.core import (
     RunConfig,
     RunnerError,
     RunResults,
+    RunSettings,
     SolutionContext,
     SolutionOutput,
+    SolutionSpec,
     Task,
     TaskRecord,
     WorkerSpec,
     record_usage,
+    solution_factory,
 )
-from runner.engine.solution import SolutionSpec, solution_factory
 from runner.evaluators import GeneralEvaluator, RayEvaluator
 from runner.report import Summary
 from runner.storage import FileEvaluatorStorage, ResultStore
@@ -41,6 +43,7 @@ __all__ = [
     "ResultStore",
     "RunConfig",
     "RunResults",
+    "RunSettings",
     "RunnerError",
     "SolutionContext",
     "SolutionOutput",

@@ -1,6 +1,7 @@
 """The evaluators users call: ``GeneralEvaluator`` (sequential) and ``RayEvaluator`` (a pool of Ray actors).
 
-They keep AgentScope's constructor forms and run every item through the same engine, then build the report::
+They keep AgentScope's constructor forms, build the same :class:`RunRequest` the CLI builds, run it through the
+engine and report (:func:`evaluate`)::
 
     evaluator = GeneralEvaluator(benchmark=ToyBenchmark(), solution_func=solve, storage=FileEvaluatorStorage())
     summary = await evaluator.run()
@@ -16,19 +17,47 @@ Ray itself is imported only when a ``RayEvaluator`` runs, so ``from runner impor
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
 
 from runner.core.benchmark import BenchmarkBase
-from runner.core.config import WorkerSpec, format_validation_error
+from runner.core.config import RunSettings, WorkerSpec, format_validation_error
 from runner.core.errors import ConfigError
-from runner.engine.run import Executor, RunOutcome, RunRequest, execute_run
-from runner.engine.sequential import SequentialExecutor
-from runner.engine.solution import SolutionSpec, describe
+from runner.core.solution import SolutionSpec, describe
+from runner.engine.request import RunRequest
+from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
 from runner.report import Summary, build_report, render
 from runner.storage.store import ResultStore
+
+
+async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor | None = None) -> tuple[
+        Summary, RunOutcome]:
+    """Run ``request`` (every item without a record), then aggregate all records into ``summary.json`` and
+    ``results.csv``: what the CLI's ``run`` and every evaluator do.
+
+    Args:
+        request: what to run.
+        show: print the summary table.
+        executor: who runs it; default: the one the request's settings name.
+
+    Returns:
+        the :class:`Summary` and what the run did.
+
+    Raises:
+        RunnerError: bad input, before anything is written.
+        StorageError: a record cannot be written mid-run (finished records stay; the same call resumes).
+    """
+    outcome = await execute_run(request, executor)
+    summary = build_report(request.store, request.benchmark)
+    if show:
+        render(summary, Console(), storage=request.store.uri)
+    return summary, outcome
+
+
+_RENAMED = {"retry_errors": "solution_retries", "rerun_errors": "rerun_failed"}
 
 
 class EvaluatorBase:
@@ -42,21 +71,21 @@ class EvaluatorBase:
         solution_func: the solution (the seed's form); or pass it to :meth:`run` (AgentScope v1's form). A
             function ``(task)`` or ``(task, context)``, sync or async; a class or ``@solution_factory`` is built
             once per worker; a :class:`SolutionSpec` is used as is.
-        timeout: seconds per solution call, or ``None``.
-        limit: only the first ``limit`` tasks.
-        retry_errors: extra tries when the solution raises.
-        force: delete earlier records at the storage URI and start over.
-        rerun_errors: run again the items whose record is an error or a timeout (the old records move to
-            ``retired/``).
         show: print the summary table when the run ends.
+        progress_bar: draw a progress bar (``None``: when stderr is a terminal).
         fingerprint_fields: what identifies the configuration for resume (default: benchmark and solution names).
         config: the configuration stored in ``run.json``.
+        **settings: any other :class:`RunSettings` field: ``timeout`` (seconds per solution call), ``limit``,
+            ``solution_retries``, ``force``, ``rerun_failed`` (``retry_errors`` and ``rerun_errors``, their former
+            names, still work with a deprecation warning).
 
     Raises:
-        ConfigError: a missing benchmark, ``n_repeat < 1``, or no solution at :meth:`run`.
+        ConfigError: a missing benchmark, ``n_repeat < 1``, a setting that does not validate, or no solution at
+            :meth:`run`.
     """
 
-    executor_name = "base"
+    default_executor = "sequential"
+    """The executor of :data:`runner.registry.EXECUTORS` this evaluator runs on."""
 
     def __init__(
         self,
@@ -66,45 +95,61 @@ class EvaluatorBase:
         storage: ResultStore | None = None,
         *,
         solution_func: Any = None,
-        timeout: float | None = None,
-        limit: int | None = None,
-        retry_errors: int = 0,
-        force: bool = False,
-        rerun_errors: bool = False,
         show: bool = True,
         progress_bar: bool | None = None,
         fingerprint_fields: dict[str, Any] | None = None,
         config: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
         if not isinstance(benchmark, BenchmarkBase):
             raise ConfigError(f"benchmark must be a BenchmarkBase instance, got {type(benchmark).__name__}")
         if n_repeat < 1:
             raise ConfigError(f"n_repeat must be at least 1, got {n_repeat}")
+        for old, new in _RENAMED.items():
+            if old in settings:
+                warnings.warn(f"{old}= is deprecated; use {new}=", FutureWarning, stacklevel=3)
+                settings.setdefault(new, settings.pop(old))
+        try:
+            self.settings = RunSettings.model_validate(
+                {"executor": self.default_executor, **{k: v for k, v in settings.items() if v is not None},
+                 "repeats": n_repeat})
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err, f"{type(self).__name__} options")) from None
         self.name = name or benchmark.name
         self.benchmark = benchmark
         self.n_repeat = n_repeat
         self.storage = storage if storage is not None else ResultStore()
         self.solution_func = solution_func
-        self.timeout = timeout
-        self.limit = limit
-        self.retry_errors = retry_errors
-        self.force = force
-        self.rerun_errors = rerun_errors
         self.show = show
         self.progress_bar = progress_bar
         self.fingerprint_fields = fingerprint_fields
         self.config = config
         self.outcome: RunOutcome | None = None
+        self.executor: Executor | None = None
 
-    def make_executor(self) -> Executor:
-        """The executor that runs the items."""
-        raise NotImplementedError
+    def request(self, solution: Any = None) -> RunRequest:
+        """The :class:`RunRequest` of this evaluation with ``solution`` (default: ``solution_func``).
 
-    def _spec(self, solution: Any) -> SolutionSpec:
+        Raises:
+            ConfigError: no solution.
+        """
         chosen = solution if solution is not None else self.solution_func
         if chosen is None:
             raise ConfigError("no solution: pass solution_func= to the evaluator or a solution to run()")
-        return chosen if isinstance(chosen, SolutionSpec) else SolutionSpec(target=chosen, name=describe(chosen))
+        spec = chosen if isinstance(chosen, SolutionSpec) else SolutionSpec(target=chosen, name=describe(chosen))
+        fields = self.fingerprint_fields or {
+            "benchmark": f"{describe(type(self.benchmark))}[{self.benchmark.name}]",
+            "solution": spec.display,
+        }
+        return RunRequest(
+            benchmark=self.benchmark,
+            solution=spec,
+            store=self.storage,
+            settings=self.settings,
+            fingerprint_fields=fields,
+            config=self.config or {"name": self.name, "benchmark": self.benchmark.name, "solution": spec.display},
+            progress_bar=self.progress_bar,
+        )
 
     async def run(self, solution: Any = None) -> Summary:
         """Run every item without a record, then aggregate all records into ``summary.json`` and ``results.csv``.
@@ -115,30 +160,15 @@ class EvaluatorBase:
         Raises:
             RunnerError: bad input, before anything is written.
         """
-        spec = self._spec(solution)
-        fields = self.fingerprint_fields or {
-            "benchmark": f"{describe(type(self.benchmark))}[{self.benchmark.name}]",
-            "solution": spec.display,
-        }
-        request = RunRequest(
-            benchmark=self.benchmark,
-            solution=spec,
-            store=self.storage,
-            repeats=self.n_repeat,
-            limit=self.limit,
-            timeout=self.timeout,
-            retry_errors=self.retry_errors,
-            force=self.force,
-            rerun_errors=self.rerun_errors,
-            fingerprint_fields=fields,
-            config=self.config or {"name": self.name, "benchmark": self.benchmark.name, "solution": spec.display},
-            progress_bar=self.progress_bar,
-        )
-        self.outcome = await execute_run(request, self.make_executor())
-        summary = build_report(self.storage, self.benchmark)
-        if self.show:
-            render(summary, Console(), storage=self.storage.uri)
+        request = self.request(solution)
+        summary, self.outcome = await evaluate(request, show=self.show, executor=self.make_executor())
         return summary
+
+    def make_executor(self) -> Executor:
+        """The executor of this evaluation, from its settings (see :data:`runner.registry.EXECUTORS`); kept as
+        :attr:`executor` (a ``RayExecutor``'s ``workers``, ``size`` and ``deaths`` describe its pool after a run)."""
+        self.executor = make_executor(self.settings)
+        return self.executor
 
 
 class GeneralEvaluator(EvaluatorBase):
@@ -147,16 +177,12 @@ class GeneralEvaluator(EvaluatorBase):
     ``n_workers`` (AgentScope v1) is accepted for compatibility and ignored: use ``RayEvaluator`` for parallelism.
     """
 
-    executor_name = "sequential"
+    default_executor = "sequential"
 
     def __init__(self, name: str | None = None, benchmark: BenchmarkBase | None = None, n_repeat: int = 1,
                  storage: ResultStore | None = None, n_workers: int = 1, **options: Any) -> None:
         super().__init__(name, benchmark, n_repeat, storage, **options)
         self.n_workers = n_workers
-
-    def make_executor(self) -> Executor:
-        """A :class:`SequentialExecutor`."""
-        return SequentialExecutor()
 
 
 _WORKER_SHORTCUTS = ("num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "max_concurrency",
@@ -182,15 +208,15 @@ class RayEvaluator(EvaluatorBase):
             Ray resources), accelerator_type (e.g. ``"A100"``), max_concurrency (items in flight per actor),
             max_attempts (executions of an item before a dying worker makes it an error record).
         ray_address: the cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded Ray.
-        **options: :class:`EvaluatorBase` options (``timeout`` in seconds, ``limit``, ``retry_errors``, ``force``,
-            ``show``...). ``retry_errors`` defaults to the worker spec's.
+        **options: :class:`EvaluatorBase` options (``timeout`` in seconds, ``limit``, ``solution_retries``,
+            ``force``, ``show``...).
 
     Raises:
         ConfigError: a worker option that does not validate, or the base class's errors.
         RayUnavailable: at :meth:`run`, when Ray is missing or the address unreachable (before anything is written).
     """
 
-    executor_name = "ray"
+    default_executor = "ray"
 
     def __init__(
         self,
@@ -215,20 +241,9 @@ class RayEvaluator(EvaluatorBase):
         if count is not None:
             fields["num_workers"] = count
         try:
-            self.worker = WorkerSpec.model_validate(fields)
+            spec = WorkerSpec.model_validate(fields)
         except ValidationError as err:
             raise ConfigError(format_validation_error(err, "RayEvaluator worker options")) from None
-        options.setdefault("retry_errors", self.worker.retry_errors)
-        super().__init__(name, benchmark, n_repeat, storage, **options)
+        super().__init__(name, benchmark, n_repeat, storage, worker=spec, ray_address=ray_address, **options)
+        self.worker = spec
         self.ray_address = ray_address
-        self.executor: Executor | None = None
-
-    def make_executor(self) -> Executor:
-        """A ``RayExecutor`` whose cluster address was checked (in seconds, starting nothing); the run then has it
-        attach or start Ray and size its pool before anything is written, and only when there is work."""
-        from runner.engine.ray_executor import RayExecutor
-
-        executor = RayExecutor(self.worker, self.ray_address)
-        executor.preflight()
-        self.executor = executor
-        return executor

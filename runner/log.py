@@ -58,7 +58,3 @@ def configure(log_format: LogFormat | None = None, level: int = logging.INFO) ->
     )
     return chosen
 
-
-def get_logger(**bound: Any) -> Any:
-    """A structlog logger named ``runner`` with ``bound`` values."""
-    return structlog.get_logger("runner").bind(**bound)

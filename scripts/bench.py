@@ -36,13 +36,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from runner import BenchmarkBase, ResultStore, SolutionSpec, Task, WorkerSpec, log
+from runner import BenchmarkBase, ResultStore, RunSettings, SolutionSpec, Task, WorkerSpec, log
 from runner.benchmarks.toy import NumericMatch
-from runner.engine.ray_executor import RayExecutor
-from runner.engine.run import RunRequest, execute_run
-from runner.engine.sequential import SequentialExecutor
+from runner.engine import RunRequest, execute_run
 from runner.report import build_report
 
 W2_SLEEP_S = 0.2
@@ -107,12 +104,10 @@ async def _run(name: str, storage: str) -> dict[str, float | int | str]:
     spec = SolutionSpec(globals()[solution], name=solution)
     # What RayEvaluator.run does (execute, then report), with the driver's peak RSS read in between.
     started = time.perf_counter()
-    executor: Any = SequentialExecutor() if name == "W1s" else RayExecutor(WorkerSpec(**options))
-    if name != "W1s":
-        executor.preflight()
-    request = RunRequest(benchmark=benchmark, solution=spec, store=store, progress_bar=False,
+    settings = RunSettings(executor="sequential" if name == "W1s" else "ray", worker=WorkerSpec(**options))
+    request = RunRequest(benchmark=benchmark, solution=spec, store=store, settings=settings, progress_bar=False,
                          fingerprint_fields={"benchmark": benchmark.name, "solution": solution})
-    outcome = await execute_run(request, executor)
+    outcome = await execute_run(request)
     executed_at = time.perf_counter()
     peak_exec_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     build_report(store, benchmark)

@@ -1,19 +1,22 @@
-"""Fixtures shared by every test package: the shared data folder, a real S3 API server on loopback, and a scripted
-OpenAI-compatible model server on loopback."""
+"""Fixtures shared by every test package: the shared data (ACEBench, HotpotQA), the CLI (in this process or as a
+subprocess), a real S3 API server on loopback, and a scripted OpenAI-compatible model server on loopback."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliResult, run_in_process, run_process
 from tests.support.model_server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[1]
+FAKE_RESOURCES = {"custom": 2.0, "accelerator_type:T4": 1.0}
 SHARED = Path(os.environ.get("RUNNER_SHARED_DIR", REPO.parent / "shared")).resolve()
 
 
@@ -24,6 +27,38 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.fail(f"shared test data not found at {path}; set RUNNER_SHARED_DIR to the shared/ folder")
     return path
+
+
+@pytest.fixture(scope="session")
+def acebench_dir(shared_data: Path) -> Path:
+    """``../shared/data/acebench``: the authors' ``data_all/`` at the pinned commit."""
+    return shared_data / "acebench"
+
+
+@pytest.fixture(scope="session")
+def distractor_file(shared_data: Path) -> str:
+    """The 103 official HotpotQA dev-distractor records."""
+    return str(shared_data / "hotpotqa_dev_sample" / "hotpot_dev_distractor_v1_100.json")
+
+
+@pytest.fixture(scope="session")
+def beeai_file(shared_data: Path) -> str:
+    """BeeAI's 2-record HotpotQA evaluation dataset."""
+    return str(shared_data / "hotpotqa_beeai" / "dataset.json")
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
+    """``cli(*args, env=None)``: ``python -m runner ARGS`` run in this process (``runner.cli.main``); a
+    :class:`~tests.support.cli.CliResult`."""
+    return functools.partial(run_in_process, capsys, monkeypatch)
+
+
+@pytest.fixture
+def cli_process() -> Callable[..., CliResult]:
+    """``cli_process(*args, env=None, timeout=120)``: ``python -m runner ARGS`` as a real subprocess, for the one
+    test of each exit path and tests that need a process of their own."""
+    return run_process
 
 
 @pytest.fixture(scope="session")
@@ -87,3 +122,32 @@ def refused_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def worker_pythonpath() -> str:
+    """``PYTHONPATH`` that lets Ray workers and CLI subprocesses import the tests' helper modules (``tests.*``)."""
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[object]:
+    """One real local Ray for every test that needs one (never ``local_mode``); shut down at the end of the session.
+
+    It declares 2 CPUs (the machine's), and fake accelerators so that worker specs can be checked without hardware:
+    one GPU, 2 units of a custom resource ``custom`` and the accelerator type ``T4``. Its workers can import the
+    tests' helper modules (the repository root is on their ``PYTHONPATH``). A CLI run in this process attaches to it.
+    """
+    import ray
+
+    ray.init(
+        address="local",
+        num_cpus=2,
+        num_gpus=1,
+        resources=FAKE_RESOURCES,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"PYTHONPATH": worker_pythonpath()}},
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

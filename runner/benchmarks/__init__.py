@@ -1,10 +1,5 @@
-"""Built-in benchmarks.
+"""Built-in benchmarks: ACEBench (tool use), HotpotQA (multi-hop QA) and a toy arithmetic benchmark.
 
-``BENCHMARKS`` maps each built-in name to an import path; modules are imported only when their benchmark is used.
+Each is named in :data:`runner.registry.BENCHMARKS` (``--benchmark NAME``) and imported only when it is used. A
+benchmark imports ``runner.core`` (and ``runner.models`` for LLM-judged metrics), never the engine.
 """
-
-BENCHMARKS: dict[str, str] = {
-    "acebench": "runner.benchmarks.acebench:ACEBenchmark",
-    "hotpotqa": "runner.benchmarks.hotpotqa:HotpotQABenchmark",
-    "toy": "runner.benchmarks.toy:ToyBenchmark",
-}

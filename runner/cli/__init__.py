@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 
 from runner._version import __version__
@@ -65,10 +66,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            return handler(args)
     except RunnerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished records are kept; run the same command again to resume", file=sys.stderr)
         return 130
+
+
+def _warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """A warning (a deprecated setting in a config file...) as one line on stderr, without the code location."""
+    print(f"warning: {message}", file=sys.stderr)

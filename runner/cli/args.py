@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from runner.core.config import RunConfig, build_config, load_config_file
@@ -22,7 +24,6 @@ WORKER_FLAGS = {
     "accelerator_type": "accelerator_type",
     "concurrency": "max_concurrency",
     "max_attempts": "max_attempts",
-    "retry_errors": "retry_errors",
 }
 # flag dest -> RunConfig field
 RUN_FLAGS = (
@@ -40,9 +41,10 @@ RUN_FLAGS = (
     "repeats",
     "limit",
     "timeout",
-    "sequential",
+    "solution_retries",
+    "executor",
     "force",
-    "rerun_errors",
+    "rerun_failed",
     "ray_address",
     "log_format",
 )
@@ -73,6 +75,20 @@ def json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"key\": 1}}', got {text!r}")
     return value
+
+
+class _Deprecated(argparse.Action):
+    """A former flag: stores its value under the new flag's destination and says once, in one line on stderr, which
+    flag to use instead."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values if self.nargs != 0 else True)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +125,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
     what.add_argument("--limit", type=int, help="run only the first N tasks")
     what.add_argument("--timeout", type=float, help="seconds a solution may take on one task")
+    what.add_argument("--solution-retries", type=int, metavar="N",
+                      help="extra tries, each on a fresh copy of the task, when the solution raises (default 0)")
+    what.add_argument("--retry-errors", dest="solution_retries", type=int, action=_Deprecated,
+                      new="--solution-retries", help=argparse.SUPPRESS)
 
     where = parser.add_argument_group("where results go")
     where.add_argument("--storage", metavar="URI", help="run directory: path, file://, s3://... "
@@ -117,12 +137,17 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="fsspec options for the storage backend, e.g. '{\"endpoint_url\": \"http://...\"}'")
     where.add_argument("--force", action="store_true", default=None,
                        help="delete this run directory's records and start over")
-    where.add_argument("--rerun-errors", action="store_true", default=None,
+    where.add_argument("--rerun-failed", action="store_true", default=None,
                        help="run again the items whose record is an error or a timeout (old records go to retired/)")
+    where.add_argument("--rerun-errors", dest="rerun_failed", nargs=0, action=_Deprecated, new="--rerun-failed",
+                       help=argparse.SUPPRESS)
 
     how = parser.add_argument_group("how to run")
-    how.add_argument("--sequential", action="store_true", default=None,
-                     help="run here, one task at a time (debugging), instead of on Ray")
+    how.add_argument("--executor", metavar="NAME",
+                     help="who runs the items: ray (the default) or sequential (see 'list')")
+    how.add_argument("--sequential", dest="executor", action="store_const", const="sequential",
+                     help="run here, one task at a time (debugging), instead of on Ray: short for --executor "
+                     "sequential")
     how.add_argument("--ray-address", help="Ray cluster to attach to (default: RAY_ADDRESS, else an embedded Ray)")
     how.add_argument("--workers", type=int, help="Ray actors (default: as many as the cluster fits)")
     how.add_argument("--num-cpus", type=float, help="CPUs per worker (default 1)")
@@ -131,8 +156,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--resources", type=json_object, metavar="JSON", help="custom Ray resources per worker")
     how.add_argument("--accelerator-type", help="Ray accelerator type per worker, e.g. A100")
     how.add_argument("--concurrency", type=int, help="items in flight per worker (default 1)")
-    how.add_argument("--max-attempts", type=int, help="executions of an item before a dying worker fails it")
-    how.add_argument("--retry-errors", type=int, help="extra tries when the solution raises (default 0)")
+    how.add_argument("--max-attempts", type=int,
+                     help="executions of an item before a dying worker fails it (default 3; a worker death charges "
+                     "an attempt, a solution that raises does not: see --solution-retries)")
     how.add_argument("--log-format", choices=("console", "json"), help="default: console on a terminal, else json")
 
 

@@ -5,68 +5,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import Any
 
 import structlog
 from rich.console import Console
 
 from runner import log
 from runner.cli.args import config_from_args
-from runner.cli.model_flags import (
-    judge_args,
-    preflight_models,
-    provider_lines,
-    with_judge_default,
-    with_model_default,
-)
-from runner.core.config import RunConfig
+from runner.cli.model_flags import preflight_models, provider_lines
 from runner.core.errors import ConfigError, RunnerError
-from runner.engine.plugins import available_benchmarks, available_solutions, build_benchmark, resolve, solution_spec
-from runner.evaluators import EvaluatorBase, GeneralEvaluator, RayEvaluator
+from runner.engine.request import RunRequest
+from runner.evaluators import evaluate
+from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
 from runner.report import PlanScope, build_report, count_stored, render, scope_notes
 from runner.storage.store import ResultStore
-
-
-def make_evaluator(config: RunConfig) -> EvaluatorBase:
-    """The evaluator of ``config``: sequential, or Ray (the default).
-
-    Raises:
-        RunnerError: an unknown benchmark or solution, bad arguments, or Ray unavailable.
-    """
-    # The model and judge are settled from the benchmark's class first: the judge decides which metrics its
-    # tasks carry, so the benchmark is built with it.
-    target, _ = resolve(config.benchmark, available_benchmarks(), "benchmark")
-    config = with_judge_default(with_model_default(config, target), target)
-    benchmark = build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)}, config.data_dir)
-    spec = solution_spec(config.solution, config.solution_args, config.model, benchmark, config.model_base_url,
-                         config.user_model, config.user_model_base_url)
-    store = ResultStore(config.storage, config.storage_options)
-    options: dict[str, Any] = {
-        "timeout": config.timeout,
-        "limit": config.limit,
-        "retry_errors": config.worker.retry_errors,
-        "force": config.force,
-        "rerun_errors": config.rerun_errors,
-        "fingerprint_fields": config.fingerprint_fields(),
-        "config": config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_errors"}),
-        "solution_func": spec,
-    }
-    if config.sequential:
-        return GeneralEvaluator(name=benchmark.name, benchmark=benchmark, n_repeat=config.repeats, storage=store,
-                                **options)
-    return RayEvaluator(name=benchmark.name, benchmark=benchmark, n_repeat=config.repeats, storage=store,
-                        worker=config.worker, ray_address=config.ray_address, **options)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``run``: execute (or resume) a benchmark run and print its summary."""
     config = config_from_args(args)
     log.configure(config.log_format)
-    evaluator = make_evaluator(config)
-    effective = evaluator.config or {}
-    preflight_models(*(effective.get(name) for name in ("model", "model_base_url", "user_model",
-                                                        "user_model_base_url", "judge_model", "judge_base_url")))
-    asyncio.run(evaluator.run())
+    request = RunRequest.from_config(config)
+    preflight_models(**request.models())
+    asyncio.run(evaluate(request))
     return 0
 
 
@@ -138,13 +98,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``list``: the benchmarks, solutions and model providers this installation knows."""
+    """``list``: the benchmarks, solutions, executors and model providers this installation knows."""
     console = Console()
     console.print("[bold]benchmarks[/bold]")
     for name, path in sorted(available_benchmarks().items()):
         console.print(f"  {name:<16} {path}")
     console.print("[bold]solutions[/bold]")
     for name, path in sorted(available_solutions().items()):
+        console.print(f"  {name:<16} {path}")
+    console.print("[bold]executors[/bold] (--executor NAME; --sequential is short for --executor sequential)")
+    for name, path in sorted(available_executors().items()):
         console.print(f"  {name:<16} {path}")
     console.print("[bold]model providers[/bold] (--model provider:model)")
     for line in provider_lines():

@@ -1,10 +1,11 @@
-"""Pure data and interfaces: tasks, metrics, solutions, benchmarks, records and the run configuration.
+"""Pure data and interfaces: tasks, metrics, solutions and their recipes, benchmarks, records and the run
+configuration.
 
-Nothing here imports execution, storage or Ray.
+Nothing here imports execution, storage, models or Ray; plug-ins (benchmarks, solutions) import this package.
 """
 
 from runner.core.benchmark import BenchmarkBase
-from runner.core.config import RunConfig, WorkerSpec
+from runner.core.config import RunConfig, RunSettings, WorkerSpec
 from runner.core.errors import (
     BenchmarkError,
     ConfigError,
@@ -16,7 +17,7 @@ from runner.core.errors import (
 from runner.core.metric import MetricBase, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.results import Headline, ResultRow, RunResults
-from runner.core.solution import SolutionContext, SolutionOutput
+from runner.core.solution import SolutionContext, SolutionOutput, SolutionSpec, solution_factory
 from runner.core.task import Task
 from runner.core.usage import record_usage, usage_scope
 
@@ -35,9 +36,11 @@ __all__ = [
     "ResultRow",
     "RunConfig",
     "RunResults",
+    "RunSettings",
     "RunnerError",
     "SolutionContext",
     "SolutionOutput",
+    "SolutionSpec",
     "StorageError",
     "Task",
     "TaskRecord",
@@ -45,5 +48,6 @@ __all__ = [
     "TokenUsage",
     "WorkerSpec",
     "record_usage",
+    "solution_factory",
     "usage_scope",
 ]

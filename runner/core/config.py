@@ -8,11 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from runner.core.errors import ConfigError
 
@@ -33,8 +34,8 @@ class WorkerSpec(BaseModel):
         resources: custom Ray resources per actor, e.g. ``{"TPU": 1}``.
         accelerator_type: a Ray accelerator type such as ``"A100"`` or ``"H100"`` (``ray.util.accelerators``).
         max_concurrency: items in flight per actor, for solutions that mostly wait on a model server.
-        max_attempts: executions of one item before a dying worker makes it an error record.
-        retry_errors: extra attempts for an item whose solution raised (0: an exception is an error record at once).
+        max_attempts: executions of one item before a dying worker makes it an error record (a worker death
+            charges an attempt; a solution that raises does not: see :attr:`RunSettings.solution_retries`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,7 +48,14 @@ class WorkerSpec(BaseModel):
     accelerator_type: str | None = None
     max_concurrency: int = Field(default=1, ge=1)
     max_attempts: int = Field(default=3, ge=1)
-    retry_errors: int = Field(default=0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "retry_errors" in data:
+            raise ValueError("retry_errors is a setting of the run now, not of a worker: use solution_retries "
+                             "(--solution-retries)")
+        return data
 
     @field_validator("resources")
     @classmethod
@@ -62,8 +70,111 @@ class WorkerSpec(BaseModel):
         return value
 
 
-class RunConfig(BaseModel):
-    """One benchmark run.
+_RENAMED = {"rerun_errors": "rerun_failed", "retry_errors": "solution_retries"}
+"""Old run setting names, still read (with a deprecation warning): name -> new name."""
+
+
+class RunSettings(BaseModel):
+    """How a run executes, apart from what it runs: the plan, per-run behaviour, the executor and its workers.
+
+    :class:`RunConfig` adds the names to resolve (benchmark, solution, models, storage); a
+    :class:`~runner.engine.request.RunRequest` carries these settings next to the resolved objects, so each setting
+    is defined, documented and validated here once.
+
+    Args:
+        repeats: runs of each task (epochs); pass@k is reported when > 1.
+        limit: run only the first ``limit`` tasks.
+        timeout: seconds a solution may take on one task before it is recorded as a timeout.
+        solution_retries: extra tries, each on a fresh copy of the task, for an item whose solution raised
+            (0: an exception is an error record at once). Formerly ``retry_errors``.
+        force: delete this run's previous records and start over.
+        rerun_failed: on resume, run again the items whose record is an error or a timeout (e.g. after a model
+            server outage); the old records move to ``retired/``. Formerly ``rerun_errors``.
+        executor: who runs the items: ``ray`` (the default: a pool of Ray actors) or ``sequential`` (this process,
+            one item at a time; ``--sequential``), or another name of the executor registry
+            (:mod:`runner.registry`). ``sequential: true`` is read as ``executor: sequential``.
+        ray_address: the Ray cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded local Ray.
+        worker: the spec of each worker (resources, concurrency, attempts after a worker death).
+        log_format: ``console`` or ``json``; default: console on a terminal, JSON lines otherwise.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    repeats: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    timeout: float | None = Field(default=None, gt=0)
+    solution_retries: int = Field(default=0, ge=0)
+    force: bool = False
+    rerun_failed: bool = False
+    executor: str = "ray"
+    ray_address: str | None = None
+    worker: WorkerSpec = Field(default_factory=WorkerSpec)
+    log_format: Literal["console", "json"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        """Read the settings' former names: ``rerun_errors``, ``retry_errors`` (also under ``worker``) and
+        ``sequential``, each with a deprecation warning except ``sequential``, the executor's short form."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        worker = data.get("worker")
+        if isinstance(worker, dict) and "retry_errors" in worker:
+            worker = dict(worker)
+            data.setdefault("retry_errors", worker.pop("retry_errors"))
+            data["worker"] = worker
+        for old, new in _RENAMED.items():
+            if old in data:
+                value = data.pop(old)
+                warnings.warn(f"the run setting {old!r} is deprecated; use {new!r}", FutureWarning, stacklevel=2)
+                data.setdefault(new, value)
+        if "sequential" in data:
+            sequential = data.pop("sequential")
+            if sequential and data.get("executor", "sequential") != "sequential":
+                raise ValueError(f"sequential: true contradicts executor: {data['executor']!r}; keep one of them")
+            if sequential:
+                data["executor"] = "sequential"
+        return data
+
+    @field_validator("executor")
+    @classmethod
+    def _executor_name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name an executor (ray, sequential)")
+        return value.strip()
+
+
+class _WhatToRun(BaseModel):
+    """The names a run resolves (documented on :class:`RunConfig`); a base of its own so that they come first in a
+    configuration file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    benchmark_args: dict[str, Any] = Field(default_factory=dict)
+    data_dir: str | None = None
+    solution: str | None = None
+    solution_args: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None
+    model_base_url: str | None = None
+    user_model: str | None = None
+    user_model_base_url: str | None = None
+    judge_model: str | None = None
+    judge_base_url: str | None = None
+    storage: str | None = None
+    storage_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("benchmark")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name a benchmark")
+        return value
+
+
+class RunConfig(RunSettings, _WhatToRun):
+    """One benchmark run: what to run (names to resolve) and how (:class:`RunSettings`).
 
     Args:
         benchmark: a registered benchmark name (``python -m runner list``) or ``module:Class``.
@@ -87,49 +198,12 @@ class RunConfig(BaseModel):
         storage: the run's URI (path, ``file://``, ``memory://``, ``s3://``...); default
             ``./runs/<benchmark>-<UTC timestamp>``.
         storage_options: fsspec options for the storage backend (credentials stay out of logs and manifests).
-        repeats: runs of each task (epochs); pass@k is reported when > 1.
-        limit: run only the first ``limit`` tasks.
-        timeout: seconds a solution may take on one task before it is recorded as a timeout.
-        sequential: run in this process, one item at a time, instead of on Ray.
-        force: delete this run's previous records and start over.
-        rerun_errors: on resume, run again the items whose record is an error or a timeout (e.g. after a model
-            server outage); the old records move to ``retired/``.
-        ray_address: the Ray cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded local Ray.
-        worker: the Ray worker spec.
-        log_format: ``console`` or ``json``; default: console on a terminal, JSON lines otherwise.
+        (the rest): :class:`RunSettings`.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    benchmark: str
-    benchmark_args: dict[str, Any] = Field(default_factory=dict)
-    data_dir: str | None = None
-    solution: str | None = None
-    solution_args: dict[str, Any] = Field(default_factory=dict)
-    model: str | None = None
-    model_base_url: str | None = None
-    user_model: str | None = None
-    user_model_base_url: str | None = None
-    judge_model: str | None = None
-    judge_base_url: str | None = None
-    storage: str | None = None
-    storage_options: dict[str, Any] = Field(default_factory=dict)
-    repeats: int = Field(default=1, ge=1)
-    limit: int | None = Field(default=None, ge=1)
-    timeout: float | None = Field(default=None, gt=0)
-    sequential: bool = False
-    force: bool = False
-    rerun_errors: bool = False
-    ray_address: str | None = None
-    worker: WorkerSpec = Field(default_factory=WorkerSpec)
-    log_format: Literal["console", "json"] | None = None
-
-    @field_validator("benchmark")
-    @classmethod
-    def _non_empty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must name a benchmark")
-        return value
+    def settings(self) -> RunSettings:
+        """The :class:`RunSettings` part of this configuration."""
+        return RunSettings.model_validate(self.model_dump(include=set(RunSettings.model_fields)))
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """What decides the results of an item: benchmark, its arguments, its data, solution, its arguments, model,

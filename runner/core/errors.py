@@ -6,6 +6,8 @@ single line on stderr and exit status 2, without a traceback; anything else is a
 
 from __future__ import annotations
 
+import re
+
 
 class RunnerError(Exception):
     """Bad input the user can fix: the message names the problem and the way out, in one line."""
@@ -34,3 +36,26 @@ class BenchmarkError(RunnerError):
 class InvalidTask(BenchmarkError, ValueError):
     """A task that cannot be built (an empty id, two metrics with one name). A ``ValueError`` too, as
     :class:`~runner.core.task.Task` has always raised; the plan adds the task's position to the message."""
+
+
+_RAISED_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning): ")
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """``text`` with whitespace runs collapsed to one space, cut to ``limit`` characters (for error messages)."""
+    flat = re.sub(r"\s+", " ", str(text)).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def exception_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one line: ``Type: first line of its message`` (``Type`` alone for an empty message).
+
+    An exception that wraps a traceback in its message (Ray's ``RayTaskError``, ``RayActorError``) is named by the
+    last ``SomeError: message`` line of it, the original exception's.
+    """
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    lines = [line.strip() for line in text.splitlines()]
+    raised = [line for line in lines[1:] if _RAISED_LINE.match(line)]
+    return one_line(raised[-1] if raised else f"{type(exc).__name__}: {lines[0]}", limit)

@@ -1,14 +1,28 @@
-"""What a solution returns, and the context it may ask for.
+"""Solutions: what one returns, the context it may ask for, and the recipe a worker builds it from.
 
 ``SolutionOutput`` keeps AgentScope's fields (``success``, ``output``, ``trajectory``, ``meta``). A solution is any
 callable ``solution(task)`` or ``solution(task, context)``, sync or async, returning a ``SolutionOutput`` or a bare
-value (wrapped as ``SolutionOutput(output=value)``).
+value (wrapped as ``SolutionOutput(output=value)``). A class, or a function marked with :func:`solution_factory`, is
+a recipe: a :class:`SolutionSpec` builds it once per worker (with the solution arguments it accepts, and
+``benchmark=`` if it asks for it), so a model is loaded once per worker, not once per task.
+
+Plug-ins import this module, never the engine: how a built solution is called (threads, timeouts) is the engine's.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from runner.core import signature
+from runner.core.errors import ConfigError, PluginError
+
+if TYPE_CHECKING:
+    from runner.core.benchmark import BenchmarkBase
+
+_FACTORY_MARK = "__runner_solution_factory__"
 
 
 @dataclass
@@ -55,3 +69,121 @@ class SolutionContext:
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         if self.logger is not None:
             self.logger.debug("solution.hook", args=[repr(a)[:200] for a in args])
+
+
+def solution_factory(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn`` as a factory: called once per worker, it returns the solution callable.
+
+    Example::
+
+        @solution_factory
+        def my_agent(model: str):
+            client = load_model(model)          # once per worker
+            async def solve(task):
+                return await client.answer(task.input)
+            return solve
+    """
+    setattr(fn, _FACTORY_MARK, True)
+    return fn
+
+
+def describe(target: Any) -> str:
+    """``module:qualname`` of a callable or class (for fingerprints and messages); a string is returned as is."""
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or type(target).__module__
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{module}:{name}"
+
+
+ARGUMENT_FLAGS = {"model": "--model (provider:model, e.g. openai:gpt-4o)", "user_model": "--user-model"}
+"""How a user passes a recipe's argument from the command line, where it has a flag of its own (else ``-S``)."""
+
+
+@dataclass
+class SolutionSpec:
+    """A picklable recipe for a solution: the target (callable, class or factory) and its arguments.
+
+    Args:
+        target: a solution callable, a class, or a :func:`solution_factory`.
+        kwargs: arguments for a class or factory (e.g. ``{"model": "openai:gpt-4o"}``); one it does not accept
+            is an error.
+        name: how the run names the solution (built-in name or import path).
+    """
+
+    target: Any
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def is_recipe(self) -> bool:
+        """Whether :meth:`build` constructs something (a class or a factory) rather than using the target as is."""
+        return inspect.isclass(self.target) or bool(getattr(self.target, _FACTORY_MARK, False))
+
+    def accepts(self, name: str) -> bool:
+        """Whether the target is a recipe whose constructor takes the argument ``name`` (e.g. ``model``)."""
+        return self.is_recipe and not signature.split_kwargs(self.target, {name: None})[1]
+
+    @property
+    def display(self) -> str:
+        """The solution's name for messages."""
+        return self.name or describe(self.target)
+
+    def check(self) -> None:
+        """Refuse arguments the target cannot take, and a recipe's required argument that is missing
+        (``benchmark`` aside, which :meth:`build` passes).
+
+        A recipe may also define ``check_arguments(**kwargs)`` (a static or class method raising ``ConfigError``):
+        it is called here with the arguments, so that a bad value is reported before anything is written rather
+        than when each worker builds the solution. Then every argument is validated against the recipe's type
+        annotations (pydantic's lax mode), so ``-S temperature=hot`` is refused here too.
+
+        Raises:
+            ConfigError: naming the argument and the way out.
+        """
+        if self.is_recipe:
+            missing = signature.missing_required(self.target, {*self.kwargs, "benchmark"})
+            if missing:
+                flags = " and ".join(ARGUMENT_FLAGS.get(name, f"-S {name}=VALUE") for name in missing)
+                raise ConfigError(f"solution {self.display!r} needs {flags}")
+        if not self.kwargs:
+            return
+        if not self.is_recipe:
+            raise ConfigError(
+                f"solution {self.display!r} is a plain function and takes no arguments "
+                f"({', '.join(sorted(self.kwargs))}); drop them or make it a class or @solution_factory"
+            )
+        _, rejected = signature.split_kwargs(self.target, self.kwargs)
+        if rejected:
+            raise ConfigError(
+                f"solution {self.display!r} does not accept {', '.join(sorted(rejected))}; "
+                f"drop {'it' if len(rejected) == 1 else 'them'} or use a solution that does"
+            )
+        check_arguments = getattr(self.target, "check_arguments", None)
+        if callable(check_arguments):
+            check_arguments(**self.kwargs)
+        for name, problem in signature.mistyped(self.target, self.kwargs).items():
+            raise ConfigError(
+                f"solution {self.display!r}: argument {name}={self.kwargs[name]!r} {problem}; "
+                f"fix -S {name}=VALUE (or the config's solution_args)"
+            )
+
+    def build(self, benchmark: BenchmarkBase | None = None) -> Callable[..., Any]:
+        """Construct the solution callable (once per worker): the target itself, or what the recipe returns.
+
+        Raises:
+            ConfigError: arguments the target does not accept (see :meth:`check`).
+            PluginError: the recipe built something that is not callable.
+            Exception: whatever the recipe's constructor raises.
+        """
+        self.check()
+        if not self.is_recipe:
+            return self.target
+        offered = dict(self.kwargs)
+        if benchmark is not None:
+            offered.setdefault("benchmark", benchmark)
+        accepted, _ = signature.split_kwargs(self.target, offered)
+        built = self.target(**accepted)
+        if not callable(built):
+            raise PluginError(f"solution {self.display!r} built a {type(built).__name__}, which is not callable")
+        return built

@@ -17,9 +17,10 @@ _current: contextvars.ContextVar[dict[str, TokenUsage] | None] = contextvars.Con
 
 
 @contextlib.contextmanager
-def usage_scope() -> Iterator[dict[str, TokenUsage]]:
-    """Collect usage recorded inside the block into the yielded dict (model name -> :class:`TokenUsage`)."""
-    usage: dict[str, TokenUsage] = {}
+def usage_scope(usage: dict[str, TokenUsage] | None = None) -> Iterator[dict[str, TokenUsage]]:
+    """Collect usage recorded inside the block into the yielded dict (model name -> :class:`TokenUsage`): ``usage``
+    when given (to go on counting into it), else a new one."""
+    usage = usage if usage is not None else {}
     token = _current.set(usage)
     try:
         yield usage

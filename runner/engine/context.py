@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runner.core.benchmark import BenchmarkBase
-from runner.engine.solution import SolutionSpec
+from runner.core.config import RunSettings
+from runner.core.solution import SolutionSpec
 from runner.storage.store import ResultStore
 
 
@@ -18,8 +19,8 @@ class RunContext:
         solution: the solution recipe; each executor (each Ray worker) builds it once.
         store: where records go.
         run_id: the run's id, written into every record.
-        timeout: seconds per solution call, or ``None`` for none.
-        retry_errors: extra tries when the solution raises (see :func:`~runner.engine.execute.execute_one`).
+        settings: the run's settings; :func:`~runner.engine.execute.execute_one` reads ``timeout`` (seconds per
+            solution call) and ``solution_retries`` from it.
 
     It pickles (the store without live connections), so the Ray executor puts it in the object store once and every
     worker receives it from there.
@@ -29,5 +30,4 @@ class RunContext:
     solution: SolutionSpec
     store: ResultStore
     run_id: str
-    timeout: float | None = None
-    retry_errors: int = 0
+    settings: RunSettings = field(default_factory=RunSettings)

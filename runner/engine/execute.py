@@ -1,7 +1,7 @@
 """``execute_one``: the one path every work item takes, in ``--sequential`` and on every Ray actor alike.
 
-Fresh task copy -> solution (sync or async, with a timeout) -> every metric once -> one record, written once.
-A bug seen on the cluster therefore reproduces with ``--sequential``.
+Fresh task copy -> solution (sync or async, with a timeout) -> every metric once -> one record, written once
+(:func:`finish_item`). A bug seen on the cluster therefore reproduces with ``--sequential``.
 """
 
 from __future__ import annotations
@@ -13,20 +13,21 @@ import os
 import socket
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from runner.core.metric import MetricBase, MetricResult, MetricType
-from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings
+from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.solution import SolutionContext, SolutionOutput
 from runner.core.task import Task
 from runner.core.usage import usage_scope
+from runner.engine.context import RunContext
+from runner.engine.plan import WorkItem
 from runner.engine.solution import Solution
 from runner.storage.manifest import utc_now
-from runner.storage.store import ResultStore
 
 
 @dataclass(frozen=True)
@@ -60,18 +61,6 @@ def worker_identity(**extra: Any) -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), **extra}
 
 
-def stored_status(store: ResultStore, task_id: str, repeat: int) -> str | None:
-    """The status of the stored record of (``task_id``, ``repeat``), or ``None`` if it has none.
-
-    Used before running an item again after its worker died: the dead worker may have stored it already.
-    """
-    try:
-        data = store.fs.cat_file(store.record_path(task_id, repeat))
-    except FileNotFoundError:
-        return None
-    return TaskRecord.model_validate_json(data).status
-
-
 def error_info(exc: BaseException, with_traceback: bool = True) -> ErrorInfo:
     """An exception as an :class:`ErrorInfo`."""
     message = str(exc) or type(exc).__name__
@@ -79,42 +68,60 @@ def error_info(exc: BaseException, with_traceback: bool = True) -> ErrorInfo:
     return ErrorInfo(type=type(exc).__name__, message=message, traceback=trace)
 
 
+@dataclass
+class SolutionOutcome:
+    """How the solution part of an item ended.
+
+    Args:
+        status: ``ok``, ``error`` or ``timeout``.
+        output: what the solution returned (``None`` when it did not return).
+        error: what went wrong, for ``error`` and ``timeout``.
+        started_at: ISO-8601 UTC time the item got its first solution slot (``""``: it never ran).
+        t_start: :func:`time.perf_counter` at that moment.
+        solution_s: seconds of the last solution try.
+    """
+
+    status: str = "ok"
+    output: SolutionOutput | None = None
+    error: ErrorInfo | None = None
+    started_at: str = ""
+    t_start: float = field(default_factory=time.perf_counter)
+    solution_s: float = 0.0
+
+    @classmethod
+    def failed(cls, error: BaseException) -> SolutionOutcome:
+        """The outcome of an item whose solution never returned because of ``error`` (e.g. its worker died)."""
+        return cls(status="error", error=error_info(error, with_traceback=False), started_at=utc_now())
+
+
 async def execute_one(
-    task: Task,
-    repeat: int,
+    item: WorkItem,
     solution: Solution,
-    store: ResultStore,
+    context: RunContext,
     *,
-    run_id: str,
-    task_index: int | None = None,
-    timeout: float | None = None,
     attempt: int = 1,
-    retry_errors: int = 0,
     worker: dict[str, Any] | None = None,
-    sync_in_thread: bool = True,
     slots: asyncio.Semaphore | None = None,
+    sync_in_thread: bool = True,
     owned: bool = False,
 ) -> ItemResult:
     """Run one (task, repeat) and store its record.
 
     Args:
-        task: the task; the solution and metrics see a deep copy (:meth:`Task.fresh`), never this object.
-        repeat: 0-based repeat index.
+        item: the task (the solution and metrics see a deep copy, :meth:`Task.fresh`, never ``item.task``), the
+            0-based repeat and the task's 0-based position in the benchmark (kept in the record).
         solution: the adapted solution.
-        store: where the record goes.
-        run_id: the run's id.
-        task_index: the task's 0-based position in the benchmark (:attr:`WorkItem.index`), kept in the record.
-        timeout: seconds the solution may take; past it the record is a ``timeout`` record. ``None``: no limit.
+        context: the run: its store, run id and settings (``timeout``: seconds the solution may take, past which
+            the record is a ``timeout`` record; ``solution_retries``: extra tries, each on a fresh copy, when the
+            solution raises).
         attempt: which execution of this item this is (counted by the executor across dead workers).
-        retry_errors: extra tries, each on a fresh copy, when the solution raises (0: an exception is an error
-            record at once).
         worker: identity of the executing worker, stored in the record.
-        sync_in_thread: run a sync solution in a daemon thread (needed for a timeout or concurrency); when
-            ``False`` and there is no timeout, it runs directly in the event loop.
-        owned: the caller hands over ``task``, a private copy nothing else holds (a Ray worker's task was just
-            deserialised for this item): without ``retry_errors`` the one try uses it as is instead of a deep copy.
         slots: a semaphore held while the solution runs (not while metrics run or the record is written), so an
             executor can bound the solution calls in flight and still overlap the storage writes of finished items.
+        sync_in_thread: run a sync solution in a daemon thread (needed for a timeout or concurrency); when
+            ``False`` and there is no timeout, it runs directly in the event loop.
+        owned: the caller hands over ``item.task``, a private copy nothing else holds (a Ray worker's task was just
+            deserialised for this item): without solution retries the one try uses it as is instead of a deep copy.
 
     Returns:
         an :class:`ItemResult`; solution and metric failures are inside the record, never raised.
@@ -122,82 +129,113 @@ async def execute_one(
     Raises:
         StorageError: the record cannot be written (the item is then not done and may be retried).
     """
-    with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=repeat, attempt=attempt):
-        return await _execute_one(
-            task, repeat, task_index, solution, store, run_id, timeout, attempt, retry_errors, worker, sync_in_thread,
-            slots, owned,
-        )
+    task = item.task
+    with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt):
+        with usage_scope() as usage:
+            fresh, outcome = await _solve(item, solution, context, attempt, worker, slots, sync_in_thread, owned)
+            return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage)
 
 
-async def _execute_one(
-    task: Task,
-    repeat: int,
-    task_index: int | None,
+async def _solve(
+    item: WorkItem,
     solution: Solution,
-    store: ResultStore,
-    run_id: str,
-    timeout: float | None,
+    context: RunContext,
     attempt: int,
-    retry_errors: int,
     worker: dict[str, Any] | None,
-    sync_in_thread: bool,
     slots: asyncio.Semaphore | None,
+    sync_in_thread: bool,
     owned: bool,
-) -> ItemResult:
-    # The clock starts when the item gets its first solution slot: time queued behind other items is not its own.
-    started_at, t_start = "", 0.0
+) -> tuple[Task, SolutionOutcome]:
+    """The solution part of :func:`execute_one`, tried up to ``1 + solution_retries`` times: the task copy the
+    last try used (the metrics score that one) and how it ended."""
+    task, timeout, retries = item.task, context.settings.timeout, context.settings.solution_retries
     log = structlog.get_logger("runner")
     in_thread = sync_in_thread or timeout is not None
+    # The clock starts when the item gets its first solution slot: time queued behind other items is not its own.
+    outcome = SolutionOutcome(started_at="")
+    for extra_try in range(retries + 1):
+        # An owned task may be used as is when there is one try only: a retry needs the task as it was.
+        fresh = task if owned and retries == 0 else task.fresh()
+        solution_context = SolutionContext(run_id=context.run_id, task_id=task.id, repeat=item.repeat,
+                                           attempt=attempt, worker=worker or {}, logger=log)
+        status, error, output = "ok", None, None
+        try:
+            async with slots or contextlib.nullcontext():
+                if not outcome.started_at:
+                    outcome.started_at, outcome.t_start = utc_now(), time.perf_counter()
+                t_solution = time.perf_counter()
+                output = await asyncio.wait_for(solution(fresh, solution_context, in_thread=in_thread), timeout)
+        except asyncio.TimeoutError:
+            status = "timeout"
+            error = ErrorInfo(type="TimeoutError", message=f"solution ran past the {timeout:g} s timeout")
+        except Exception as exc:  # noqa: BLE001 - a failing solution is an error record, not a crash
+            status, error = "error", error_info(exc)
+        outcome.status, outcome.error, outcome.output = status, error, output
+        outcome.solution_s = time.perf_counter() - t_solution
+        if status != "error" or extra_try == retries:
+            break
+        log.warning("solution.retry", error=error.message if error else None, retries_left=retries - extra_try)
+    return fresh, outcome
 
-    with usage_scope() as usage:
-        for extra_try in range(retry_errors + 1):
-            # An owned task may be used as is when there is one try only: a retry needs the task as it was.
-            fresh = task if owned and retry_errors == 0 else task.fresh()
-            context = SolutionContext(
-                run_id=run_id, task_id=task.id, repeat=repeat, attempt=attempt, worker=worker or {}, logger=log
-            )
-            status, error, output = "ok", None, None
-            try:
-                async with slots or contextlib.nullcontext():
-                    if not started_at:
-                        started_at, t_start = utc_now(), time.perf_counter()
-                    t_solution = time.perf_counter()
-                    output = await asyncio.wait_for(solution(fresh, context, in_thread=in_thread), timeout)
-            except asyncio.TimeoutError:
-                status = "timeout"
-                error = ErrorInfo(type="TimeoutError", message=f"solution ran past the {timeout:g} s timeout")
-            except Exception as exc:  # noqa: BLE001 - a failing solution is an error record, not a crash
-                status, error = "error", error_info(exc)
-            solution_s = time.perf_counter() - t_solution
-            if status != "error" or extra_try == retry_errors:
-                break
-            log.warning("solution.retry", error=error.message if error else None, retries_left=retry_errors - extra_try)
 
-        if output is None:
-            output = SolutionOutput(success=False, output=None)
-        payload, serial_error = _jsonable_output(output)
-        if serial_error is not None and status == "ok":
-            status, error = "error", serial_error
-        if status == "ok" and not output.success:
-            status = "error"
-            error = ErrorInfo(type="SolutionFailed", message="the solution reported success=False")
+async def finish_item(
+    item: WorkItem,
+    task: Task,
+    outcome: SolutionOutcome,
+    context: RunContext,
+    *,
+    attempt: int = 1,
+    worker: dict[str, Any] | None = None,
+    usage: dict[str, TokenUsage] | None = None,
+) -> ItemResult:
+    """Score ``outcome`` with every metric of ``task`` once and write the item's record once.
 
-        t_metrics = time.perf_counter()
-        metric_records = [await _run_metric(metric, output) for metric in fresh.metrics]
-        metrics_s = time.perf_counter() - t_metrics
-        failed = [m for m in metric_records if m.error is not None]
-        if failed and status == "ok":
-            status = "error"
-            error = ErrorInfo(
-                type="MetricError",
-                message="; ".join(f"metric {m.name!r}: {m.error.type}: {m.error.message}" for m in failed if m.error),
-            )
+    A solution that did not return is scored as ``SolutionOutput(success=False)``, so a failure counts against the
+    score rather than vanishing from it. Used by :func:`execute_one`, and by an executor to record an item whose
+    worker kept dying (``SolutionOutcome.failed(WorkerDied(...))``).
 
+    Args:
+        item: the item.
+        task: the copy of ``item.task`` the solution saw (its metrics may read state the solution changed).
+        outcome: how the solution ended.
+        context, attempt, worker: as for :func:`execute_one`.
+        usage: tokens spent by the solution, by model (metrics' tokens are added to it).
+
+    Returns:
+        the item's :class:`ItemResult`.
+
+    Raises:
+        StorageError: the record cannot be written.
+    """
+    log = structlog.get_logger("runner")
+    usage = usage if usage is not None else {}
+    status, error = outcome.status, outcome.error
+    output = outcome.output if outcome.output is not None else SolutionOutput(success=False, output=None)
+    payload, serial_error = _jsonable_output(output)
+    if serial_error is not None and status == "ok":
+        status, error = "error", serial_error
+    if status == "ok" and not output.success:
+        status = "error"
+        error = ErrorInfo(type="SolutionFailed", message="the solution reported success=False")
+
+    t_metrics = time.perf_counter()
+    with usage_scope(usage):
+        metric_records = [await _run_metric(metric, output) for metric in task.metrics]
+    metrics_s = time.perf_counter() - t_metrics
+    failed = [m for m in metric_records if m.error is not None]
+    if failed and status == "ok":
+        status = "error"
+        error = ErrorInfo(
+            type="MetricError",
+            message="; ".join(f"metric {m.name!r}: {m.error.type}: {m.error.message}" for m in failed if m.error),
+        )
+
+    started_at = outcome.started_at or utc_now()
     record = TaskRecord(
-        run_id=run_id,
+        run_id=context.run_id,
         task_id=task.id,
-        repeat=repeat,
-        task_index=task_index,
+        repeat=item.repeat,
+        task_index=item.index,
         attempt=attempt,
         status=status,  # type: ignore[arg-type]
         tags=dict(task.tags or {}),
@@ -208,12 +246,13 @@ async def _execute_one(
         error=error,
         started_at=started_at,
         finished_at=utc_now(),
-        timings=Timings(solution_s=solution_s, metrics_s=metrics_s, total_s=time.perf_counter() - t_start),
+        timings=Timings(solution_s=outcome.solution_s, metrics_s=metrics_s,
+                        total_s=time.perf_counter() - outcome.t_start),
         usage=usage,
         worker=worker or {},
     )
-    written = await asyncio.to_thread(store.write_record, record)
-    seconds = time.perf_counter() - t_start
+    written = await asyncio.to_thread(context.store.write_record, record)
+    seconds = time.perf_counter() - outcome.t_start
     if status == "ok":
         log.debug("item.done", status=status, seconds=round(seconds, 4))
     else:
@@ -221,11 +260,11 @@ async def _execute_one(
     if not written and attempt == 1:
         # The plan skips items that had a record when it started, so a first attempt finds one only when the
         # benchmark yields this task id twice or another process writes to the same run.
-        log.warning("item.duplicate", detail=f"task id {task.id!r} repeat {repeat} already had a record, kept; "
-                    "duplicate task id in the benchmark, or another driver writing to this storage")
+        log.warning("item.duplicate", detail=f"task id {task.id!r} repeat {item.repeat} already had a record, "
+                    "kept; duplicate task id in the benchmark, or another driver writing to this storage")
     elif not written:
         log.info("item.exists", detail="a record of this item already existed; it was kept")
-    return ItemResult(task.id, repeat, status, written, attempt, seconds)
+    return ItemResult(task.id, item.repeat, status, written, attempt, seconds)
 
 
 def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:

@@ -33,10 +33,10 @@ class Plan:
         benchmark: the benchmark.
         repeats: repeats per task.
         limit: only the first ``limit`` tasks (``None``: all).
-        done: ``(task key, repeat)`` pairs that already have a record (from :meth:`ResultStore.done_items`).
-            The plan removes each pair from this set when it skips it, so a task id that comes again later in the
-            benchmark (a duplicate) is planned again, and its refused record write reveals the duplicate
-            (see :func:`~runner.engine.execute.execute_one`) on a resume as on the first run.
+        done: ``(task key, repeat)`` pairs that already have a record (from :meth:`ResultStore.done_items`); the
+            plan keeps its own copy. It removes each pair from the copy when it skips it, so a task id that comes
+            again later in the benchmark (a duplicate) is planned again, and its refused record write reveals the
+            duplicate (see :func:`~runner.engine.execute.execute_one`) on a resume as on the first run.
 
     After iteration, :attr:`n_tasks` is the number of tasks planned (duplicates included) and :attr:`skipped` the
     items left out because their record existed.
@@ -56,7 +56,7 @@ class Plan:
         self.benchmark = benchmark
         self.repeats = repeats
         self.limit = limit
-        self.done = done if done is not None else set()
+        self.done = set(done) if done is not None else set()
         self.n_tasks = 0
         self.skipped = 0
         self.exhausted = False

@@ -53,12 +53,6 @@ class Progress:
             self._bar_task = self._bar.add_task("items", total=total, errors=0)
             self._bar.start()
 
-    def set_total(self, total: int | None) -> None:
-        """Update the expected number of items (once the plan is fully known)."""
-        self.total = total
-        if self._bar is not None:
-            self._bar.update(self._bar_task, total=total)
-
     def advance(self, status: str, duplicate: bool = False) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
         already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`)."""

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from runner.core.config import WorkerSpec
-from runner.core.errors import ConfigError, RunnerError
+from runner.core.errors import ConfigError, RunnerError, exception_line
 
 _CONNECT_TIMEOUT_S = 5.0
 # Ray's resource name for an accelerator type constraint (ray/_common/utils.py RESOURCE_CONSTRAINT_PREFIX).
@@ -116,7 +116,7 @@ def connect(address: str | None) -> bool:
             # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray.
             ray.init(address="local", include_dashboard=False)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        detail = exception_line(exc)
         if not target:
             raise RayUnavailable(f"cannot start an embedded Ray ({detail}); run with --sequential") from None
         hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else (
@@ -208,6 +208,11 @@ def pool_size(spec: WorkerSpec, items: int | None) -> int:
             "up or nodes are added, and the run goes on with those that started",
         )
     return max(count, 1)
+
+
+def gcs_address() -> str:
+    """The address of the connected cluster's GCS (for logs)."""
+    return _require_ray().get_runtime_context().gcs_address
 
 
 def shutdown() -> None:

@@ -7,32 +7,39 @@ store the workers cannot reach is refused with the run directory untouched.
 Example::
 
     executor = RayExecutor(WorkerSpec(num_gpus=1, max_concurrency=8))    # as many workers as the cluster fits
-    executor.preflight()                   # Ray importable, RAY_ADDRESS / address reachable? (starts nothing)
-    outcome = await execute_run(request, executor)     # start(context, n): attach, size; execute(...); close()
+    outcome = await execute_run(request, executor)    # preflight(); start(context, n): attach, size; execute(...)
     executor.workers                       # each actor's host, pid, node, actor id and assigned resources
+
+``execute_run(request)`` builds the same executor from ``request.settings`` (``executor: ray``, the default).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from runner import log
-from runner.core.config import WorkerSpec
+from runner.core.config import RunSettings, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.engine import ray_cluster
 from runner.engine.context import RunContext
+from runner.engine.execute import SolutionOutcome, finish_item, worker_identity
 from runner.engine.plan import WorkItem
+from runner.engine.pool import WorkerPool
 from runner.engine.progress import Progress
 
-if TYPE_CHECKING:
-    from runner.engine.ray_pool import ActorPool
+
+class WorkerDied(Exception):
+    """The error type of an item whose worker died ``max_attempts`` times while running it."""
 
 
 class RayExecutor:
-    """Run items on a pool of Ray actors built from a :class:`WorkerSpec` (see :mod:`runner.engine.ray_pool`).
+    """Run items on a pool of Ray actors built from a :class:`WorkerSpec` (see :mod:`runner.engine.pool` and
+    :mod:`runner.engine.ray_pool`).
 
     Args:
         spec: worker resources and behaviour (``num_workers`` ``None``: as many as the cluster's nodes fit, never
@@ -56,9 +63,14 @@ class RayExecutor:
         self.log_format = log_format
         self.workers: list[dict[str, Any]] = []
         self.deaths = 0
-        self._pool: ActorPool | None = None
+        self._pool: WorkerPool | None = None
         self._started_ray = False
         self.size = 0
+
+    @classmethod
+    def from_settings(cls, settings: RunSettings) -> RayExecutor:
+        """The executor of a run with ``settings``: its worker spec and Ray address (workers log JSON lines)."""
+        return cls(settings.worker, settings.ray_address)
 
     def preflight(self) -> None:
         """Check in seconds, starting nothing, that Ray imports and that a given cluster (``address`` or
@@ -84,7 +96,7 @@ class RayExecutor:
                 f"storage {context.store.uri!r} lives in this process's memory, where Ray workers cannot write "
                 "(their records would be lost); use --sequential, a path, or shared storage such as s3://bucket/run"
             )
-        from runner.engine.ray_pool import ActorPool
+        from runner.engine.ray_pool import RayBackend
 
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
@@ -96,8 +108,12 @@ class RayExecutor:
                     "ray.local_storage", nodes=nodes, storage=context.store.uri,
                     detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
                 )
-            self._pool = ActorPool(self.spec, self.size, self.log_format)
-            await self._pool.start(context)
+            backend = RayBackend(self.spec, context, self.log_format)
+            structlog.get_logger("runner").info(
+                "ray.pool", workers=self.size, per_worker=ray_cluster.demand(self.spec),
+                max_concurrency=self.spec.max_concurrency, cluster=ray_cluster.gcs_address())
+            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_give_up, context=context))
+            await self._pool.start(context.solution.display)
         except BaseException:
             await self.close()
             raise
@@ -123,8 +139,19 @@ class RayExecutor:
         detaches from a cluster)."""
         if self._pool is not None:
             self._pool.close()
-            self.workers, self.deaths = self._pool.workers, self._pool.deaths
+            self.workers, self.deaths = self._pool.book.descriptions, self._pool.book.deaths
             self._pool = None
         if self._started_ray:
             ray_cluster.shutdown()
             self._started_ray = False
+
+
+async def _give_up(item: WorkItem, attempt: int, exc: BaseException, *, context: RunContext) -> str:
+    """Store the error record of an item whose workers kept dying (unless one of them stored it); its status."""
+    existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
+    if existing is not None:
+        return existing
+    died = WorkerDied(f"its worker died during each of {attempt} attempts (last: {exc})")
+    result = await finish_item(item, item.task.fresh(), SolutionOutcome.failed(died), context, attempt=attempt,
+                               worker=worker_identity(role="driver"))
+    return result.status

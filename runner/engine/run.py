@@ -10,32 +10,47 @@ import itertools
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
+from runner import registry
 from runner._version import __version__
-from runner.core.benchmark import BenchmarkBase
-from runner.core.config import fingerprint
+from runner.core.config import RunSettings, fingerprint
 from runner.core.errors import FingerprintMismatch
 from runner.engine.context import RunContext
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.progress import Progress
-from runner.engine.solution import SolutionSpec
+from runner.engine.request import RunRequest
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
-from runner.storage.store import ResultStore
 
 
 class Executor(Protocol):
     """Runs a stream of work items through ``execute_one`` with what ``context`` holds, and feeds ``progress`` one
     acknowledgement per item.
 
-    :func:`execute_run` calls :meth:`start` only when there is work, before anything is written, then (once the run
-    directory is opened) :meth:`execute`, and :meth:`close` in every case after a successful :meth:`start`.
+    Executors are chosen by name from :data:`runner.registry.EXECUTORS` and built with :meth:`from_settings`.
+    :func:`execute_run` calls :meth:`preflight` first, :meth:`start` only when there is work, before anything is
+    written, then (once the run directory is opened) :meth:`execute`, and :meth:`close` in every case after a
+    successful :meth:`start`.
     """
 
     name: str
+
+    @classmethod
+    def from_settings(cls, settings: RunSettings) -> Executor:
+        """The executor of a run with ``settings`` (its worker spec, cluster address...)."""
+        ...
+
+    def preflight(self) -> None:
+        """Check in seconds, starting nothing, what can be checked before the benchmark is prepared (a cluster
+        address that does not answer...).
+
+        Raises:
+            RunnerError: one line naming the way out.
+        """
+        ...
 
     async def start(self, context: RunContext, expected_items: int | None) -> None:
         """Get ready to run ``expected_items`` items (``None``: unknown), or refuse: nothing is written yet.
@@ -57,38 +72,13 @@ class Executor(Protocol):
         ...
 
 
-@dataclass
-class RunRequest:
-    """What to run.
+def make_executor(settings: RunSettings) -> Executor:
+    """The executor named by ``settings.executor``, built from the settings.
 
-    Args:
-        benchmark: the benchmark.
-        solution: the solution recipe.
-        store: the run's store (a default URI is bound if it has none).
-        repeats: repeats per task (>= 1).
-        limit: only the first ``limit`` tasks.
-        timeout: seconds per solution call, or ``None``.
-        retry_errors: extra tries when the solution raises.
-        force: delete previous records of this run directory first.
-        rerun_errors: run again the items whose record is an error or a timeout (their records move to
-            ``retired/``).
-        fingerprint_fields: what identifies the configuration (see :meth:`RunConfig.fingerprint_fields`).
-        config: the configuration to keep in ``run.json`` (never storage options).
-        progress_bar: draw a bar (``None``: when stderr is a terminal).
+    Raises:
+        ConfigError: an unknown executor name.
     """
-
-    benchmark: BenchmarkBase
-    solution: SolutionSpec
-    store: ResultStore
-    repeats: int = 1
-    limit: int | None = None
-    timeout: float | None = None
-    retry_errors: int = 0
-    force: bool = False
-    rerun_errors: bool = False
-    fingerprint_fields: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-    progress_bar: bool | None = None
+    return registry.executor_class(settings.executor).from_settings(settings)
 
 
 @dataclass
@@ -126,34 +116,34 @@ def _check_run(request: RunRequest) -> _Opening:
         FingerprintMismatch: the directory holds a run of another configuration (and ``force`` is off).
         StorageError: the store cannot be reached.
     """
-    benchmark, store = request.benchmark, request.store
+    benchmark, store, settings = request.benchmark, request.store, request.settings
     benchmark.prepare()
     request.solution.check()
     store.bind_default(default_run_uri(benchmark.name))
     fields = {**request.fingerprint_fields, "benchmark_version": benchmark.version}
     digest = fingerprint(fields)
     existing = store.read_manifest()
-    if existing is not None and existing.fingerprint != digest and not request.force:
+    if existing is not None and existing.fingerprint != digest and not settings.force:
         raise FingerprintMismatch(
             f"{store.uri} holds a run of another configuration "
             f"({describe_difference(existing.fingerprint_fields, fields)}); "
             "use another --storage, or --force to delete its records and start over"
         )
     size = benchmark.size()
-    n_tasks = min(size, request.limit) if size is not None and request.limit is not None else size
-    resumed = existing is not None and not request.force
-    widest = request.limit
-    if resumed and request.limit is not None:
+    n_tasks = min(size, settings.limit) if size is not None and settings.limit is not None else size
+    resumed = existing is not None and not settings.force
+    widest = settings.limit
+    if resumed and settings.limit is not None:
         previous = existing.benchmark.widest_limit
-        widest = None if previous is None else max(previous, request.limit)
-    info = BenchmarkInfo(name=benchmark.name, version=benchmark.version, n_tasks=n_tasks, limit=request.limit,
+        widest = None if previous is None else max(previous, settings.limit)
+    info = BenchmarkInfo(name=benchmark.name, version=benchmark.version, n_tasks=n_tasks, limit=settings.limit,
                          widest_limit=widest)
     if resumed:
         manifest = existing.model_copy(
             update={
                 "updated_at": utc_now(),
                 "benchmark": info,
-                "n_repeats": request.repeats,
+                "n_repeats": settings.repeats,
                 "config": request.config,
                 "runner_version": __version__,
             }
@@ -164,42 +154,48 @@ def _check_run(request: RunRequest) -> _Opening:
         fingerprint=digest,
         fingerprint_fields=fields,
         benchmark=info,
-        n_repeats=request.repeats,
+        n_repeats=settings.repeats,
         config=request.config,
         runner_version=__version__,
     )
-    return _Opening(manifest, clear=request.force)
+    return _Opening(manifest, clear=settings.force)
 
 
-async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
+async def execute_run(request: RunRequest, executor: Executor | None = None) -> RunOutcome:
     """Open (or resume) the run and execute every item that has no record yet.
 
-    The order keeps bad input from touching stored results: first every read-only check (benchmark, solution,
-    fingerprint, the listing of finished items); then, if there is work, the executor's :meth:`Executor.start`
-    (an embedded Ray starts, the pool is sized, the solution is built, or the executor refuses); only then
-    ``force`` deletes earlier records, ``rerun_errors`` retires failed ones, ``run.json`` is written and items run.
+    The order keeps bad input from touching stored results: the executor's :meth:`Executor.preflight`, then every
+    read-only check (benchmark, solution, fingerprint, the listing of finished items); then, if there is work, the
+    executor's :meth:`Executor.start` (an embedded Ray starts, the pool is sized, the solution is built, or the
+    executor refuses); only then ``force`` deletes earlier records, ``rerun_failed`` retires failed ones,
+    ``run.json`` is written and items run.
+
+    Args:
+        request: what to run.
+        executor: who runs it; default: the one ``request.settings.executor`` names (:func:`make_executor`).
 
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; rerun to resume).
     """
+    settings = request.settings
+    executor = executor if executor is not None else make_executor(settings)
+    executor.preflight()
     opening = _check_run(request)
     manifest, store = opening.manifest, request.store
     log = structlog.get_logger("runner")
     with structlog.contextvars.bound_contextvars(run_id=manifest.run_id):
         started = time.monotonic()
         done = set() if opening.clear else store.done_items()
-        failed = store.failed_items() if request.rerun_errors and done else set()
+        failed = store.failed_items() if settings.rerun_failed and done else set()
         resumable = done - failed
-        # Counted before the plan, which drops each pair from the set as it skips it; records of tasks past a
-        # lowered limit are counted too (their positions are known only inside the records).
-        already_done = sum(1 for _, repeat in resumable if repeat < request.repeats)
-        plan = Plan(request.benchmark, request.repeats, request.limit, resumable)
+        # Records of tasks past a lowered limit are counted too (their positions are known only inside the records).
+        already_done = sum(1 for _, repeat in resumable if repeat < settings.repeats)
+        plan = Plan(request.benchmark, settings.repeats, settings.limit, resumable)
         expected = plan.expected_items()
         items = iter(plan)
         first = next(items, None)
-        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, request.timeout,
-                             request.retry_errors)
+        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings)
         if first is not None:
             await executor.start(context, expected)
         try:
@@ -207,7 +203,7 @@ async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
                 store.clear()
             if failed:
                 store.retire(failed)
-                log.info("run.rerun_errors", retired=len(failed),
+                log.info("run.rerun_failed", retired=len(failed),
                          detail="error and timeout records moved to retired/")
             store.write_manifest(manifest)
             log.info(
@@ -215,7 +211,7 @@ async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
                 benchmark=request.benchmark.name,
                 storage=store.uri,
                 executor=executor.name,
-                repeats=request.repeats,
+                repeats=settings.repeats,
                 already_done=already_done,
                 to_run=expected,
             )
@@ -230,7 +226,7 @@ async def execute_run(request: RunRequest, executor: Executor) -> RunOutcome:
                 await executor.close()
         if plan.exhausted:
             # Every duplicate position's items were planned and refused (see Plan), so this pass counted them all.
-            counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": progress.duplicates // request.repeats}
+            counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": progress.duplicates // settings.repeats}
             if manifest.benchmark.model_dump(include=set(counted)) != counted:
                 manifest.benchmark = manifest.benchmark.model_copy(update=counted)
                 store.write_manifest(manifest)

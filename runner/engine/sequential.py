@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runner.core.errors import ConfigError, RunnerError
+from runner.core.config import RunSettings
+from runner.core.errors import ConfigError, RunnerError, exception_line
 from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, worker_identity
 from runner.engine.plan import WorkItem
@@ -24,6 +25,14 @@ class SequentialExecutor:
     def __init__(self) -> None:
         self._built: Solution | None = None
 
+    @classmethod
+    def from_settings(cls, settings: RunSettings) -> SequentialExecutor:
+        """The executor for a run's settings (it has none of its own)."""
+        return cls()
+
+    def preflight(self) -> None:
+        """Nothing to check: this process is the executor."""
+
     async def start(self, context: RunContext, expected_items: int | None) -> None:
         """Build the solution, before the run writes anything.
 
@@ -32,20 +41,15 @@ class SequentialExecutor:
                 :class:`RunnerError` it raised is passed on as it is.
         """
         try:
-            self._built = context.solution.build(context.benchmark)
+            self._built = Solution(context.solution.build(context.benchmark))
         except RunnerError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever a user's constructor raises becomes one line
-            text = str(exc).strip()
-            cause = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-            raise ConfigError(f"the solution {context.solution.display!r} could not be built ({cause})") from None
+            raise ConfigError(
+                f"the solution {context.solution.display!r} could not be built ({exception_line(exc)})"
+            ) from None
 
-    async def execute(
-        self,
-        items: Iterable[WorkItem],
-        context: RunContext,
-        progress: Progress,
-    ) -> None:
+    async def execute(self, items: Iterable[WorkItem], context: RunContext, progress: Progress) -> None:
         """Execute ``items`` with the solution :meth:`start` built, feeding ``progress``.
 
         Raises:
@@ -54,18 +58,7 @@ class SequentialExecutor:
         assert self._built is not None, "start() builds the solution first"
         worker = worker_identity()
         for item in items:
-            result = await execute_one(
-                item.task,
-                item.repeat,
-                self._built,
-                context.store,
-                run_id=context.run_id,
-                task_index=item.index,
-                timeout=context.timeout,
-                retry_errors=context.retry_errors,
-                worker=worker,
-                sync_in_thread=False,
-            )
+            result = await execute_one(item, self._built, context, worker=worker, sync_in_thread=False)
             progress.advance(result.status, duplicate=result.duplicate)
 
     async def close(self) -> None:

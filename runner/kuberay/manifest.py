@@ -57,11 +57,13 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
     """The run config file the driver reads in the cluster (the ConfigMap's ``config.yaml``).
 
     Raises:
-        ConfigError: a setting that cannot work in a RayJob: ``sequential``, ``ray_address`` or ``force``; a storage
+        ConfigError: a setting that cannot work in a RayJob: an executor other than ``ray``, ``ray_address`` or
+            ``force``; a storage
             URI that is missing or local to one pod; a secret in ``storage_options``.
     """
-    if config.sequential:
-        raise ConfigError("--sequential runs in one process; a RayJob runs on its Ray cluster: drop --sequential")
+    if config.executor != "ray":
+        raise ConfigError(f"executor {config.executor!r} does not run on the RayJob's Ray cluster: drop --sequential "
+                          "and --executor")
     if config.ray_address:
         raise ConfigError("--ray-address is set by KubeRay inside the cluster (RAY_ADDRESS): drop --ray-address")
     if config.force:
@@ -77,7 +79,7 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
                 "credentials Secret (storage.credentials.secretRef) as an environment variable instead"
             )
     data = config.model_dump(mode="json", exclude={"ray_address", "force"}, exclude_none=True)
-    data["sequential"] = False
+    data["executor"] = "ray"
     data.setdefault("log_format", "json")  # what a pod (no terminal) would pick; said explicitly, as the chart does
     return data
 

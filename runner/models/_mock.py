@@ -186,7 +186,7 @@ def echo_policy(request: ChatRequest) -> MockReply:
 MOCK_POLICIES: dict[str, MockPolicySource] = {
     "default": default_policy,
     "echo": echo_policy,
-    "acebench": "runner.agents.acebench.mock:policy",
+    "acebench": "runner.solutions.acebench.mock:policy",
     "hotpotqa": "runner.benchmarks.hotpotqa.mock:policy",
 }
 """Registered policies for ``mock:<name>``. A benchmark adds its own as an import path string (imported on first

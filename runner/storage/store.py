@@ -216,13 +216,18 @@ class ResultStore:
 
     def done_items(self) -> set[tuple[str, int]]:
         """(task key, repeat) of every stored record, from one listing."""
-        done = set()
-        for path in self.list_record_paths():
-            key, name = path.rsplit("/", 2)[-2:]
-            stem = name[: -len(".json")]
-            if stem.isdigit():
-                done.add((key, int(stem)))
-        return done
+        return {item for item in map(_item_of, self.list_record_paths()) if item is not None}
+
+    def record_status(self, task_id: str, repeat: int) -> str | None:
+        """The status of the stored record of (``task_id``, ``repeat``), or ``None`` if it has none.
+
+        Read before an item runs again after its worker died: the dead worker may have stored it already.
+        """
+        try:
+            data = self.fs.cat_file(self.record_path(task_id, repeat))
+        except FileNotFoundError:
+            return None
+        return TaskRecord.model_validate_json(data).status
 
     def iter_records(self, paths: Iterable[str] | None = None) -> Iterator[TaskRecord]:
         """Yield every stored record (or those at ``paths``), fetched in batches (concurrently on object stores).
@@ -261,12 +266,9 @@ class ResultStore:
         not parse as a record (damaged outside the runner). Reads every record; writes nothing."""
         failed = set()
         for path, record in self._parse_records():
-            if record is not None and record.status == "ok":
-                continue
-            key, name = path.rsplit("/", 2)[-2:]
-            stem = name[: -len(".json")]
-            if stem.isdigit():
-                failed.add((key, int(stem)))
+            item = _item_of(path)
+            if item is not None and (record is None or record.status != "ok"):
+                failed.add(item)
         return failed
 
     def retire(self, items: Iterable[tuple[str, int]]) -> None:
@@ -347,6 +349,13 @@ def _advice(uri: str | None) -> str:
     else:
         where = f"the {protocol} filesystem's credentials or --storage-options"
     return f"check the storage URI and its credentials ({where})"
+
+
+def _item_of(path: str) -> tuple[str, int] | None:
+    """``(task key, repeat)`` of a record path ``.../records/<task-key>/<repeat>.json``; ``None`` for another file."""
+    key, name = path.rsplit("/", 2)[-2:]
+    stem = name.removesuffix(".json")
+    return (key, int(stem)) if stem.isdigit() else None
 
 
 def _local_write_once(path: str, data: bytes) -> bool:

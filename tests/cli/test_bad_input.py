@@ -1,25 +1,24 @@
-"""Bad input: exit status 2, one line on stderr naming the problem and the way out, nothing written."""
+"""Bad input: exit status 2, one line on stderr naming the problem and the way out, nothing written.
+
+In this process (``cli``), except the one test of the exit path in a real process (``cli_process``).
+"""
 
 import json
-import re
 
 import pytest
 
 TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential"]
 
 
-# Ray's own start-up lines ("2026-01-01 00:00:00,000\tINFO worker.py:2038 -- Started a local Ray instance.").
-RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t[A-Z]+ \S+:\d+ -- ")
-
-
 def assert_one_line_error(result, *fragments):
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.strip().splitlines() if not RAY_LOG_LINE.match(line)]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
+    result.error_line(*fragments)
+
+
+def test_bad_input_in_a_real_process_is_one_line_exit_2_and_writes_nothing(cli_process, tmp_path):
+    storage = tmp_path / "run"
+    result = cli_process("--benchmark", "nope", "--solution", "calculator", "--storage", str(storage))
+    assert result.error_line("unknown benchmark 'nope'", "toy") and result.stdout == ""
+    assert not storage.exists()
 
 
 @pytest.mark.parametrize(
@@ -28,7 +27,7 @@ def assert_one_line_error(result, *fragments):
         (["--benchmark", "nope", "--solution", "calculator"], ["unknown benchmark 'nope'", "toy"]),
         (["--benchmark", "toy", "--solution", "nope"], ["unknown solution 'nope'", "calculator"]),
         (["--benchmark", "toy", "--solution", "no_such_module:solve"], ["does not import", "PYTHONPATH"]),
-        (["--benchmark", "toy", "--solution", "runner.agents.calculator:missing"], ["has no attribute 'missing'"]),
+        (["--benchmark", "toy", "--solution", "runner.solutions.calculator:missing"], ["has no attribute 'missing'"]),
         (["--benchmark", "toy", "-B", "colour=red", "--solution", "calculator"], ["does not accept", "colour"]),
         (["--benchmark", "toy", "--solution", "calculator", "--model", "x:y"], ["takes no arguments (model)"]),
         (["--benchmark", "toy"], ["no solution", "--solution"]),
@@ -105,7 +104,8 @@ def files(root):
     ],
     ids=["sequential", "ray"],
 )
-def test_a_solution_that_cannot_be_built_is_refused_before_force_deletes_anything(cli, tmp_path, mode, message):
+def test_a_solution_that_cannot_be_built_is_refused_before_force_deletes_anything(cli, tmp_path, mode, message,
+                                                                                  ray_session):
     storage, fresh = tmp_path / "run", tmp_path / "fresh"
     assert cli(*TOY, "--storage", str(storage), "--limit", "3").returncode == 0
     before = files(storage)
@@ -135,8 +135,8 @@ def assert_last_line_error(result, mode, *fragments):
         (["--memory", "1000TiB"], "memory="),
     ],
 )
-def test_a_worker_no_ray_node_fits_is_refused_before_anything_is_written(cli, tmp_path, flags, fragment):
-    """On an embedded Ray: with --force the earlier records stay; in a new directory nothing is created."""
+def test_a_worker_no_ray_node_fits_is_refused_before_anything_is_written(cli, tmp_path, flags, fragment, ray_session):
+    """On the tests' Ray: with --force the earlier records stay; in a new directory nothing is created."""
     storage, fresh = tmp_path / "run", tmp_path / "fresh"
     assert cli(*TOY, "--storage", str(storage), "--limit", "3").returncode == 0
     before = files(storage)
@@ -148,6 +148,6 @@ def test_a_worker_no_ray_node_fits_is_refused_before_anything_is_written(cli, tm
     assert not fresh.exists()
 
 
-def test_memory_storage_is_refused_on_ray(cli):
+def test_memory_storage_is_refused_on_ray(cli, ray_session):
     result = cli("--benchmark", "toy", "--solution", "calculator", "--storage", "memory://lost", env={"RAY_ADDRESS": ""})
     assert_one_line_error(result, "'memory://lost'", "Ray workers cannot write", "--sequential, a path, or")

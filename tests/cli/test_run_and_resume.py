@@ -13,13 +13,13 @@ from collections import Counter
 import pytest
 
 from runner.storage import ResultStore
+from tests.support.cli import REPO
 
-from .conftest import REPO, runner_cli
 
-
-def test_quick_start_prints_a_table_and_leaves_the_files(cli, tmp_path):
+def test_quick_start_prints_a_table_and_leaves_the_files(cli_process, cli, tmp_path):
+    """The exit-0 path in a real process; the resume in this one."""
     storage = tmp_path / "run"
-    result = cli("--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage))
+    result = cli_process("--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage))
     assert result.returncode == 0, result.stderr
     assert "exact-match" in result.stdout and "score 1.000" in result.stdout
     summary = json.loads((storage / "summary.json").read_text())
@@ -36,9 +36,8 @@ def test_quick_start_prints_a_table_and_leaves_the_files(cli, tmp_path):
 
     again = cli("--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage))
     assert again.returncode == 0
-    events = [json.loads(line) for line in again.stderr.splitlines()]
-    assert any(e["event"] == "run.nothing_to_do" for e in events)
-    assert next(e for e in events if e["event"] == "run.finished")["executed"] == 0
+    assert any(e["event"] == "run.nothing_to_do" for e in again.events())
+    assert again.event("run.finished")["executed"] == 0
 
 
 def test_config_file_with_flags_overriding_it(cli, tmp_path):
@@ -68,7 +67,7 @@ def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int
 
 
 @pytest.mark.parametrize("backend", ["local", "s3"])
-def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_path, request):
+def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_path, request, cli):
     env = {"RUNNER_TEST_CALLS": str(tmp_path / "calls.txt")}
     if backend == "s3":
         env.update(request.getfixturevalue("s3_server"))
@@ -83,16 +82,16 @@ def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_p
     calls_at_kill = len(calls_file.read_text().splitlines())
     assert 0 < len(done_at_kill) < 100
 
-    status = runner_cli("status", storage, "--json", env=env)
+    status = cli("status", storage, "--json", env=env)
     assert status.returncode == 0, status.stderr
     progress = json.loads(status.stdout)
     assert (progress["done"], progress["expected"], progress["complete"]) == (len(done_at_kill), 100, False)
-    partial = runner_cli("report", storage, "--json", env=env)
+    partial = cli("report", storage, "--json", env=env)
     assert partial.returncode == 0, partial.stderr
     assert json.loads(partial.stdout)["missing"] == 100 - len(done_at_kill)
 
-    resumed = runner_cli("--benchmark", "toy", "--solution", "tests.support.solutions:counting_calculator",
-                         "--sequential", "--storage", storage, env=env)
+    resumed = cli("--benchmark", "toy", "--solution", "tests.support.solutions:counting_calculator",
+                  "--sequential", "--storage", storage, env=env)
     assert resumed.returncode == 0, resumed.stderr
 
     calls = Counter(line.split()[0] for line in calls_file.read_text().splitlines())
@@ -115,7 +114,7 @@ def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_p
     assert (summary["completed"], summary["score"]) == (100, 1.0)
 
 
-def test_rerun_errors_runs_failed_items_again_and_keeps_the_old_records(cli, tmp_path):
+def test_rerun_failed_runs_failed_items_again_and_keeps_the_old_records(cli, tmp_path):
     storage = tmp_path / "run"
     args = ["--benchmark", "toy", "--solution", "tests.support.solutions:flaky_calculator", "--sequential",
             "--storage", str(storage), "--limit", "20"]
@@ -125,18 +124,18 @@ def test_rerun_errors_runs_failed_items_again_and_keeps_the_old_records(cli, tmp
     assert cli(*args).returncode == 0          # a plain resume keeps the error records
     assert json.loads((storage / "summary.json").read_text())["errors"] == 2
 
-    rerun = cli(*args, "--rerun-errors")
+    rerun = cli(*args, "--rerun-failed")
     assert rerun.returncode == 0, rerun.stderr
-    events = [json.loads(line) for line in rerun.stderr.splitlines()]
-    assert next(e for e in events if e["event"] == "run.rerun_errors")["retired"] == 2
-    assert next(e for e in events if e["event"] == "run.finished")["executed"] == 2
+    assert rerun.event("run.rerun_failed")["retired"] == 2
+    assert rerun.event("run.finished")["executed"] == 2
     summary = json.loads((storage / "summary.json").read_text())
     assert (summary["completed"], summary["errors"]) == (20, 0)
     retired = sorted(p.parent.name for p in (storage / "retired").rglob("*.json"))
     assert retired == ["toy-003", "toy-013"]
 
 
-def test_a_damaged_record_is_named_by_the_report_and_run_again_by_rerun_errors(cli, tmp_path):
+def test_a_damaged_record_is_named_by_the_report_and_run_again_by_rerun_failed(cli, tmp_path):
+    """Also: --rerun-errors, the flag's former name, still works and says in one line which flag to use."""
     storage = tmp_path / "run"
     args = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage),
             "--limit", "10"]
@@ -144,17 +143,17 @@ def test_a_damaged_record_is_named_by_the_report_and_run_again_by_rerun_errors(c
     (storage / "records" / "toy-002" / "0.json").write_text('{"status": "o')       # damaged from outside
     (storage / "records" / "toy-007" / "0.json").write_text("[1, 2]")
 
-    report = cli("report", str(storage))
+    report = cli("report", str(storage), "--log-format", "json")
     assert report.returncode == 0
-    warnings = [json.loads(line) for line in report.stderr.splitlines() if "unreadable_record" in line]
+    warnings = [e for e in report.events() if e["event"] == "store.unreadable_record"]
     assert sorted(w["path"].rsplit("/", 2)[-2] for w in warnings) == ["toy-002", "toy-007"]
     assert json.loads((storage / "summary.json").read_text())["completed"] == 8
 
     rerun = cli(*args, "--rerun-errors")
     assert rerun.returncode == 0, rerun.stderr
-    events = [json.loads(line) for line in rerun.stderr.splitlines()]
-    assert next(e for e in events if e["event"] == "run.rerun_errors")["retired"] == 2
-    assert next(e for e in events if e["event"] == "run.finished")["executed"] == 2
+    assert rerun.lines()[0] == "warning: --rerun-errors is deprecated; use --rerun-failed"
+    assert rerun.event("run.rerun_failed")["retired"] == 2
+    assert rerun.event("run.finished")["executed"] == 2
     assert json.loads((storage / "summary.json").read_text())["completed"] == 10
     assert sorted(p.parent.name for p in (storage / "retired").rglob("*.json")) == ["toy-002", "toy-007"]
 
@@ -183,8 +182,7 @@ def test_lowering_repeats_and_limit_on_resume_reports_the_current_plan(cli, tmp_
     assert len(list((storage / "records").glob("*/*.json"))) == 30
 
     raised = cli(*TOY, "--storage", str(storage), "--limit", "10", "--repeats", "3", "--log-format", "json")
-    assert next(json.loads(line) for line in raised.stderr.splitlines()
-                if '"run.finished"' in line)["executed"] == 0
+    assert raised.event("run.finished")["executed"] == 0
     summary = json.loads((storage / "summary.json").read_text())
     assert (summary["expected"], summary["completed"], summary["outside_plan"]) == (30, 30, 0)
 
@@ -196,11 +194,10 @@ def test_duplicate_task_id_warns_and_the_run_completes(cli, tmp_path):
     for _ in range(2):  # the first run and a resume both find the duplicate
         result = cli(*args)
         assert result.returncode == 0, result.stderr
-        events = [json.loads(line) for line in result.stderr.splitlines()]
-        warning = next(e for e in events if e["event"] == "item.duplicate")
+        warning = result.event("item.duplicate")
         assert warning["level"] == "warning" and warning["task_id"] == "a"
         assert "duplicate task id in the benchmark" in warning["detail"]
-        assert next(e for e in events if e["event"] == "run.finished")["duplicates"] == 1
+        assert result.event("run.finished")["duplicates"] == 1
     summary = json.loads((storage / "summary.json").read_text())
     assert (summary["n_tasks"], summary["expected"], summary["completed"], summary["duplicate_tasks"]) == (3, 3, 3, 1)
     status = cli("status", str(storage)).stdout.splitlines()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runner import SolutionContext, Task, solution_factory
-from runner.agents.calculator import calculator
+from runner.solutions.calculator import calculator
 
 
 def _count(log: str, context: SolutionContext) -> None:

@@ -7,8 +7,12 @@ import pytest
 import structlog
 
 from runner import MetricBase, MetricResult, MetricType, SolutionOutput, Task, record_usage, solution_factory
+from runner.core.config import RunSettings
+from runner.core.solution import SolutionSpec
+from runner.engine.context import RunContext
 from runner.engine.execute import execute_one
-from runner.engine.solution import SolutionSpec
+from runner.engine.plan import WorkItem
+from runner.engine.solution import Solution
 from runner.storage import ResultStore
 
 
@@ -47,9 +51,19 @@ def store(tmp_path):
     return ResultStore(str(tmp_path / "run"))
 
 
-async def run(solution, task, store, **options):
-    built = SolutionSpec(solution).build()
-    result = await execute_one(task, 0, built, store, run_id="r", **options)
+def built(target, **kwargs):
+    """The solution ``target`` built and adapted as an executor does."""
+    return Solution(SolutionSpec(target, kwargs=kwargs).build())
+
+
+async def one(task, repeat, solution, store, *, index=0, attempt=1, **settings):
+    """``execute_one`` of (``task``, ``repeat``) with run id ``r`` and the run settings ``settings``."""
+    context = RunContext(None, None, store, "r", RunSettings(**settings))
+    return await execute_one(WorkItem(task, repeat, index), solution, context, attempt=attempt)
+
+
+async def run(solution, task, store, **settings):
+    result = await one(task, 0, built(solution), store, **settings)
     record = next(store.iter_records())
     return result, record
 
@@ -79,33 +93,33 @@ async def test_any_solution_shape_gives_an_ok_record(solution, store):
 
 
 async def test_solution_factory_and_class_are_built_once(store):
-    built = []
+    constructed = []
 
     @solution_factory
     def factory(model):
-        built.append(model)
+        constructed.append(model)
         return lambda task: 4
 
     class Agent:
         def __init__(self, model):
-            built.append(model)
+            constructed.append(model)
 
         async def __call__(self, task):
             return 4
 
     for target in (factory, Agent):
-        solution = SolutionSpec(target, kwargs={"model": "m"}).build()
+        solution = built(target, model="m")
         for repeat in range(3):
-            await execute_one(make_task(), repeat, solution, store, run_id="r")
-    assert built == ["m", "m"]
+            await one(make_task(), repeat, solution, store)
+    assert constructed == ["m", "m"]
 
 
 async def test_each_metric_runs_exactly_once_per_item(store):
     CountingMetric.calls = 0
     task = make_task(metrics=[CountingMetric(4, "a"), CountingMetric(4, "b")])
-    solution = SolutionSpec(sync_one_arg).build()
+    solution = built(sync_one_arg)
     for repeat in range(3):
-        await execute_one(task, repeat, solution, store, run_id="r")
+        await one(task, repeat, solution, store)
     assert CountingMetric.calls == 6
 
 
@@ -158,7 +172,7 @@ async def test_success_false_marks_the_record_as_error(store):
     assert record.status == "error" and record.metrics[0].result == 1.0
 
 
-async def test_retry_errors_tries_again_on_a_fresh_task(store):
+async def test_solution_retries_try_again_on_a_fresh_task(store):
     seen = []
 
     def flaky(task):
@@ -169,7 +183,7 @@ async def test_retry_errors_tries_again_on_a_fresh_task(store):
         return 4
 
     task = Task(id="t1", metrics=[CountingMetric(4)], metadata={"visits": 0})
-    result, record = await run(flaky, task, store, retry_errors=2)
+    result, record = await run(flaky, task, store, solution_retries=2)
     assert result.status == "ok" and seen == [0, 0, 0]
     assert task.metadata["visits"] == 0
 
@@ -185,19 +199,18 @@ async def test_token_usage_lands_in_the_record(store):
 
 
 async def test_a_second_attempt_never_overwrites_the_first_record(store):
-    solution = SolutionSpec(sync_one_arg).build()
-    first = await execute_one(make_task(), 0, solution, store, run_id="r", attempt=1)
-    second = await execute_one(make_task(), 0, SolutionSpec(lambda t: 5).build(), store, run_id="r", attempt=2)
+    first = await one(make_task(), 0, built(sync_one_arg), store, attempt=1)
+    second = await one(make_task(), 0, built(lambda t: 5), store, attempt=2)
     assert first.written and not second.written and not second.duplicate
     record = next(store.iter_records())
     assert record.attempt == 1 and record.output == 4
 
 
 async def test_a_first_attempt_that_finds_its_record_warns_of_a_duplicate_task_id(store):
-    solution = SolutionSpec(sync_one_arg).build()
-    first = await execute_one(make_task(), 0, solution, store, run_id="r", task_index=3)
+    solution = built(sync_one_arg)
+    first = await one(make_task(), 0, solution, store, index=3)
     with structlog.testing.capture_logs() as logs:
-        again = await execute_one(make_task(), 0, solution, store, run_id="r", task_index=8)
+        again = await one(make_task(), 0, solution, store, index=8)
     assert first.written and not first.duplicate
     assert again.duplicate
     warning = next(e for e in logs if e["event"] == "item.duplicate")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.engine.conftest import worker_pythonpath
+from tests.conftest import worker_pythonpath
 
 from runner import ResultStore
 

@@ -13,7 +13,7 @@ import structlog.testing
 from tests.engine import ray_solutions
 
 from runner import FileEvaluatorStorage, GeneralEvaluator, RayEvaluator, ResultStore, SolutionSpec, WorkerSpec
-from runner.agents.calculator import calculator
+from runner.solutions.calculator import calculator
 from runner.benchmarks.toy import ToyBenchmark
 from runner.core.errors import ConfigError
 
@@ -185,10 +185,11 @@ def test_worker_deaths_solution_errors_and_timeouts(tmp_path: Path) -> None:
     assert summary.errors == 3
 
 
-def test_retry_errors_retries_on_a_pristine_task(tmp_path: Path) -> None:
-    """With retry_errors, a solution that raises once per task succeeds on its retry, which gets an unchanged task."""
+def test_solution_retries_retry_on_a_pristine_task(tmp_path: Path) -> None:
+    """With solution_retries, a solution that raises once per task succeeds on its retry, which gets an unchanged
+    task."""
     evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=6), solution_func=SolutionSpec(ray_solutions.flaky),
-                             storage=FileEvaluatorStorage(str(tmp_path / "run")), max_workers=1, retry_errors=1,
+                             storage=FileEvaluatorStorage(str(tmp_path / "run")), max_workers=1, solution_retries=1,
                              show=False)
     summary = asyncio.run(evaluator.run())
     assert summary.score == 1.0

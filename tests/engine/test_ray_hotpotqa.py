@@ -7,7 +7,7 @@ import json
 
 from runner import FileEvaluatorStorage, GeneralEvaluator, WorkerSpec
 from runner.benchmarks.hotpotqa import HotpotQABenchmark
-from runner.engine.plugins import solution_spec
+from runner.registry import solution_spec
 from runner.evaluators import RayEvaluator
 
 

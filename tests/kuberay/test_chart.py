@@ -80,7 +80,7 @@ def test_config_map_holds_the_run_config_mounted_on_the_head(chart):
     out = render(chart, GPU_VALUES)
     config = RunConfig.model_validate(yaml.safe_load(out["ConfigMap"]["data"]["config.yaml"]))
     assert (config.benchmark, config.solution, config.repeats) == ("toy", "calculator", 3)
-    assert config.sequential is False and config.ray_address is None
+    assert config.executor == "ray" and config.ray_address is None
     assert (config.worker.num_gpus, config.worker.accelerator_type) == (1, "H100")
     head = out["RayJob"]["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     mounts = {m["mountPath"]: m["name"] for m in head["containers"][0]["volumeMounts"]}
@@ -132,7 +132,7 @@ def test_job_values_are_the_run_config_fields():
     """The job block is a run config file: the schema lists RunConfig's fields, less those a RayJob sets itself."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     job = schema["properties"]["job"]
-    assert set(job["properties"]) == set(RunConfig.model_fields) - {"sequential", "ray_address", "force"} | {
+    assert set(job["properties"]) == set(RunConfig.model_fields) - {"executor", "ray_address", "force"} | {
         "extraArgs"}
     from runner.core.config import WorkerSpec
 

@@ -54,7 +54,7 @@ def test_dry_run_prints_a_valid_rayjob_and_contacts_nothing(tmp_path, rayjob_sch
     worker = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == 1
     config = RunConfig.model_validate(yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"]))
-    assert (config.repeats, config.worker.num_gpus, config.sequential) == (3, 1.0, False)
+    assert (config.repeats, config.worker.num_gpus, config.executor) == (3, 1.0, "ray")
     expected = build_rayjob(config, DeployOptions.from_values(
         {"workerGroups": [{"name": "cpu", "replicas": 2, "cpu": "2", "memory": "4Gi", "gpu": 1}]}),
         "toy-eval", namespace="evals")

@@ -114,7 +114,7 @@ CONFIG = RunConfig(benchmark="toy", solution="calculator", storage="s3://bucket/
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"sequential": True}, "drop --sequential"),
+        ({"executor": "sequential"}, "drop --sequential"),
         ({"ray_address": "ray://head:10001"}, "drop --ray-address"),
         ({"force": True}, "a RayJob retry would delete the records"),
         ({"storage": None}, "a RayJob needs --storage"),
@@ -135,7 +135,7 @@ def test_storage_options_without_secrets_pass():
     data = cluster_run_config(CONFIG.model_copy(update={"storage_options": {"endpoint_url": "http://m:9000",
                                                                             "keyring": "no"}}))
     assert data["storage_options"] == {"endpoint_url": "http://m:9000", "keyring": "no"}
-    assert data["sequential"] is False and "force" not in data
+    assert data["executor"] == "ray" and "force" not in data
 
 
 def test_extra_args_must_be_shell_safe():

@@ -6,7 +6,7 @@ model can run here) scores 1.0, so a test can tell a correct end-to-end path fro
 
 from __future__ import annotations
 
-from runner.agents.calculator import evaluate, extract_expression
+from runner.solutions.calculator import evaluate, extract_expression
 from runner.models import ChatRequest, MockReply, user_message
 
 

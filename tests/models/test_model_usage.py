@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.agents.chat import chat
+from runner.solutions.chat import chat
 from runner.benchmarks.toy import ToyBenchmark
-from runner.engine.solution import SolutionSpec
+from runner.core.solution import SolutionSpec
 from runner.evaluators import GeneralEvaluator
 from runner.models import _retry
 from runner.storage.store import ResultStore

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 
 from runner import BenchmarkBase, Task
-from runner.agents.calculator import calculator
+from runner.solutions.calculator import calculator
 from runner.benchmarks.toy import NumericMatch
 
 CALLS_ENV = "RUNNER_TEST_CALLS"

@@ -31,13 +31,13 @@ from runner.benchmarks.hotpotqa.metrics import CONTEXT_LOOKUP, parse_prediction
 from runner.core.errors import BenchmarkError
 from runner.core.metric import MetricBase
 from runner.core.solution import SolutionOutput
-from runner.metrics.adapter import names_parameter
-from runner.metrics.sample import EvalSample, read_solution
+from runner.integrations.adapter import names_parameter
+from runner.integrations.sample import EvalSample, read_solution
 from runner.models import ChatModel
 
 FRAMEWORKS = {
-    "deepeval": ("deepeval.metrics", "runner.metrics.deepeval_adapter", "DeepEvalMetric"),
-    "ragas": ("ragas.metrics.collections", "runner.metrics.ragas_adapter", "RagasMetric"),
+    "deepeval": ("deepeval.metrics", "runner.integrations.deepeval_adapter", "DeepEvalMetric"),
+    "ragas": ("ragas.metrics.collections", "runner.integrations.ragas_adapter", "RagasMetric"),
 }
 
 BEEAI_SETS: dict[str, list[tuple[str, dict[str, Any]]]] = {

@@ -1,4 +1,5 @@
-"""Fixtures for the ACEBench tests: the shared data copy, a loopback HTTP server over it, and run helpers."""
+"""Fixtures for the ACEBench tests: a writable copy of some shared data files, a loopback HTTP server over a
+folder, and a run of the reference solution."""
 
 from __future__ import annotations
 
@@ -13,17 +14,11 @@ from typing import Any
 
 import pytest
 
-from runner.agents.reference import reference
+from runner.solutions.reference import reference
 from runner.benchmarks.acebench import ACEBenchmark
 from runner.evaluators import GeneralEvaluator
 from runner.report import Summary
 from runner.storage.store import ResultStore
-
-
-@pytest.fixture(scope="session")
-def acebench_dir(shared_data: Path) -> Path:
-    """``../shared/data/acebench``: the authors' ``data_all/`` at the pinned commit."""
-    return shared_data / "acebench"
 
 
 @pytest.fixture

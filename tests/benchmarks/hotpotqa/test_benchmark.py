@@ -14,7 +14,7 @@ from runner.benchmarks.hotpotqa import HotpotQABenchmark, load_records, tool_usa
 from runner.benchmarks.hotpotqa import data as hotpot_data
 from runner.core.errors import BenchmarkError
 from runner.core.trajectory import tool_call_step
-from runner.engine.plugins import solution_spec
+from runner.registry import solution_spec
 
 OFFICIAL = ("em", "f1", "prec", "recall", "sp_em", "sp_f1", "sp_prec", "sp_recall",
             "joint_em", "joint_f1", "joint_prec", "joint_recall")

@@ -9,20 +9,19 @@ from pathlib import Path
 
 from runner.cli import build_parser, main
 from runner.cli.args import config_from_args
-from runner.cli.commands import make_evaluator
-from tests.cli.conftest import runner_cli
+from runner.engine.request import RunRequest
 
 
 def _evaluator(*flags: str):
     args = build_parser().parse_args(["run", *flags])
-    return make_evaluator(config_from_args(args))
+    return RunRequest.from_config(config_from_args(args))
 
 
-def test_the_agent_runs_end_to_end_with_the_mock_model(distractor_file, tmp_path):
+def test_the_agent_runs_end_to_end_with_the_mock_model(cli, distractor_file, tmp_path):
     run = tmp_path / "run"
-    result = runner_cli("--benchmark", "hotpotqa", "--data-dir", distractor_file, "--solution", "hotpotqa-agent",
-                        "--model", "mock", "--sequential", "--limit", "5", "--storage", str(run),
-                        env={"EVAL_CHAT_MODEL_NAME": ""})
+    result = cli("--benchmark", "hotpotqa", "--data-dir", distractor_file, "--solution", "hotpotqa-agent",
+                 "--model", "mock", "--sequential", "--limit", "5", "--storage", str(run),
+                 env={"EVAL_CHAT_MODEL_NAME": ""})
     assert result.returncode == 0, result.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] == 5 and summary["errors"] == 0
@@ -79,14 +78,14 @@ def test_an_unreachable_judge_fails_the_preflight(distractor_file, tmp_path, ref
     assert not Path(tmp_path / "run" / "records").exists()
 
 
-def test_another_data_file_in_the_same_run_directory_is_refused(distractor_file, beeai_file, tmp_path):
+def test_another_data_file_in_the_same_run_directory_is_refused(cli, distractor_file, beeai_file, tmp_path):
     run = tmp_path / "run"
-    first = runner_cli("-b", "hotpotqa", "--data-dir", distractor_file, "-s", "reference", "--sequential",
-                       "--limit", "3", "--storage", str(run))
+    first = cli("-b", "hotpotqa", "--data-dir", distractor_file, "-s", "reference", "--sequential",
+                "--limit", "3", "--storage", str(run))
     assert first.returncode == 0, first.stderr
     records = sorted(p.name for p in run.glob("records/*/*.json"))
-    other = runner_cli("-b", "hotpotqa", "--data-dir", beeai_file, "-s", "reference", "--sequential",
-                       "--limit", "3", "--storage", str(run))
+    other = cli("-b", "hotpotqa", "--data-dir", beeai_file, "-s", "reference", "--sequential",
+                "--limit", "3", "--storage", str(run))
     assert other.returncode == 2
     assert "another configuration (data_dir:" in other.stderr and "--force" in other.stderr
     assert sorted(p.name for p in run.glob("records/*/*.json")) == records

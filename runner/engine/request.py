@@ -1,0 +1,149 @@
+"""What to run: a :class:`RunRequest` holds the resolved benchmark, the solution recipe, the store and the run's
+settings.
+
+It is the one shape between the faces and the engine: the CLI builds it from a :class:`RunConfig` with
+:meth:`RunRequest.from_config` (names resolved through :mod:`runner.registry`, the model and judge defaults settled
+from the environment), and the evaluators (``GeneralEvaluator``, ``RayEvaluator``) build it from objects.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner import registry
+from runner.core import signature
+from runner.core.benchmark import BenchmarkBase
+from runner.core.config import RunConfig, RunSettings
+from runner.core.errors import ConfigError
+from runner.core.solution import SolutionSpec
+from runner.storage.store import ResultStore
+
+MODEL_ENV = "AGENT_CHAT_MODEL_NAME"
+"""The environment variable naming the agent's model when ``--model`` is not given (as on BeeAI's evaluation page)."""
+
+JUDGE_ENV = "EVAL_CHAT_MODEL_NAME"
+"""The environment variable naming the judge model when ``--judge-model`` is not given (as on BeeAI's evaluation
+page)."""
+
+JUDGE_ARGS = ("judge_model", "judge_base_url")
+"""The benchmark constructor arguments that carry the judge."""
+
+MODEL_FIELDS = ("model", "model_base_url", "user_model", "user_model_base_url", "judge_model", "judge_base_url")
+"""The :class:`RunConfig` fields that name a run's models and their servers."""
+
+
+@dataclass
+class RunRequest:
+    """A run, resolved: what :func:`~runner.engine.run.execute_run` executes.
+
+    Args:
+        benchmark: the benchmark.
+        solution: the solution recipe (built once per worker).
+        store: the run's store (``./runs/<benchmark>-<UTC timestamp>`` is bound if it has no URI).
+        settings: repeats, limit, timeout (seconds), solution retries, force, rerun_failed, the executor's name, the
+            Ray address and the worker spec (:class:`RunSettings`).
+        fingerprint_fields: what identifies the configuration (see :meth:`RunConfig.fingerprint_fields`).
+        config: the configuration kept in ``run.json`` (never storage options), with the model and judge defaults
+            settled.
+        progress_bar: draw a bar (``None``: when stderr is a terminal).
+    """
+
+    benchmark: BenchmarkBase
+    solution: SolutionSpec
+    store: ResultStore
+    settings: RunSettings = field(default_factory=RunSettings)
+    fingerprint_fields: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    progress_bar: bool | None = None
+
+    @classmethod
+    def from_config(cls, config: RunConfig, *, progress_bar: bool | None = None) -> RunRequest:
+        """Resolve ``config``: settle the model and judge defaults, build the benchmark (with its judge) and the
+        solution recipe, open the store and check the executor's name. Nothing is written and nothing started.
+
+        Raises:
+            PluginError: an unknown benchmark, solution or executor, or an import path that does not import.
+            BenchmarkError: benchmark arguments it does not accept.
+            ConfigError: solution arguments it does not take, a missing model, a judge for a benchmark without
+                judged metrics.
+        """
+        registry.executor_class(config.executor)
+        # The judge decides which metrics the tasks carry, so the model and judge are settled from the benchmark's
+        # class before the benchmark is built with them.
+        target, _ = registry.resolve(config.benchmark, registry.available_benchmarks(), "benchmark")
+        config = with_judge_default(with_model_default(config, target), target)
+        benchmark = registry.build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)},
+                                             config.data_dir)
+        spec = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,
+                                      config.model_base_url, config.user_model, config.user_model_base_url)
+        return cls(
+            benchmark=benchmark,
+            solution=spec,
+            store=ResultStore(config.storage, config.storage_options),
+            settings=config.settings(),
+            fingerprint_fields=config.fingerprint_fields(),
+            config=config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_failed"}),
+            progress_bar=progress_bar,
+        )
+
+    def models(self) -> dict[str, str | None]:
+        """The run's models and servers as its configuration settled them (:data:`MODEL_FIELDS`; ``None`` where
+        unset), for a preflight check."""
+        return {name: self.config.get(name) for name in MODEL_FIELDS}
+
+
+def with_model_default(config: RunConfig, benchmark: Any) -> RunConfig:
+    """``config`` with ``model`` taken from ``$AGENT_CHAT_MODEL_NAME`` when it has none and a model is wanted.
+
+    A model is wanted when no solution is named and the benchmark (its class or an instance) has a default agent,
+    or when the named solution takes a ``model`` argument; a run of a solution without one (e.g. ``reference``)
+    ignores the variable, so its configuration (and fingerprint) does not change with the environment.
+
+    Raises:
+        PluginError: the named solution cannot be resolved.
+    """
+    name = os.environ.get(MODEL_ENV, "").strip()
+    if config.model is not None or not name:
+        return config
+    if config.solution is None:
+        wanted = getattr(benchmark, "default_solution", None) is not None
+    else:
+        target, _ = registry.resolve(config.solution, registry.available_solutions(), "solution")
+        wanted = SolutionSpec(target=target).accepts("model")
+    return config.model_copy(update={"model": name}) if wanted else config
+
+
+def takes_judge(benchmark: Any) -> bool:
+    """Whether a benchmark (its class, factory or an instance) takes ``judge_model`` (it has LLM-judged metrics)."""
+    target = benchmark if callable(benchmark) and not isinstance(benchmark, BenchmarkBase) else type(benchmark)
+    return signature.names_parameter(target, "judge_model")
+
+
+def with_judge_default(config: RunConfig, benchmark: Any) -> RunConfig:
+    """``config`` with its effective judge: ``--judge-model``, else ``$EVAL_CHAT_MODEL_NAME``, else the agent's
+    ``--model`` (BeeAI's order); ``judge_base_url`` defaults to ``model_base_url`` when the judge is the agent's
+    model. A benchmark without judged metrics keeps no judge; ``-B judge_model=...`` wins over all of these.
+
+    Raises:
+        ConfigError: ``--judge-model`` or ``--judge-base-url`` for a benchmark that has no judged metrics.
+    """
+    if not takes_judge(benchmark):
+        if config.judge_model or config.judge_base_url:
+            raise ConfigError(f"benchmark {config.benchmark!r} has no LLM-judged metrics; drop --judge-model and "
+                              "--judge-base-url")
+        return config
+    if config.benchmark_args.get("judge_model"):
+        return config.model_copy(update={"judge_model": config.benchmark_args["judge_model"],
+                                         "judge_base_url": config.benchmark_args.get("judge_base_url")})
+    judge = config.judge_model or os.environ.get(JUDGE_ENV, "").strip() or config.model
+    base_url = config.judge_base_url
+    if base_url is None and judge == config.model:
+        base_url = config.model_base_url
+    return config.model_copy(update={"judge_model": judge or None, "judge_base_url": base_url})
+
+
+def judge_args(config: RunConfig) -> dict[str, str]:
+    """The benchmark constructor arguments that carry the judge (none without a judge)."""
+    return {name: getattr(config, name) for name in JUDGE_ARGS if getattr(config, name)}

@@ -1,0 +1,192 @@
+"""Names -> benchmark, solution and executor classes: built-ins, installed entry points, or ``module:attribute``.
+
+The tables hold import paths, as fsspec's ``registry.py`` holds its filesystems', so nothing is imported until a
+name is used: naming the ``toy`` benchmark never imports ACEBench, and the registry imports no plug-in itself.
+Packages add their own under the entry-point groups ``runner.benchmarks``, ``runner.solutions`` and
+``runner.executors``; a third executor is one module and one line in :data:`EXECUTORS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any
+
+from runner.core import signature
+from runner.core.benchmark import BenchmarkBase
+from runner.core.errors import BenchmarkError, ConfigError, PluginError
+from runner.core.solution import SolutionSpec
+
+BENCHMARKS: dict[str, str] = {
+    "acebench": "runner.benchmarks.acebench:ACEBenchmark",
+    "hotpotqa": "runner.benchmarks.hotpotqa:HotpotQABenchmark",
+    "toy": "runner.benchmarks.toy:ToyBenchmark",
+}
+"""Built-in benchmarks: name -> import path."""
+
+SOLUTIONS: dict[str, str] = {
+    "acebench": "runner.solutions.acebench:ACEBenchAgent",
+    "calculator": "runner.solutions.calculator:calculator",
+    "chat": "runner.solutions.chat:chat",
+    "hotpotqa-agent": "runner.solutions.hotpotqa:hotpotqa_agent",
+    "reference": "runner.solutions.reference:reference",
+}
+"""Built-in solutions: name -> import path."""
+
+EXECUTORS: dict[str, str] = {
+    "ray": "runner.engine.ray_executor:RayExecutor",
+    "sequential": "runner.engine.sequential:SequentialExecutor",
+}
+"""Executors (:class:`~runner.engine.run.Executor`): name -> import path. ``--sequential`` is the short form of
+``executor: sequential``."""
+
+
+def _entry_points(group: str) -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=group)}
+
+
+def available_benchmarks() -> dict[str, str]:
+    """Benchmark name -> import path, built-ins first."""
+    return {**_entry_points("runner.benchmarks"), **BENCHMARKS}
+
+
+def available_solutions() -> dict[str, str]:
+    """Solution name -> import path, built-ins first."""
+    return {**_entry_points("runner.solutions"), **SOLUTIONS}
+
+
+def available_executors() -> dict[str, str]:
+    """Executor name -> import path, built-ins first."""
+    return {**_entry_points("runner.executors"), **EXECUTORS}
+
+
+def executor_class(name: str) -> type:
+    """The executor class registered as ``name`` (imported now: Ray only for ``ray``).
+
+    Raises:
+        ConfigError: an unknown name (the message lists the known ones).
+    """
+    known = available_executors()
+    if name not in known:
+        raise ConfigError(f"unknown executor {name!r}; use one of: {', '.join(sorted(known))} "
+                          "(--sequential is short for --executor sequential)")
+    target, _ = resolve(name, known, "executor")
+    return target
+
+
+def load_object(path: str, kind: str) -> Any:
+    """Import ``module:attribute`` (``attribute`` may be dotted).
+
+    Raises:
+        PluginError: the path is malformed, the module does not import, or it has no such attribute.
+    """
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise PluginError(f"{kind} {path!r}: expected a built-in name or 'module:attribute'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise PluginError(
+            f"{kind} {path!r}: module {module_name!r} does not import ({type(exc).__name__}: {exc}); "
+            "check the name and that it is on PYTHONPATH"
+        ) from None
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise PluginError(f"{kind} {path!r}: {module_name!r} has no attribute {attribute!r}") from None
+    return obj
+
+
+def resolve(name: str, registry: dict[str, str], kind: str) -> tuple[Any, str]:
+    """The object named ``name`` (a registry name or import path) and its import path.
+
+    Raises:
+        PluginError: an unknown name (the message lists the known ones) or an import path that does not import.
+    """
+    if name in registry:
+        return load_object(registry[name], kind), registry[name]
+    if ":" not in name:
+        known = ", ".join(sorted(registry)) or "none"
+        raise PluginError(f"unknown {kind} {name!r}; use one of: {known}, or 'module:attribute'")
+    return load_object(name, kind), name
+
+
+def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str | None = None) -> BenchmarkBase:
+    """Construct the benchmark ``name`` with ``args`` (and ``data_dir`` when given).
+
+    Raises:
+        PluginError: unknown name, bad import path, or not a :class:`BenchmarkBase`.
+        BenchmarkError: arguments the benchmark does not accept or rejects.
+    """
+    target, _ = resolve(name, available_benchmarks(), "benchmark")
+    kwargs = dict(args or {})
+    if data_dir is not None:
+        kwargs["data_dir"] = data_dir
+    if not callable(target):
+        raise PluginError(f"benchmark {name!r} is a {type(target).__name__}, not a benchmark class or factory")
+    _check_kwargs(target, kwargs, f"benchmark {name!r}")
+    try:
+        benchmark = target(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise BenchmarkError(f"benchmark {name!r} rejected its arguments: {exc}") from None
+    if not isinstance(benchmark, BenchmarkBase):
+        raise PluginError(f"benchmark {name!r} built a {type(benchmark).__name__}, not a BenchmarkBase")
+    return benchmark
+
+
+def _check_kwargs(target: Any, kwargs: dict[str, Any], what: str) -> None:
+    if signature.parameters(target) is None:
+        return
+    _, unknown = signature.split_kwargs(target, kwargs)
+    if unknown:
+        accepted = signature.named_parameters(target)
+        flag = "--data-dir" if unknown == ["data_dir"] else f"argument {', '.join(sorted(unknown))}"
+        raise BenchmarkError(
+            f"{what} does not accept {flag}; it accepts: {', '.join(accepted) or 'no arguments'}"
+        )
+
+
+def solution_spec(
+    name: str | None,
+    args: dict[str, Any] | None = None,
+    model: str | None = None,
+    benchmark: BenchmarkBase | None = None,
+    model_base_url: str | None = None,
+    user_model: str | None = None,
+    user_model_base_url: str | None = None,
+) -> SolutionSpec:
+    """The recipe of the solution ``name`` with its arguments.
+
+    With no name but a ``model``, the benchmark's ``default_solution`` (a model-driven agent) is used.
+    ``model``, ``model_base_url``, ``user_model`` and ``user_model_base_url`` are passed as the constructor
+    arguments of those names.
+
+    Raises:
+        ConfigError: no solution and no model, a model for a benchmark without a default agent, or a
+            ``model_base_url``, ``user_model`` or ``user_model_base_url`` for a solution that does not take one.
+        PluginError: unknown name or bad import path.
+    """
+    if name is None:
+        default = getattr(benchmark, "default_solution", None)
+        if model is None:
+            raise ConfigError("no solution: pass --solution NAME (see 'python -m runner list') or --model")
+        if default is None:
+            raise ConfigError("this benchmark has no default agent for --model; pass --solution too")
+        name = default
+    target, _ = resolve(name, available_solutions(), "solution")
+    kwargs = dict(args or {})
+    if model is not None:
+        kwargs["model"] = model
+    spec = SolutionSpec(target=target, kwargs=kwargs, name=name)
+    optional = (("model_base_url", model_base_url, "a model server URL", "--model-base-url"),
+                ("user_model", user_model, "a user model", "--user-model"),
+                ("user_model_base_url", user_model_base_url, "a user model server URL", "--user-model-base-url"))
+    for argument, value, what, flag in optional:
+        if value is None:
+            continue
+        if not spec.accepts(argument):
+            raise ConfigError(f"solution {name!r} does not take {what}; drop {flag}")
+        spec.kwargs[argument] = value
+    spec.check()
+    return spec
