@@ -246,9 +246,16 @@ class OpenAICompatibleModel(ChatModel):
     def _status_error(self, exc: openai.APIStatusError, attempts: int, uses_tools: bool) -> ModelError:
         status = exc.status_code
         body = exc.body
-        # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level.
-        detail = one_line(body["message"] if isinstance(body, dict) and isinstance(body.get("message"), str)
-                          else exc.message, 200)
+        # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level; a body
+        # that is not JSON (a proxy's HTML error page) is described rather than quoted.
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            detail = one_line(body["message"], 200)
+        else:
+            try:
+                json_body(exc.response)
+                detail = one_line(exc.message, 200)
+            except UnreadableReply as unreadable:
+                detail = unreadable.shape
         where = f"{self.name} at {self.base_url}"
         if status in (401, 403):
             fix = f"check the API key{self._env_hint('key')}"

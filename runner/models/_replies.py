@@ -3,14 +3,14 @@
 Servers agree on ``choices[0].message`` and little inside it. Read here (``docs/models.md`` has the table):
 
 - **content**: a string; ``null`` (tool calls only); a list of parts, each a string or ``{"type": ...}``: text
-  parts (``text``, ``output_text``, ``refusal``) make the answer, reasoning parts (``thinking``: Anthropic-style
-  gateways, LiteLLM, Mistral's Magistral, whose ``thinking`` is itself a list of text chunks; ``reasoning``: OpenAI's
-  Responses items and Databricks, text under ``summary`` or ``content``; ``thought``; OpenRouter's
-  ``reasoning.text``/``reasoning.summary``) go to :attr:`ChatReply.reasoning`, tool parts (Anthropic's ``tool_use``,
-  the Responses API's ``function_call``) become tool calls, and parts that carry no text (images, references,
-  redacted or encrypted reasoning) are skipped. A part's text may sit under ``text``, ``content``, ``thinking``,
-  ``reasoning``, ``summary``, ``value`` or ``refusal``, as a string, a list of such parts, or an object
-  (``{"value": ..., "annotations": [...]}``).
+  parts (``text``, ``output_text``, ``refusal``, or no type and a ``text`` string) make the answer, reasoning parts
+  (``thinking``: Anthropic-style gateways, LiteLLM, Mistral's Magistral, whose ``thinking`` is itself a list of text
+  chunks; ``reasoning``: OpenAI's Responses items and Databricks, text under ``summary`` or ``content``; ``thought``;
+  OpenRouter's ``reasoning.text``/``reasoning.summary``) go to :attr:`ChatReply.reasoning`, tool parts (Anthropic's
+  ``tool_use``, the Responses API's ``function_call``) become tool calls, and parts that carry no text (images,
+  references, redacted or encrypted reasoning) are skipped. A part's text may sit under ``text``, ``content``,
+  ``thinking``, ``reasoning``, ``summary``, ``value`` or ``refusal``, as a string, a list of such parts, or an object
+  (``{"value": ..., "annotations": [...]}``). One part object instead of a list is read as a list of one.
 - **reasoning** beside the content: ``reasoning_content`` (DeepSeek, SGLang, LiteLLM, vLLM before 0.11),
   ``reasoning`` (vLLM since, Ollama, OpenRouter, Groq), ``thinking`` (Ollama's native field), ``reasoning_details``
   (OpenRouter) and ``thinking_blocks`` (LiteLLM), each a string, a list of parts or an object; a source that only
@@ -187,7 +187,7 @@ def _content(content: Any) -> tuple[str | None, list[str | None], list[ToolCall]
         if not isinstance(part, Mapping):
             raise UnreadableReply(f"content part {index} is {_kind(part)}")
         kind = part.get("type")
-        if kind in TEXT_PARTS:
+        if kind in TEXT_PARTS or (kind is None and isinstance(part.get("text"), str)):
             texts.append(_text_of(part) or "")
         elif kind in REASONING_PARTS:
             reasoning.append(_text_of(part))

@@ -214,3 +214,17 @@ def test_preflight_of_a_web_page_without_v1_names_the_url_to_try(model_server: S
         f"OpenAI API; is the URL missing /v1? (e.g. --model-base-url {root}/v1)"
     )
     assert [request.path for request in model_server.requests] == ["/models"]
+
+
+@pytest.mark.parametrize("status, fix", [
+    (404, "check the model name and the base URL (it should end with /v1)"),
+    (502, "gave up after 3 attempts"),
+])
+def test_an_html_error_page_is_described_not_quoted(model_server: ScriptedModelServer, status: int, fix: str) -> None:
+    page = f"<html><head><title>{status} Error</title></head><body>{'x' * 5000}</body></html>"
+    model_server.answer(page, status=status, content_type="text/html", times=3)
+    with pytest.raises(ModelError) as err:
+        _chat(_model(model_server))
+    assert str(err.value).startswith(
+        f"vllm:scripted at {model_server.url}: HTTP {status}: text/html: an HTML page titled '{status} Error'; {fix}")
+    assert err.value.status == status and not err.value.protocol_error

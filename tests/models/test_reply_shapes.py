@@ -68,6 +68,7 @@ CONTENT_SHAPES = {
         {"role": "assistant", "content": [{"type": "text", "text": "The answer is "}, {"type": "text", "text": "4"}]},
         "The answer is 4", None),
     "bare-string-parts": ({"role": "assistant", "content": ["4"]}, "4", None),
+    "parts-without-type": ({"role": "assistant", "content": [{"text": "4"}]}, "4", None),
     "one-part-object": ({"role": "assistant", "content": {"type": "text", "text": "4"}}, "4", None),
     # Parts without text are skipped: images, Mistral's references, redacted or encrypted reasoning.
     "parts-without-text": (
