@@ -30,8 +30,8 @@ def usage_scope() -> Iterator[dict[str, TokenUsage]]:
 def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | None = 0) -> None:
     """Add one model call's tokens to the current item; outside an item it does nothing.
 
-    A count of ``None`` is unknown (the server reported none): the call is counted in ``calls_without_usage`` and
-    adds nothing to that sum, so a sum is never lowered by calls that could not be counted without saying so.
+    A count of ``None`` is unknown (the server reported none): the call is counted in ``calls_without_usage``, and
+    the unknown count adds nothing to its sum, so a reader sees how many calls the sums leave out.
     """
     usage = _current.get()
     if usage is None:

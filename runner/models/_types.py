@@ -111,11 +111,6 @@ class Usage(BaseModel):
     output_tokens: int | None = None
 
     @property
-    def known(self) -> bool:
-        """Whether the server reported both counts."""
-        return self.input_tokens is not None and self.output_tokens is not None
-
-    @property
     def total_tokens(self) -> int | None:
         """``input_tokens + output_tokens``, or ``None`` when either is unknown."""
         if self.input_tokens is None or self.output_tokens is None:
