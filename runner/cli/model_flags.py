@@ -19,6 +19,7 @@ def preflight(model: str | None, base_url: str | None = None) -> None:
     Raises:
         ConfigError: an unknown provider, a missing API key, an unreadable mock script.
         ModelError: the server refuses connections, rejects the key, or does not serve the model.
+        ModelProtocolError: the URL answers something else than the OpenAI API (a web page, text, nothing).
     """
     if not model:
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from runner.core.metric import MetricType
 
@@ -44,11 +44,24 @@ class Timings(BaseModel):
 
 
 class TokenUsage(BaseModel):
-    """Tokens one model spent on one item (as reported by the model server) and the number of calls."""
+    """Tokens one model spent on one item (as reported by the model server) and the number of calls.
+
+    ``calls_without_usage`` counts the calls whose server did not report a count (their known counts, if any, are
+    in the sums; their unknown ones are not). It is left out of the JSON while it is 0, so records and summaries of
+    servers that always report usage keep their shape.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
+    calls_without_usage: int = 0
+
+    @model_serializer(mode="wrap")
+    def _omit_zero_unknown(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("calls_without_usage"):
+            data.pop("calls_without_usage", None)
+        return data
 
 
 class TaskRecord(BaseModel):

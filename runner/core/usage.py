@@ -28,8 +28,12 @@ def usage_scope(usage: dict[str, TokenUsage] | None = None) -> Iterator[dict[str
         _current.reset(token)
 
 
-def record_usage(model: str, input_tokens: int = 0, output_tokens: int = 0) -> None:
-    """Add one model call's tokens to the current item; outside an item it does nothing."""
+def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | None = 0) -> None:
+    """Add one model call's tokens to the current item; outside an item it does nothing.
+
+    A count of ``None`` is unknown (the server reported none): the call is counted in ``calls_without_usage``, and
+    the unknown count adds nothing to its sum, so a reader sees how many calls the sums leave out.
+    """
     usage = _current.get()
     if usage is None:
         return
@@ -37,3 +41,5 @@ def record_usage(model: str, input_tokens: int = 0, output_tokens: int = 0) -> N
     entry.input_tokens += int(input_tokens or 0)
     entry.output_tokens += int(output_tokens or 0)
     entry.calls += 1
+    if input_tokens is None or output_tokens is None:
+        entry.calls_without_usage += 1

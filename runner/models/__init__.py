@@ -19,7 +19,7 @@ The ``openai`` package (about a second to import) is loaded only when an HTTP mo
 from typing import Any
 
 from runner.models._base import ChatModel, StructuredMode
-from runner.models._errors import ModelError, StructuredOutputError
+from runner.models._errors import ModelError, ModelProtocolError, StructuredOutputError
 from runner.models._json import parse_json, schema_instance
 from runner.models._mock import (
     DEFAULT_REPLY,
@@ -67,6 +67,7 @@ __all__ = [
     "MockScript",
     "MockToolCall",
     "ModelError",
+    "ModelProtocolError",
     "OpenAICompatibleModel",
     "Provider",
     "RetryPolicy",

@@ -177,6 +177,8 @@ class ChatModel(ABC):
 
         Raises:
             ModelError: the call failed for good (after retries); the message is one line with the fix.
+            ModelProtocolError: the server's answer is not the OpenAI API (a web page, another API's reply, a
+                message of a shape no known server sends); not retried.
             TypeError, ValueError: malformed messages or tools (a bug in the caller).
         """
         chosen = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
@@ -296,6 +298,7 @@ class ChatModel(ABC):
 
         Raises:
             ModelError: the server cannot be reached, rejects the key, or does not serve the model.
+            ModelProtocolError: the server's answer is not the OpenAI API.
         """
 
     async def aclose(self) -> None:

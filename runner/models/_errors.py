@@ -2,12 +2,14 @@
 
 A :class:`ModelError` is a :class:`~runner.core.errors.RunnerError`: before a run (the CLI's preflight check) it is
 one line on stderr and exit status 2; inside a solution or metric during a run, the engine turns it into an error
-record for that task (or an error result for that metric), and the run goes on.
+record for that task (or an error result for that metric), and the run goes on. A :class:`ModelProtocolError` says
+that the server does not speak the OpenAI chat API at all, so every further call will fail the same way.
 """
 
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from runner.core.errors import RunnerError
 
@@ -22,14 +24,75 @@ class ModelError(RunnerError):
         retryable: whether the failure was of a kind that is retried (rate limit, server error, connection).
     """
 
+    protocol_error: ClassVar[bool] = False
+    """Whether the error says the server speaks another protocol (see :class:`ModelProtocolError`)."""
+
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
 
 
+class ModelProtocolError(ModelError):
+    """A server answer that cannot be read as the OpenAI API, whatever the request: an HTML page, text or an empty
+    body where JSON was due, JSON of another API (Ollama's native ``/api/chat``, a FastAPI ``{"detail": ...}``), a
+    completion without choices, or a message whose content has a shape no known server sends
+    (``docs/models.md`` lists the shapes that are read). It is never retried.
+
+    Its :attr:`protocol_error` flag is ``True``: one such error means that every call to that server will fail the
+    same way, so a driver counts them and stops the run after the first few, with one line naming the server and
+    the shape, rather than writing an error record per task.
+
+    Args:
+        message: the line, naming the model, the URL, the shape and the likely fix.
+        model: the model's ``provider:model`` name.
+        url: the URL that answered (the API root and the path, e.g. ``http://host/v1/chat/completions``).
+        shape: what came back, in words (``text/html: an HTML page titled 'Welcome'``,
+            ``content is a dict with keys a, b``).
+    """
+
+    protocol_error: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, model: str = "", url: str = "", shape: str = "",
+                 status: int | None = None) -> None:
+        super().__init__(message, status=status, retryable=False)
+        self.model = model
+        self.url = url
+        self.shape = shape
+
+
 class StructuredOutputError(ModelError):
     """A reply that does not parse into the requested structure (after the repair attempts)."""
+
+
+class UnreadableReply(ValueError):
+    """Raised by the reply readers (``_body``, ``_replies``) for an answer that is not the OpenAI API; the model
+    turns it into a :class:`ModelProtocolError` with its name and URL.
+
+    Args:
+        shape: what came back, in words.
+        hint: the likely fix, when the shape suggests one (``None``: the model's default advice about the URL).
+    """
+
+    def __init__(self, shape: str, hint: str | None = None) -> None:
+        super().__init__(shape)
+        self.shape = shape
+        self.hint = hint
+
+
+class ErrorReply(ValueError):
+    """Raised by the reply reader for a body that carries an error (``{"error": {...}}``) with a success status,
+    as some gateways send; the model turns it into a :class:`ModelError`.
+
+    Args:
+        detail: the error's message.
+        status: the HTTP-like code in the error, when it has an integer one (e.g. 502 for an upstream failure).
+    """
+
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
 
 
 def one_line(text: object, limit: int = 300) -> str:

@@ -46,6 +46,7 @@ from runner.core.errors import ConfigError
 from runner.models._base import ChatModel
 from runner.models._errors import ModelError, one_line
 from runner.models._json import schema_instance
+from runner.models._replies import split_think
 from runner.models._types import ChatReply, ChatRequest, ToolCall, Usage, content_text
 
 DEFAULT_REPLY = "Default reply from the mock model."
@@ -270,6 +271,9 @@ def _words(text: str) -> int:
 class MockModel(ChatModel):
     """A chat model that answers from a reply policy, with no server.
 
+    As with a server's replies, a ``<think>...</think>`` block in a scripted reply's text becomes the reply's
+    :attr:`~ChatReply.reasoning` (:meth:`reply_to` keeps the text as scripted, for the scripted test server).
+
     Args:
         policy: a :data:`MockPolicySource` (default: :func:`default_policy`).
         label: the model part of the name (``mock:<label>``; ``None``: plain ``mock``).
@@ -344,4 +348,9 @@ class MockModel(ChatModel):
         )
 
     async def _generate(self, request: ChatRequest) -> ChatReply:
-        return self.reply_to(request)
+        reply = self.reply_to(request)
+        text, thinking = split_think(reply.content)
+        if thinking is None:
+            return reply
+        reasoning = "\n\n".join(part for part in (reply.reasoning, thinking) if part)
+        return reply.model_copy(update={"content": text, "reasoning": reasoning})

@@ -1,4 +1,9 @@
-"""Every HTTP provider: an OpenAI-compatible server reached through the official ``openai`` package's async client."""
+"""Every HTTP provider: an OpenAI-compatible server reached through the official ``openai`` package's async client.
+
+The client sends the requests and raises for error statuses and connection failures; the bodies of its successful
+answers are read here (:mod:`runner.models._body`, :mod:`runner.models._replies`) rather than through its typed
+objects, which take an HTML page for a string and a list of content parts for a validation error far from the call.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,19 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import httpx
 import openai
 import structlog
 
 from runner.core.errors import ConfigError
 from runner.models import _retry
 from runner.models._base import ChatModel
-from runner.models._errors import ModelError, one_line
+from runner.models._body import json_body
+from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, UnreadableReply, one_line
 from runner.models._providers import Provider
+from runner.models._replies import read_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, retry_after_seconds
-from runner.models._types import ChatReply, ChatRequest, ToolCall, Usage
+from runner.models._types import ChatReply, ChatRequest
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -118,40 +126,61 @@ class OpenAICompatibleModel(ChatModel):
 
     async def _generate(self, request: ChatRequest) -> ChatReply:
         kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
-        completion = await self._with_retries(
-            lambda: self._http().chat.completions.create(**kwargs), uses_tools=bool(request.tools)
-        )
-        return self._reply(completion)
+        turn = request.count("assistant")
 
-    def _reply(self, completion: Any) -> ChatReply:
-        if not completion.choices:
-            raise ModelError(f"{self.name} at {self.base_url} returned no choices; check the server's logs")
-        choice = completion.choices[0]
-        message = choice.message
-        calls = [
-            ToolCall.parse(call.id or f"call_{index}", call.function.name, call.function.arguments)
-            for index, call in enumerate(message.tool_calls or [])
-            if getattr(call, "function", None) is not None
-        ]
-        usage = completion.usage
-        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-        return ChatReply(
-            content=message.content,
-            tool_calls=calls,
-            finish_reason=choice.finish_reason,
-            usage=Usage(
-                input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                output_tokens=(usage.completion_tokens or 0) if usage else 0,
-            ),
-            model=completion.model or self.model,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
+        async def once() -> ChatReply:
+            answer = await self._http().chat.completions.with_raw_response.create(**kwargs)
+            return self._reply(answer.http_response, turn)
+
+        return await self._with_retries(once, uses_tools=bool(request.tools))
+
+    def _reply(self, response: httpx.Response, turn: int) -> ChatReply:
+        """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`).
+
+        Raises:
+            ModelProtocolError: the body is not an OpenAI chat completion.
+            ModelError: the body carries an error (retryable when its code is).
+        """
+        try:
+            return read_completion(json_body(response), turn=turn, model=self.model)
+        except UnreadableReply as exc:
+            raise self._protocol_error(response, exc) from None
+        except ErrorReply as exc:
+            status = exc.status
+            raise ModelError(
+                f"{self.name} at {self.base_url}: the server answered HTTP {response.status_code} with an error"
+                f"{f' {status}' if status else ''}: {exc.detail}",
+                status=status,
+                retryable=status is not None and is_retryable_status(status),
+            ) from None
+
+    def _protocol_error(self, response: httpx.Response, exc: UnreadableReply) -> ModelProtocolError:
+        """One line for an answer that is not the OpenAI API: the model, the URL, what came back and the fix."""
+        request = response.request
+        path = self._endpoint(request)
+        return ModelProtocolError(
+            f"{self.name} at {self.base_url}: {request.method} {path} answered {exc.shape}, not the OpenAI API; "
+            f"{exc.hint or self._url_hint()}",
+            model=self.name, url=str(request.url), shape=exc.shape, status=response.status_code,
         )
+
+    def _endpoint(self, request: httpx.Request) -> str:
+        """The request's path below :attr:`base_url` (``/chat/completions``)."""
+        return request.url.path.removeprefix(httpx.URL(self.base_url).path.rstrip("/"))
+
+    def _url_hint(self) -> str:
+        """The fix for a server that answers something else than the OpenAI API at :attr:`base_url`."""
+        if "/v1" in httpx.URL(self.base_url).path:
+            return "check that --model-base-url is the root of an OpenAI-compatible API"
+        return f"is the URL missing /v1? (e.g. --model-base-url {self.base_url}/v1)"
 
     async def _with_retries(self, call: Callable[[], Awaitable[R]], *, uses_tools: bool = False) -> R:
-        """``await call()``, retried on 408/409/429/5xx and connection failures per :attr:`retry`.
+        """``await call()``, retried on 408/409/429/5xx, connection failures and retryable model errors
+        (an error body with such a code) per :attr:`retry`.
 
         Raises:
             ModelError: a failure that is not retried, or the last attempt's failure.
+            ModelProtocolError: a body that does not decode as its ``Content-Encoding`` says (never retried).
         """
         log = structlog.get_logger("runner.models")
         attempts = self.retry.max_attempts
@@ -173,14 +202,31 @@ class OpenAICompatibleModel(ChatModel):
                     ) from exc
                 reason = f"HTTP {status}"
             except openai.APIConnectionError as exc:
+                if isinstance(exc.__cause__, httpx.DecodingError):
+                    raise self._undecodable(exc.__cause__) from exc
                 if attempt == attempts:
                     raise self._connection_error(exc, attempt) from exc
                 wait, reason = None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+            except ModelError as exc:
+                if not exc.retryable or attempt == attempts:
+                    raise
+                wait, reason = None, f"error {exc.status} in the body"
             delay = self.retry.delay(attempt, wait)
             log.warning("model.retry", model=self.name, url=self.base_url, reason=reason, attempt=attempt,
                         attempts=attempts, delay_s=round(delay, 3))
             await _retry.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _undecodable(self, exc: httpx.DecodingError) -> ModelProtocolError:
+        """The error for a body that does not decode as its ``Content-Encoding`` says (a broken gzip stream)."""
+        request = exc.request
+        path = self._endpoint(request)
+        shape = f"a body that does not decode as its Content-Encoding says ({one_line(exc, 100)})"
+        return ModelProtocolError(
+            f"{self.name} at {self.base_url}: {request.method} {path} answered {shape}, not the OpenAI API; "
+            "something between here and the server garbles the body; reach the server without that proxy",
+            model=self.name, url=str(request.url), shape=shape,
+        )
 
     def _connection_error(self, exc: openai.APIConnectionError, attempts: int) -> ModelError:
         tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
@@ -200,9 +246,16 @@ class OpenAICompatibleModel(ChatModel):
     def _status_error(self, exc: openai.APIStatusError, attempts: int, uses_tools: bool) -> ModelError:
         status = exc.status_code
         body = exc.body
-        # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level.
-        detail = one_line(body["message"] if isinstance(body, dict) and isinstance(body.get("message"), str)
-                          else exc.message, 200)
+        # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level; a body
+        # that is not JSON (a proxy's HTML error page) is described rather than quoted.
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            detail = one_line(body["message"], 200)
+        else:
+            try:
+                json_body(exc.response)
+                detail = one_line(exc.message, 200)
+            except UnreadableReply as unreadable:
+                detail = unreadable.shape
         where = f"{self.name} at {self.base_url}"
         if status in (401, 403):
             fix = f"check the API key{self._env_hint('key')}"
@@ -226,28 +279,42 @@ class OpenAICompatibleModel(ChatModel):
     async def check(self) -> None:
         """List the server's models once (no retries: a preflight should fail fast).
 
-        A server without ``/models`` (404 or 405) passes: it answered. A model missing from the list is an error
-        for servers that list exactly what they serve (vLLM, Ollama; ``name`` and ``name:latest`` both match), a
-        warning elsewhere.
+        A server without ``/models`` (404, 405 or 501) passes: it answered. So does one whose list is JSON of another
+        shape (a warning). A body that is not JSON (a web page, text, nothing) is refused: the URL is not the API.
+        A model missing from the list is an error for servers that list exactly what they serve (vLLM, Ollama;
+        ``name`` and ``name:latest`` both match), a warning elsewhere.
 
         Raises:
-            ModelError: cannot connect, the key is rejected, the server fails, or it does not serve the model.
+            ModelError: cannot connect, the key is rejected, the server fails or answers an error, or it does not
+                serve the model.
+            ModelProtocolError: the answer is not the OpenAI API (``text/html: ... is the URL missing /v1?``).
         """
+        log = structlog.get_logger("runner.models")
         try:
-            page = await self._http().models.list()
+            answer = await self._http().models.with_raw_response.list()
         except openai.APIConnectionError as exc:
+            if isinstance(exc.__cause__, httpx.DecodingError):
+                raise self._undecodable(exc.__cause__) from exc
             raise self._connection_error(exc, 1) from exc
         except openai.APIStatusError as exc:
             if exc.status_code in (404, 405, 501):
                 return
             raise self._status_error(exc, 1, uses_tools=False) from exc
-        served = [getattr(entry, "id", "") for entry in getattr(page, "data", None) or []]
+        response = answer.http_response
+        try:
+            served = served_models(json_body(response))
+        except UnreadableReply as exc:
+            raise self._protocol_error(response, exc) from None
+        except ErrorReply as exc:
+            raise ModelError(f"{self.name} at {self.base_url}: GET /models answered HTTP {response.status_code} with "
+                             f"an error: {exc.detail}; check the server", status=exc.status) from None
+        if served is None:
+            log.warning("model.list_unreadable", model=self.name, url=str(response.url))
+            return
         if not served or self.model in served or f"{self.model}:latest" in served:
             return
         shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
         if self.spec.lists_served_models:
             raise ModelError(f"{self.name}: the server at {self.base_url} does not serve model {self.model!r}; "
                              f"it serves: {shown}; pass --model {self.provider}:<one of them>")
-        structlog.get_logger("runner.models").warning(
-            "model.not_listed", model=self.name, url=self.base_url, served=served[:10]
-        )
+        log.warning("model.not_listed", model=self.name, url=self.base_url, served=served[:10])

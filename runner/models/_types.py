@@ -72,16 +72,25 @@ class ToolCall(BaseModel):
     parse_error: str | None = None
 
     @classmethod
-    def parse(cls, id: str, name: str, raw_arguments: str | Mapping[str, Any] | None) -> ToolCall:
-        """Build a call from the wire form; a mapping is taken as already parsed, ``None`` or ``""`` as ``{}``."""
+    def parse(cls, id: str, name: str, raw_arguments: Any) -> ToolCall:
+        """Build a call from the wire form of its arguments.
+
+        A mapping is taken as already parsed; ``None`` or ``""`` as ``{}``; a JSON string that decodes to a string
+        holding a JSON object (arguments encoded twice, as some servers send them) as that object; any other value
+        (a list, a number) as that JSON value, which is not an object (:attr:`parse_error` says so).
+        """
         if isinstance(raw_arguments, Mapping):
             arguments = dict(raw_arguments)
             return cls(id=id, name=name, arguments=arguments, raw_arguments=json.dumps(arguments, ensure_ascii=False))
+        if raw_arguments is not None and not isinstance(raw_arguments, str):
+            raw_arguments = json.dumps(raw_arguments, ensure_ascii=False)
         raw = raw_arguments or ""
         if not raw.strip():
             return cls(id=id, name=name, arguments={}, raw_arguments=raw or "{}")
         try:
             value = json.loads(raw)
+            if isinstance(value, str) and value.lstrip().startswith("{"):
+                value = json.loads(value)
         except ValueError as exc:
             return cls(id=id, name=name, raw_arguments=raw, parse_error=f"arguments are not valid JSON: {exc}")
         if not isinstance(value, dict):
@@ -95,14 +104,17 @@ class ToolCall(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens of one call as the server counted them: ``input_tokens`` (prompt) and ``output_tokens`` (completion)."""
+    """Tokens of one call as the server counted them: ``input_tokens`` (prompt) and ``output_tokens`` (completion);
+    ``None`` when the server did not say (a reply without ``usage``), which is recorded as unknown, not as 0."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
     @property
-    def total_tokens(self) -> int:
-        """``input_tokens + output_tokens``."""
+    def total_tokens(self) -> int | None:
+        """``input_tokens + output_tokens``, or ``None`` when either is unknown."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
         return self.input_tokens + self.output_tokens
 
 
@@ -110,13 +122,14 @@ class ChatReply(BaseModel):
     """A model's answer to one chat call.
 
     Args:
-        content: the text (``None`` when the model only called tools).
+        content: the answer's text, never its reasoning (``None`` when the model only called tools).
         tool_calls: the function calls it asked for, in order.
         finish_reason: why generation stopped: ``stop``, ``length`` (hit ``max_tokens``), ``tool_calls``,
             ``content_filter``, or what the server said.
-        usage: tokens of this call.
+        usage: tokens of this call (``None`` counts when the server did not report them).
         model: the model name the server reported (it may be more specific than the one asked for).
-        reasoning: the separate reasoning text some servers return (``reasoning_content``), else ``None``.
+        reasoning: the model's reasoning, however the server sent it (a ``reasoning_content`` or ``reasoning``
+            field, thinking parts of the content, ``<think>`` blocks in the text), else ``None``.
     """
 
     content: str | None = None
@@ -131,9 +144,18 @@ class ChatReply(BaseModel):
         """:attr:`content`, or ``""`` when there is none."""
         return self.content or ""
 
-    def to_message(self) -> Message:
-        """This reply as the assistant message to append to the conversation before answering its tool calls."""
-        return assistant_message(self.content, self.tool_calls)
+    def to_message(self, *, reasoning: bool = False) -> Message:
+        """This reply as the assistant message to append to the conversation before answering its tool calls.
+
+        Args:
+            reasoning: also keep :attr:`reasoning` under ``"reasoning"`` when there is some, for a trajectory.
+                Leave it off for messages sent back to a server: some refuse reasoning in the input (DeepSeek's
+                API answers 400).
+        """
+        message = assistant_message(self.content, self.tool_calls)
+        if reasoning and self.reasoning:
+            message["reasoning"] = self.reasoning
+        return message
 
 
 ToolChoice = Literal["auto", "none", "required"] | str | dict[str, Any]

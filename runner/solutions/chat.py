@@ -31,8 +31,8 @@ def chat(
         temperature, max_tokens: sampling settings (``None``: the server's defaults).
 
     Returns:
-        ``solve(task)``: output = the reply text; trajectory = the messages and the reply; meta = the served model
-        name and the finish reason.
+        ``solve(task)``: output = the reply text; trajectory = the messages and the reply (with the model's
+        reasoning under ``reasoning`` when it sent some); meta = the served model name and the finish reason.
 
     Raises:
         ConfigError: an unknown provider or a missing API key (when the worker builds it).
@@ -46,7 +46,7 @@ def chat(
         return SolutionOutput(
             success=True,
             output=reply.text,
-            trajectory=[*messages, reply.to_message()],
+            trajectory=[*messages, reply.to_message(reasoning=True)],
             meta={"model": reply.model, "finish_reason": reply.finish_reason},
         )
 

@@ -118,6 +118,14 @@ def test_a_json_script_list_repeats_its_last_reply(tmp_path: Path) -> None:
     assert reply.text == "two" and (reply.usage.input_tokens, reply.usage.output_tokens) == (7, 3)
 
 
+def test_a_think_block_in_a_scripted_reply_is_reasoning_not_the_answer() -> None:
+    model = ChatModel.from_name("mock", mock_policy=["<think>\n2 and 2 make 4\n</think>\n\n4", "done</think>5"])
+    first = chat(model, "What is 2 + 2?")
+    assert (first.content, first.reasoning) == ("4", "2 and 2 make 4")
+    second = chat(model, ["What is 2 + 2?", first, "And 2 + 3?"])
+    assert (second.content, second.reasoning) == ("5", "done")
+
+
 def test_bad_scripts_and_unknown_policies_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot be read"):
         ChatModel.from_name(f"mock:{tmp_path / 'missing.yaml'}")

@@ -1,4 +1,5 @@
-"""The CLI's model flags: ``--model``, ``--model-base-url``, ``AGENT_CHAT_MODEL_NAME`` and the preflight check.
+"""The CLI's model flags: ``--model``, ``--model-base-url``, ``AGENT_CHAT_MODEL_NAME``, the preflight check, and
+runs against servers that speak another dialect or are not the OpenAI API at all.
 
 Runs go to the scripted model server on loopback, which stands in for a model server (no model can run here).
 """
@@ -6,6 +7,8 @@ Runs go to the scripted model server on loopback, which stands in for a model se
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from runner.cli import main
 from runner.storage.store import ResultStore
 from tests.models.scripted import arithmetic
 from tests.support.model_server import ScriptedModelServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(tmp_path: Path, *flags: str) -> int:
@@ -101,3 +106,86 @@ def test_list_shows_the_providers(capsys: pytest.CaptureFixture[str]) -> None:
     assert "model providers" in out
     for text in ("dashscope", "mock", "ollama", "openai", "vllm", "http://localhost:11434/v1", "DASHSCOPE_API_KEY"):
         assert text in out
+
+
+PAGE = "<!DOCTYPE html><html><head><title>Welcome to nginx!</title></head><body>It works.</body></html>"
+
+
+def test_a_web_page_as_the_model_server_exits_2_with_one_line_and_writes_nothing(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    # As a user runs it: a subprocess, whose whole stderr is the one line.
+    root = model_server.url.removesuffix("/v1")
+    model_server.answer(PAGE, endpoint="models", content_type="text/html", times=None)
+    model_server.answer(PAGE, content_type="text/html", times=None)
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=3", "--sequential", "-s", "chat",
+         "--model", "vllm:scripted", "--model-base-url", root, "--storage", str(tmp_path / "run")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: vllm:scripted at {root}: GET /models answered text/html: an HTML page titled 'Welcome to nginx!', "
+        f"not the OpenAI API; is the URL missing /v1? (e.g. --model-base-url {root}/v1)"
+    ]
+    assert not (tmp_path / "run").exists()
+    assert model_server.chat_requests == []
+
+
+@pytest.mark.parametrize("body, content_type, shape", [
+    ("OK", "text/plain", "text/plain: text that is not JSON, 'OK'"),
+    ("", "application/json", "an empty body (application/json)"),
+    ({"detail": "Not Found"}, "application/json", "JSON without 'choices', a web framework's error"),
+], ids=["text-plain", "empty-body", "fastapi-error"])
+def test_preflight_refuses_other_answers_in_one_line(tmp_path: Path, model_server: ScriptedModelServer,
+                                                     capsys: pytest.CaptureFixture[str], body: object,
+                                                     content_type: str, shape: str) -> None:
+    model_server.answer(body, endpoint="models", content_type=content_type)
+    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url) == 2
+    line = _one_line_error(capsys)
+    assert f"GET /models answered {shape}" in line and "not the OpenAI API" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_chat_endpoint_answering_html_gives_protocol_error_records(tmp_path: Path,
+                                                                     model_server: ScriptedModelServer) -> None:
+    # /models answers, /chat/completions is a proxy's login page: the pre-flight passes, every call fails in one line.
+    model_server.answer("<html><head><title>Sign in</title></head></html>", content_type="text/html", times=None)
+    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url) == 0
+    records = list(ResultStore(str(tmp_path / "run")).iter_records())
+    assert len(records) == 3 and len(model_server.chat_requests) == 3  # not retried
+    for record in records:
+        assert record.status == "error" and record.error is not None
+        assert record.error.type == "ModelProtocolError"
+        assert record.error.message == (
+            f"vllm:scripted at {model_server.url}: POST /chat/completions answered text/html: an HTML page titled "
+            "'Sign in', not the OpenAI API; check that --model-base-url is the root of an OpenAI-compatible API"
+        )
+
+
+def _reasoning_dialect(body: dict) -> dict:
+    """The scripted answer as a reasoning model behind a gateway sends it: thinking parts, a ``<think>`` block left
+    in the text, the reasoning also in ``reasoning_content``, and no usage."""
+    message = body["choices"][0]["message"]
+    answer = message["content"]
+    message["content"] = [{"type": "thinking", "thinking": f"The sum is {answer}.", "signature": "c2ln"},
+                          {"type": "text", "text": f"<think>double-check {answer}</think>\n{answer}"}]
+    message["reasoning_content"] = f"The sum is {answer}."
+    del body["usage"]
+    return body
+
+
+def test_a_reasoning_model_scores_with_its_reasoning_kept_apart_and_its_usage_unknown(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.set_policy(arithmetic)
+    model_server.reshape = _reasoning_dialect
+    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["score"] == 1.0 and summary["errors"] == 0
+    assert summary["usage"]["vllm:scripted"] == {"input_tokens": 0, "output_tokens": 0, "calls": 3,
+                                                 "calls_without_usage": 3}
+    for record in ResultStore(str(tmp_path / "run")).iter_records():
+        step = record.trajectory[-1]
+        assert step["content"] == record.output
+        assert step["reasoning"] == f"The sum is {record.output}.\n\ndouble-check {record.output}"

@@ -4,10 +4,13 @@ It stands in for a model server (vLLM, Ollama, OpenAI) because no language model
 everything on our side of the HTTP connection is the real code (the ``openai`` client, our retries, usage
 accounting), and only the model's text is scripted. Replies come from the same policies and scripts as the ``mock``
 provider (:class:`runner.models.MockScript`, a callable, a list of replies); the server can also be told to fail
-the next requests with an HTTP status (429 with ``Retry-After``, 500...) or to stall, and it records every request
-it received.
+the next requests with an HTTP status (429 with ``Retry-After``, 500...) or to stall, to answer with a raw body of
+any shape (:meth:`ScriptedModelServer.answer`: an HTML page, a broken body, another API's reply), to reshape every
+scripted reply into another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning
+fields, no usage), and it records every request it received.
 
-Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``.
+Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``; the paths are matched by their end,
+so a base URL without ``/v1`` reaches them too (as a web server that answers every path would).
 
 Example::
 
@@ -20,11 +23,13 @@ Example::
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -62,6 +67,32 @@ class _Fault:
     message: str
 
 
+@dataclass(frozen=True)
+class RawAnswer:
+    """A body sent exactly as given: ``status``, ``body`` bytes and ``headers``."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+def completion(message: dict[str, Any], *, usage: dict[str, Any] | None = None, model: str = "scripted",
+               finish_reason: str | None = "stop", **fields: Any) -> dict[str, Any]:
+    """A ``/chat/completions`` body with one choice holding ``message`` (a dict sent as it is, whatever its shape),
+    ``usage`` when given (else none: the key is left out), and any other top-level ``fields``."""
+    body: dict[str, Any] = {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        **fields,
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
 class ScriptedModelServer:
     """An OpenAI-compatible HTTP server on 127.0.0.1 that answers from a script (see the module docstring).
 
@@ -69,14 +100,21 @@ class ScriptedModelServer:
         policy: the reply policy (anything :func:`runner.models.resolve_mock_policy` takes); default: the mock
             provider's default policy.
         models: model ids ``GET /v1/models`` lists; ``None`` makes that endpoint answer 404, like servers without it.
+
+    Attributes:
+        reshape: a function applied to every scripted ``/chat/completions`` body (a dict) before it is sent, to
+            speak another server's dialect with the policy's answers; ``None`` sends them as OpenAI does.
     """
 
     def __init__(self, policy: MockPolicySource | None = None, *, models: list[str] | None = None) -> None:
         self.models = ["scripted"] if models is None else models
         self.list_models = True
+        self.reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.requests: list[RecordedRequest] = []
         self._mock = MockModel(policy)
         self._faults: deque[_Fault] = deque()
+        self._answers: dict[str, deque[RawAnswer]] = {"chat": deque(), "models": deque()}
+        self._standing: dict[str, RawAnswer] = {}
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -107,6 +145,35 @@ class ScriptedModelServer:
         """Wait ``seconds`` before answering each of the next ``times`` chat requests (for client timeouts)."""
         with self._lock:
             self._faults.extend(_Fault(None, None, seconds, "") for _ in range(times))
+
+    def answer(self, body: bytes | str | Any, *, endpoint: str = "chat", status: int = 200,
+               content_type: str | None = "application/json", headers: dict[str, str] | None = None,
+               gzipped: bool = False, times: int | None = 1) -> None:
+        """Answer the next ``times`` requests to ``endpoint`` (``"chat"`` or ``"models"``) with a raw body, whatever
+        its shape (``times=None``: every request from now on).
+
+        Args:
+            body: bytes sent as they are, a string sent as UTF-8, anything else as JSON.
+            endpoint: ``"chat"`` (``POST .../chat/completions``) or ``"models"`` (``GET .../models``).
+            status: the HTTP status.
+            content_type: the ``Content-Type`` header, or ``None`` to send none.
+            headers: more headers (they win over the computed ones).
+            gzipped: compress the body with gzip and say so in ``Content-Encoding``.
+        """
+        if isinstance(body, bytes):
+            data = body
+        else:
+            data = (body if isinstance(body, str) else json.dumps(body)).encode()
+        sent: dict[str, str] = {"Content-Type": content_type} if content_type is not None else {}
+        if gzipped:
+            data = gzip.compress(data)
+            sent["Content-Encoding"] = "gzip"
+        raw = RawAnswer(status, data, {**sent, **(headers or {})})
+        with self._lock:
+            if times is None:
+                self._standing[endpoint] = raw
+            else:
+                self._answers[endpoint].extend(raw for _ in range(times))
 
     def start(self) -> Self:
         """Listen on an ephemeral port of 127.0.0.1 in a daemon thread."""
@@ -144,12 +211,17 @@ class ScriptedModelServer:
                 return self._faults.popleft()
         return None
 
+    def _raw(self, endpoint: str) -> RawAnswer | None:
+        with self._lock:
+            queue = self._answers[endpoint]
+            return queue.popleft() if queue else self._standing.get(endpoint)
+
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         reply = self._mock.reply_to(ChatRequest.from_openai_body(body))
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in reply.tool_calls]
-        return {
+        body = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
             "created": 0,
@@ -161,6 +233,7 @@ class ScriptedModelServer:
                 "total_tokens": reply.usage.total_tokens,
             },
         }
+        return self.reshape(body) if self.reshape is not None else body
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -183,9 +256,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
 
+    def _send_raw(self, raw: RawAnswer) -> None:
+        self.send_response(raw.status)
+        for name, value in raw.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(raw.body)))
+        self.end_headers()
+        self.wfile.write(raw.body)
+
     def do_GET(self) -> None:
         self.owner._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None))
-        if self.path.rstrip("/").endswith("/models") and self.owner.list_models:
+        answer = self.owner._raw("models") if self.path.rstrip("/").endswith("/models") else None
+        if answer is not None:
+            self._send_raw(answer)
+        elif self.path.rstrip("/").endswith("/models") and self.owner.list_models:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "tests"} for m in self.owner.models]
             self._send(200, {"object": "list", "data": data})
         else:
@@ -212,6 +296,10 @@ class _Handler(BaseHTTPRequestHandler):
                 extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
                 self._error(fault.status, fault.message, extra)
                 return
+        answer = self.owner._raw("chat")
+        if answer is not None:
+            self._send_raw(answer)
+            return
         try:
             self._send(200, self.owner._completion(body))
         except ModelError as exc:

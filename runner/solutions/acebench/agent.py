@@ -98,6 +98,6 @@ class ACEBenchAgent:
         return SolutionOutput(
             success=True,
             output=strip_reasoning(reply.text),
-            trajectory=[*messages, reply.to_message()],
+            trajectory=[*messages, reply.to_message(reasoning=True)],
             meta={"model": self.model.name, "served_model": reply.model, "finish_reason": reply.finish_reason},
         )

@@ -74,8 +74,8 @@ def find_calls(text: str) -> str | None:
 
 def _add_usage(usage: dict[str, dict[str, int]], role: str, reply: ChatReply) -> None:
     entry = usage.setdefault(role, {"input_tokens": 0, "output_tokens": 0, "calls": 0})
-    entry["input_tokens"] += reply.usage.input_tokens
-    entry["output_tokens"] += reply.usage.output_tokens
+    entry["input_tokens"] += reply.usage.input_tokens or 0
+    entry["output_tokens"] += reply.usage.output_tokens or 0
     entry["calls"] += 1
 
 
@@ -145,7 +145,7 @@ class Episode:
         _add_usage(self.usage, "agent", reply)
         self.turns += 1
         self.messages.append(reply.to_message())
-        self.trajectory.append(reply.to_message())
+        self.trajectory.append(reply.to_message(reasoning=True))
         self.last_reply = strip_reasoning(reply.text)
         return reply
 

@@ -32,7 +32,8 @@ async def test_a_normal_task_answered_right_scores_1(ace_task, model_server: Scr
     [accuracy] = await task.evaluate(output)
     assert accuracy.result == 1.0
     assert output.output == f"The call: {gold}"
-    assert output.trajectory[-1]["content"].startswith("<think>")
+    assert output.trajectory[-1] == {"role": "assistant", "content": f"The call: {gold}",
+                                     "reasoning": "Perhaps [wrong_api(x=1)]?"}
     system, user = model_server.chat_requests[0].messages
     assert json.dumps(task.input["functions"], ensure_ascii=False) in system["content"]
     assert task.input["time"] and task.input["time"] in system["content"]
