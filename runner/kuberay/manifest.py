@@ -2,7 +2,7 @@
 
 This is the same shape ``helm/runner/templates/rayjob.yaml`` renders from the same values; a test renders the
 chart with Helm's engine and compares. The run inside the cluster is ``python -m runner run --config
-/etc/runner/config.yaml``: the same code and config file as on a laptop, with ``sequential: false`` so the driver
+/etc/runner/config.yaml``: the same code and config file as on a laptop, with ``executor: ray`` so the driver
 attaches to the cluster through ``RAY_ADDRESS`` (set by Ray's job supervisor). A RayJob retry (``backoffLimit``)
 starts a new cluster whose driver resumes from storage: finished items have records and are skipped.
 """
@@ -20,6 +20,7 @@ from runner.core.config import RunConfig, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob
 from runner.kuberay.options import DeployOptions, WorkerGroup
+from runner.storage import secrets
 
 CONFIG_DIR = "/etc/runner"
 CONFIG_FILE = "config.yaml"
@@ -28,12 +29,16 @@ ENTRYPOINT = f"python -m runner run --config {CONFIG_PATH}"
 GPU_RESOURCE = "nvidia.com/gpu"
 CHART_NAME = "runner"
 
-# Characters shlex.quote leaves alone: an argument made of these needs no quoting in the submitter's shell.
-_SHELL_SAFE = re.compile(r"^[\w@%+=:,./-]+$")
-_URI = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://\S+$")
-_POD_LOCAL = {"file", "local", "memory"}
-# fsspec option names that carry secrets (s3fs key/secret/token, adlfs account_key/sas_token, gcsfs token...).
-_SECRET_OPTION = re.compile(r"(secret|password|token|credential|(^|_)key$)", re.IGNORECASE)
+# Characters shlex.quote leaves alone (in ASCII): an argument made of these needs no quoting in the submitter's shell.
+SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+STORAGE_URI = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://\S+$")
+POD_LOCAL_PROTOCOLS = ("file", "local", "memory")
+# Run config fields that a RayJob sets itself (executor: ray) or refuses (ray_address, force); the chart's job
+# values are the other fields.
+CLUSTER_FIELDS = ("executor", "ray_address", "force")
+# Run config fields that can carry a credential (runner.storage.secrets): fsspec options, by name or value, and URLs.
+MAY_HOLD_SECRETS = ("storage", "storage_options", "data_dir", "model_base_url", "user_model_base_url",
+                    "judge_base_url")
 
 
 def entrypoint(extra_args: list[str] | tuple[str, ...] = ()) -> str:
@@ -46,7 +51,7 @@ def entrypoint(extra_args: list[str] | tuple[str, ...] = ()) -> str:
         ConfigError: an argument that would need shell quoting.
     """
     for arg in extra_args:
-        if not _SHELL_SAFE.match(arg):
+        if not SHELL_SAFE.match(arg):
             raise ConfigError(
                 f"job.extraArgs: {arg!r} would need shell quoting; put the setting in the run config instead"
             )
@@ -59,7 +64,8 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
     Raises:
         ConfigError: a setting that cannot work in a RayJob: an executor other than ``ray``, ``ray_address`` or
             ``force``; a storage
-            URI that is missing or local to one pod; a secret in ``storage_options``.
+            URI that is missing or local to one pod; a secret (:func:`runner.storage.secrets.find`) in
+            ``storage_options`` at any depth, or a password in a URL, which the ConfigMap would hold in clear.
     """
     if config.executor != "ray":
         raise ConfigError(f"executor {config.executor!r} does not run on the RayJob's Ray cluster: drop --sequential "
@@ -72,13 +78,13 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
             "to start over, use a new --storage URI"
         )
     check_storage_uri(config.storage)
-    for key in config.storage_options:
-        if _SECRET_OPTION.search(key):
-            raise ConfigError(
-                f"storage_options.{key} looks like a credential and would be stored in a ConfigMap; put it in the "
-                "credentials Secret (storage.credentials.secretRef) as an environment variable instead"
-            )
-    data = config.model_dump(mode="json", exclude={"ray_address", "force"}, exclude_none=True)
+    found = secrets.find({name: getattr(config, name) for name in MAY_HOLD_SECRETS})
+    if found:
+        raise ConfigError(
+            f"{found[0].path} {found[0].why} and would be stored in a ConfigMap; put it in the credentials Secret "
+            "(storage.credentials.secretRef, or a Secret in common.envFrom) as an environment variable instead"
+        )
+    data = config.model_dump(mode="json", exclude=set(CLUSTER_FIELDS), exclude_none=True)
     data["executor"] = "ray"
     data.setdefault("log_format", "json")  # what a pod (no terminal) would pick; said explicitly, as the chart does
     return data
@@ -94,8 +100,8 @@ def check_storage_uri(uri: str | None) -> None:
         raise ConfigError(
             "a RayJob needs --storage (job.storage): a URI every pod reaches, such as s3://bucket/runs/name"
         )
-    match = _URI.match(uri)
-    if match is None or match.group(1).lower() in _POD_LOCAL:
+    match = STORAGE_URI.match(uri)
+    if match is None or match.group(1).lower() in POD_LOCAL_PROTOCOLS:
         raise ConfigError(
             f"storage {uri!r} is local to one pod and is lost with it; use shared object storage such as "
             "s3://bucket/runs/name or gs://bucket/runs/name"
@@ -149,13 +155,20 @@ def build_rayjob(
     """
     cluster_run_config(config)
     check_worker_fits(config.worker, options.worker_groups)
+    life = options.ray_job
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(extra_args),
         "submissionMode": "K8sJobMode",
-        "shutdownAfterJobFinishes": options.ray_job.shutdown_after_job_finishes,
-        "ttlSecondsAfterFinished": options.ray_job.ttl_seconds_after_finished,
-        "backoffLimit": options.ray_job.backoff_limit,
-        "submitterConfig": {"backoffLimit": options.ray_job.submitter_backoff_limit},
+        "shutdownAfterJobFinishes": life.shutdown_after_job_finishes,
+    }
+    if life.shutdown_after_job_finishes:
+        # The TTL counts down to the shutdown; KubeRay refuses one without it (validateDeletionConfiguration).
+        spec["ttlSecondsAfterFinished"] = life.ttl_seconds_after_finished
+    if life.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = life.active_deadline_seconds
+    spec.update({
+        "backoffLimit": life.backoff_limit,
+        "submitterConfig": {"backoffLimit": life.submitter_backoff_limit},
         "submitterPodTemplate": _submitter_template(options, name),
         "rayClusterSpec": {
             "rayVersion": options.ray_version,
@@ -166,9 +179,7 @@ def build_rayjob(
             },
             "workerGroupSpecs": [_worker_group(options, name, group) for group in options.worker_groups],
         },
-    }
-    if options.ray_job.active_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = options.ray_job.active_deadline_seconds
+    })
     metadata: dict[str, Any] = {"name": name, "labels": labels(name)}
     if namespace:
         metadata["namespace"] = namespace
@@ -204,7 +215,11 @@ def check_worker_fits(worker: WorkerSpec, groups: list[WorkerGroup]) -> None:
 
 
 class _BlockDumper(yaml.SafeDumper):
-    """Writes multi-line strings (the ConfigMap's config.yaml) as literal blocks, as a person would."""
+    """Writes multi-line strings (the ConfigMap's config.yaml) as literal blocks, and a value used twice in full
+    (no ``&id001`` anchors), as a person would."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
@@ -265,7 +280,7 @@ def _pod_template(options: DeployOptions, fullname: str, container: dict[str, An
     if account:
         pod["serviceAccountName"] = account
     if options.image_pull_secrets:
-        pod["imagePullSecrets"] = list(options.image_pull_secrets)
+        pod["imagePullSecrets"] = [secret.model_dump() for secret in options.image_pull_secrets]
     if options.pod_security_context:
         pod["securityContext"] = dict(options.pod_security_context)
     if restart_policy:

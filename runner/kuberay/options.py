@@ -7,20 +7,23 @@ are snake_case here and camelCase in the values (pydantic aliases); unknown keys
 ``values.schema.json`` refuses them.
 
 The defaults here are the chart's defaults (a test asserts it), so ``python -m runner submit`` and
-``helm install`` build the same RayJob from the same inputs.
+``helm install`` build the same RayJob from the same inputs. These models are the chart's one description of its
+values: ``values.schema.json`` is generated from them (:mod:`runner.kuberay.schema`), so a constraint written here
+(a bound, a pattern, a KubeRay rule on one value) is refused by ``helm install`` and by ``submit`` alike.
 """
 
 from __future__ import annotations
 
 import re
-
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema,
+                      model_validator)
 from pydantic.alias_generators import to_camel
 
 from runner._version import __version__
 from runner.core.errors import ConfigError
+from runner.kuberay.checks import DNS1123_LABEL, ENV_REFUSED, HEAD_PARAMS_REFUSED, PARAMS_REFUSED, refused_env
 
 # The one pin of the Ray version, as in pyproject.toml (ray[default]==...), the Dockerfile and the chart.
 RAY_VERSION = "2.60.0"
@@ -53,7 +56,49 @@ def quantity(value: str | int | float) -> str:
     return value.strip()
 
 
-Quantity = Annotated[str, BeforeValidator(quantity)]
+Quantity = Annotated[str, BeforeValidator(quantity),
+                     WithJsonSchema({"type": ["string", "number"], "pattern": _QUANTITY.pattern, "minimum": 0})]
+
+
+def _params_rule(refused: dict[str, str]) -> Any:
+    """A ``rayStartParams`` dict type without the keys in ``refused`` (name -> KubeRay's rule, quoted on refusal)."""
+    def check(params: dict[str, str]) -> dict[str, str]:
+        for name, rule in refused.items():
+            if name in params:
+                raise ValueError(f"rayStartParams[{name!r}] is refused by KubeRay ({rule}); remove it")
+        return params
+
+    schema = {"type": "object", "additionalProperties": {"type": "string"},
+              "not": {"anyOf": [{"required": [name]} for name in refused]}}
+    return Annotated[dict[str, str], AfterValidator(check), WithJsonSchema(schema)]
+
+
+HeadParams = _params_rule({**PARAMS_REFUSED, **HEAD_PARAMS_REFUSED})
+WorkerParams = _params_rule(PARAMS_REFUSED)
+
+
+def _env_rule(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kubernetes' EnvVar needs a name; KubeRay refuses some on the head (:func:`runner.kuberay.checks.refused_env`)."""
+    for index, entry in enumerate(env):
+        if not entry.get("name"):
+            raise ValueError(f"env[{index}] has no name; give each entry a name and a value")
+        rule = refused_env(entry)
+        if rule:
+            raise ValueError(f"env[{index}] {entry.get('name')!r} is refused by KubeRay on the head ({rule}); "
+                             "remove it")
+    return env
+
+
+# The JSON schema of the same rules: a name, and no name (with a value, where given) that refused_env refuses.
+_REFUSED_ENTRIES = [
+    {"properties": {"name": {"const": name}, "value": {"enum": list(values)}}, "required": ["name", "value"]}
+    if values else {"properties": {"name": {"const": name}}, "required": ["name"]}
+    for name, (values, _) in ENV_REFUSED.items()
+]
+_ENV_ITEM = {"type": "object", "required": ["name"], "properties": {"name": {"minLength": 1}},
+             "not": {"anyOf": _REFUSED_ENTRIES}}
+Env = Annotated[list[dict[str, Any]], AfterValidator(_env_rule),
+                WithJsonSchema({"type": "array", "items": _ENV_ITEM})]
 
 
 class _Values(BaseModel):
@@ -63,8 +108,8 @@ class _Values(BaseModel):
 class Image(_Values):
     """The container image of every Ray pod, and of the submitter (KubeRay's default uses the head's image)."""
 
-    repository: str = IMAGE_REPOSITORY
-    tag: str = IMAGE_TAG
+    repository: str = Field(default=IMAGE_REPOSITORY, min_length=1)
+    tag: str = Field(default=IMAGE_TAG, min_length=1)
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
 
     @property
@@ -93,7 +138,7 @@ class Head(_Placement):
 
     cpu: Quantity = "1"
     memory: Quantity = "4Gi"
-    ray_start_params: dict[str, str] = Field(default_factory=lambda: {"num-cpus": "0"})
+    ray_start_params: HeadParams = Field(default_factory=lambda: {"num-cpus": "0"})
 
 
 class WorkerGroup(_Placement):
@@ -103,7 +148,7 @@ class WorkerGroup(_Placement):
     manifest always carries them.
     """
 
-    name: str
+    name: str = Field(pattern=DNS1123_LABEL, max_length=63)
     replicas: int = Field(ge=0)
     min_replicas: int | None = Field(default=None, ge=0)
     max_replicas: int | None = Field(default=None, ge=0)
@@ -111,12 +156,18 @@ class WorkerGroup(_Placement):
     memory: Quantity
     gpu: int = Field(default=0, ge=0)
     image: GroupImage = Field(default_factory=GroupImage)
-    ray_start_params: dict[str, str] = Field(default_factory=dict)
+    ray_start_params: WorkerParams = Field(default_factory=dict)
 
 
 def default_worker_groups() -> list[WorkerGroup]:
     """One CPU group of two pods, 2 CPUs and 4 GiB each."""
     return [WorkerGroup(name="cpu", replicas=2, cpu="2", memory="4Gi")]
+
+
+class PullSecret(_Values):
+    """An image pull Secret of every pod, by name."""
+
+    name: str = Field(min_length=1)
 
 
 class RayJobLifecycle(_Values):
@@ -127,7 +178,9 @@ class RayJobLifecycle(_Values):
         submitter_backoff_limit: retries of the submitter Kubernetes Job (``submitterConfig.backoffLimit``).
         active_deadline_seconds: seconds before KubeRay fails the RayJob; ``None`` for no deadline.
         shutdown_after_job_finishes: delete the Ray cluster when the job ends.
-        ttl_seconds_after_finished: seconds to keep the cluster after the job ends (for a look at it).
+        ttl_seconds_after_finished: seconds to keep the cluster after the job ends (for a look at it); used only
+            with ``shutdown_after_job_finishes``, since KubeRay refuses a TTL without the shutdown it counts down to
+            (``validation.go`` ``validateDeletionConfiguration``), so the RayJob leaves it out otherwise.
     """
 
     backoff_limit: int = Field(default=2, ge=0)
@@ -155,7 +208,7 @@ class Common(_Values):
     """Environment for the head, the workers and the submitter: ``env`` (plain values, never secrets) and
     ``env_from`` (``secretRef``/``configMapRef`` entries, e.g. a model API key Secret)."""
 
-    env: list[dict[str, Any]] = Field(default_factory=list)
+    env: Env = Field(default_factory=list)
     env_from: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -167,6 +220,11 @@ class Credentials(_Values):
     S3-compatible store...), ``serviceAccount`` (cloud workload identity through ``serviceAccount``) or ``none``
     (a public store, or a node role).
     """
+
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"source": {"const": "secret"}}},
+        "then": {"required": ["secretRef"], "properties": {"secretRef": {"minLength": 1}}},
+    })
 
     source: Literal["secret", "serviceAccount", "none"] = "secret"
     secret_ref: str = DEFAULT_SECRET
@@ -212,9 +270,9 @@ class DeployOptions(_Values):
 
     name_override: str = ""
     fullname_override: str = ""
-    ray_version: str = RAY_VERSION
+    ray_version: str = Field(default=RAY_VERSION, pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
     image: Image = Field(default_factory=Image)
-    image_pull_secrets: list[dict[str, str]] = Field(default_factory=list)
+    image_pull_secrets: list[PullSecret] = Field(default_factory=list)
     ray_job: RayJobLifecycle = Field(default_factory=RayJobLifecycle)
     auth: Auth = Field(default_factory=Auth)
     head: Head = Field(default_factory=Head)

@@ -27,6 +27,7 @@ from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
+from runner.storage.secrets import mask
 
 _log = structlog.get_logger("runner")
 
@@ -238,7 +239,7 @@ class ResultStore:
         """
         for path, record in self._parse_records(paths):
             if record is None:
-                _log.warning("store.unreadable_record", path=self._display(path),
+                _log.warning("store.unreadable_record", path=mask(self._display(path)),
                                   detail="not a valid record; --rerun-errors retires it and runs its item again")
             else:
                 yield record
@@ -302,37 +303,20 @@ class ResultStore:
 
     def _display(self, path: str) -> str:
         """``path`` as the user wrote the run URI: a local path as is, else the URI followed by the path under it
-        (filesystems differ in whether their paths keep the protocol, so it is never added to a path twice)."""
+        (filesystems differ in whether their paths keep the protocol, so it is never added to a path twice), with
+        a password in the URI masked."""
         if self._fs is None or self.is_local:
             return path
         if self._root is not None and path.startswith(self._root):
-            return self.uri + path[len(self._root):]
+            return mask(self.uri + path[len(self._root):])
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
-        return path if "://" in path else f"{protocol}://{path.lstrip('/')}"
+        return mask(path if "://" in path else f"{protocol}://{path.lstrip('/')}")
 
     def _explain(self, what: str, exc: BaseException) -> str:
-        """One line: ``what``, the cause with every secret storage option masked, and advice for the protocol."""
+        """One line: ``what``, the cause and advice for the protocol, with every secret masked
+        (:func:`runner.storage.secrets.mask`: secret storage options, a URL's password, a connection string's key)."""
         detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":").splitlines()[0] if str(exc) else type(exc).__name__
-        for secret in sorted(_secrets(self.storage_options), key=len, reverse=True):
-            detail = detail.replace(secret, "***")
-        return f"{what} ({detail}); {_advice(self._uri)}"
-
-
-_SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "connection_string", "sas")
-"""A storage option whose name contains one of these holds a secret: s3fs ``key``, ``secret``, ``token`` and, in
-``client_kwargs``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``; gcsfs ``token``; adlfs
-``account_key``, ``sas_token``, ``client_secret``, ``connection_string``; ``password`` of ftp, sftp and smb. Other
-options (``endpoint_url``, ``region_name``, ``anon``) are kept in messages."""
-
-
-def _secrets(options: Any, secret: bool = False) -> set[str]:
-    """The string values of ``options`` to mask: those under a secret name, at any depth of nested dicts/lists."""
-    if isinstance(options, dict):
-        return {value for name, item in options.items()
-                for value in _secrets(item, secret or any(w in str(name).lower() for w in _SECRET_WORDS))}
-    if isinstance(options, (list, tuple)):
-        return {value for item in options for value in _secrets(item, secret)}
-    return {options} if secret and isinstance(options, str) and options else set()
+        return mask(f"{what} ({detail}); {_advice(self._uri)}", self.storage_options)
 
 
 def _advice(uri: str | None) -> str:

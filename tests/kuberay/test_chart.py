@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from runner.core.config import RunConfig
+from runner.core.config import RunConfig, WorkerSpec
 from runner.kuberay.checks import check_rayjob
 from tests.kuberay.conftest import CHART, render
 
@@ -134,9 +134,9 @@ def test_job_values_are_the_run_config_fields():
     job = schema["properties"]["job"]
     assert set(job["properties"]) == set(RunConfig.model_fields) - {"executor", "ray_address", "force"} | {
         "extraArgs"}
-    from runner.core.config import WorkerSpec
-
     assert set(job["properties"]["worker"]["properties"]) == set(WorkerSpec.model_fields)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["job"]
+    assert set(values) == set(job["properties"]) and set(values["worker"]) == set(WorkerSpec.model_fields)
 
 
 @pytest.mark.parametrize(

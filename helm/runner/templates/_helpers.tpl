@@ -157,3 +157,33 @@ metadata:
   {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+KubeRay v1.7's rules on two values at once, which values.schema.json cannot compare (rules on one value are in the
+schema). Source: ray-operator/controllers/ray/utils/validation.go, ValidateRayClusterSpec; runner.kuberay.checks
+holds the same rules for what submit builds. Two rules are the runner's own: unique worker group names (they name
+the groups' pods), and replicas within minReplicas..maxReplicas, which KubeRay would clamp silently (utils/util.go,
+GetWorkerGroupDesiredReplicas).
+*/}}
+{{- define "runner.checkKubeRayRules" -}}
+{{- if and (eq .Values.auth.mode "token") (not (semverCompare ">=2.52.0-0" .Values.rayVersion)) -}}
+{{- fail (printf "auth.mode 'token' needs rayVersion 2.52.0 or later, got %q: set rayVersion to the image's Ray version, or auth.mode: disabled (KubeRay v1.7 validation.go ValidateRayClusterSpec)" .Values.rayVersion) -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- range $index, $group := .Values.workerGroups -}}
+{{- if hasKey $seen $group.name -}}
+{{- fail (printf "workerGroups[%d] (%s): name %q is used twice; worker group names must be unique" $index $group.name $group.name) -}}
+{{- end -}}
+{{- $_ := set $seen $group.name true -}}
+{{- $min := $group.replicas -}}
+{{- if not (kindIs "invalid" $group.minReplicas) }}{{ $min = $group.minReplicas }}{{ end -}}
+{{- $max := $group.replicas -}}
+{{- if not (kindIs "invalid" $group.maxReplicas) }}{{ $max = $group.maxReplicas }}{{ end -}}
+{{- if gt (int $min) (int $max) -}}
+{{- fail (printf "workerGroups[%d] (%s): minReplicas %d is greater than maxReplicas %d; lower minReplicas or raise maxReplicas (KubeRay v1.7 validation.go ValidateRayClusterSpec)" $index $group.name (int $min) (int $max)) -}}
+{{- end -}}
+{{- if or (lt (int $group.replicas) (int $min)) (gt (int $group.replicas) (int $max)) -}}
+{{- fail (printf "workerGroups[%d] (%s): replicas %d is outside minReplicas %d .. maxReplicas %d; KubeRay would run the nearest bound instead: set replicas within them" $index $group.name (int $group.replicas) (int $min) (int $max)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
