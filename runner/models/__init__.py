@@ -37,7 +37,7 @@ from runner.models._mock import (
     register_mock_policy,
     resolve_mock_policy,
 )
-from runner.models._providers import PROVIDERS, Provider, parse_model_name
+from runner.models._providers import PROVIDERS, Provider, model_from_name, parse_model_name
 from runner.models._retry import RetryPolicy
 from runner.models._types import (
     ChatReply,
@@ -79,6 +79,7 @@ __all__ = [
     "default_policy",
     "echo_policy",
     "load_mock_script",
+    "model_from_name",
     "parse_json",
     "parse_model_name",
     "register_mock_policy",

@@ -8,7 +8,7 @@ import contextvars
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -30,9 +30,6 @@ from runner.models._types import (
     user_message,
 )
 
-if TYPE_CHECKING:
-    from runner.models._mock import MockPolicySource
-    from runner.models._retry import RetryPolicy
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -98,49 +95,12 @@ class ChatModel(ABC):
         return self
 
     @classmethod
-    def from_name(
-        cls,
-        name: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = None,
-        retry: RetryPolicy | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        mock_policy: MockPolicySource | None = None,
-    ) -> ChatModel:
-        """The model ``provider:model`` (or ``provider/model``).
+    def from_name(cls, name: str, **options: Any) -> ChatModel:
+        """The model ``provider:model``: :func:`runner.models.model_from_name` (its arguments, defaults and errors),
+        e.g. ``ChatModel.from_name("vllm:Qwen/Qwen2.5-7B-Instruct", base_url="http://gpu:8000/v1")``."""
+        from runner.models._providers import model_from_name
 
-        Args:
-            name: e.g. ``openai:gpt-4o``, ``vllm:Qwen/Qwen2.5-7B-Instruct``, ``ollama:llama3.1:8b``,
-                ``dashscope:qwen-plus``, ``mock``, ``mock:echo``, ``mock:path/to/script.yaml``.
-            base_url: the server's API root (e.g. ``http://10.0.0.5:8000/v1``); default: the provider's
-                environment variable, else its default (see ``docs/models.md``).
-            api_key: the key; default: the provider's environment variable.
-            timeout: seconds one HTTP request may take (default 300).
-            retry: the retry policy (default :class:`RetryPolicy` ``()``: 5 attempts, backoff from 1 s).
-            temperature, max_tokens, seed: defaults for every call.
-            mock_policy: for the bare name ``mock`` only: the reply policy to use instead of the default one
-                (a registered policy name, a script path, a callable or a :class:`MockScript`), so that a
-                benchmark's agent can make ``--model mock`` run its own scripted episode.
-
-        Raises:
-            ConfigError: an unknown provider, a name without a model, a required API key not set, a mock policy
-                or script that cannot be found or read, or a base URL given to ``mock``.
-        """
-        from runner.models._mock import MockModel
-        from runner.models._openai import OpenAICompatibleModel
-        from runner.models._providers import parse_model_name
-
-        provider, model = parse_model_name(name)
-        defaults = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
-        if provider.name == "mock":
-            return MockModel.from_spec(model or None, base_url=base_url, default_policy=mock_policy, **defaults)
-        return OpenAICompatibleModel(
-            provider, model, base_url=base_url, api_key=api_key, timeout=timeout, retry=retry, **defaults
-        )
+        return model_from_name(name, **options)
 
     async def chat(
         self,

@@ -36,7 +36,7 @@ import importlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import fsspec
 import yaml
@@ -48,6 +48,9 @@ from runner.models._errors import ModelError, one_line
 from runner.models._json import schema_instance
 from runner.models._replies import split_think
 from runner.models._types import ChatReply, ChatRequest, ToolCall, Usage, content_text
+
+if TYPE_CHECKING:
+    from runner.models._providers import Provider
 
 DEFAULT_REPLY = "Default reply from the mock model."
 
@@ -296,25 +299,31 @@ class MockModel(ChatModel):
         self.policy = resolve_mock_policy(policy) if policy is not None else default_policy
 
     @classmethod
-    def from_spec(
+    def for_provider(
         cls,
-        spec: str | None,
+        provider: Provider,
+        model: str,
         *,
         base_url: str | None = None,
-        default_policy: MockPolicySource | None = None,
-        **defaults: Any,
+        mock_policy: MockPolicySource | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        **_http: Any,
     ) -> MockModel:
-        """The model for ``mock`` (``spec=None``) or ``mock:<spec>``; ``default_policy`` replaces the default
-        policy for bare ``mock``.
+        """The model for ``mock`` (``model`` empty) or ``mock:<policy or script>`` (:func:`model_from_name
+        <runner.models.model_from_name>`); ``mock_policy`` replaces the default policy of bare ``mock``. The HTTP
+        options (``api_key``, ``timeout``, ``retry``) do not apply.
 
         Raises:
             ConfigError: a base URL (the mock has no server) or a policy that cannot be resolved.
         """
         if base_url:
             raise ConfigError("the mock provider has no server; drop --model-base-url or use vllm:<model>")
-        if spec is None:
-            return cls(default_policy, **defaults)
-        return cls(spec, label=spec, **defaults)
+        defaults = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+        if not model:
+            return cls(mock_policy, **defaults)
+        return cls(model, label=model, **defaults)
 
     def reply_to(self, request: ChatRequest) -> ChatReply:
         """The policy's reply to ``request`` as a :class:`ChatReply` (no usage recorded; :meth:`chat` does that).

@@ -95,6 +95,24 @@ class OpenAICompatibleModel(ChatModel):
             weakref.WeakKeyDictionary()
         )
 
+    @classmethod
+    def for_provider(
+        cls,
+        provider: Provider,
+        model: str,
+        *,
+        mock_policy: object = None,
+        **options: Any,
+    ) -> OpenAICompatibleModel:
+        """The model ``model`` of ``provider`` (:func:`model_from_name <runner.models.model_from_name>`): its
+        ``base_url``, ``api_key``, ``timeout``, ``retry``, ``temperature``, ``max_tokens`` and ``seed`` options.
+        ``mock_policy`` applies to the mock provider only.
+
+        Raises:
+            ConfigError: as the constructor.
+        """
+        return cls(provider, model, **options)
+
     def __getstate__(self) -> dict[str, Any]:
         # HTTP clients belong to this process's event loops; a copy in another process builds its own.
         state = dict(self.__dict__)

@@ -1,16 +1,27 @@
-"""Providers: where a ``provider:model`` name is served, and how to authenticate there.
+"""Providers: where a ``provider:model`` name is served, how to authenticate there, and which class talks to it;
+:func:`model_from_name` builds a model from its name.
 
 Every provider but ``mock`` is an OpenAI-compatible HTTP API reached through the official ``openai`` client; a
-provider only fixes the default base URL, the environment variables read, and whether an API key is required.
+provider only fixes the default base URL, the environment variables read, and whether an API key is required. A
+provider names its class by import path (as :mod:`runner.registry` does), so this module imports no model class and
+``openai`` is loaded only when an HTTP model is built.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from runner.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from runner.models._base import ChatModel
+    from runner.models._mock import MockPolicySource
+    from runner.models._retry import RetryPolicy
+
+_HTTP = "runner.models._openai:OpenAICompatibleModel"
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,8 @@ class Provider:
         lists_served_models: the server's ``/models`` lists exactly what it serves (vLLM, Ollama), so the
             preflight check can refuse an unknown model name; elsewhere an unlisted name is only a warning.
         structured_mode: how ``chat_structured`` asks for JSON by default (``json_schema`` or ``json_object``).
+        implementation: ``module:Class`` of the :class:`ChatModel` that talks to it; the class's ``for_provider``
+            classmethod builds one (see :func:`model_from_name`).
     """
 
     name: str
@@ -43,6 +56,7 @@ class Provider:
     max_tokens_param: str = "max_tokens"
     lists_served_models: bool = False
     structured_mode: Literal["json_schema", "json_object", "prompt"] = "json_schema"
+    implementation: str = _HTTP
 
     def base_url(self, override: str | None = None) -> str | None:
         """The API root: ``override``, else ``$base_url_env``, else the default."""
@@ -107,6 +121,7 @@ PROVIDERS: dict[str, Provider] = {
         Provider(
             name="mock",
             description="scripted replies, no server: mock, mock:<policy>, mock:<script.yaml>",
+            implementation="runner.models._mock:MockModel",
         ),
     )
 }
@@ -136,3 +151,43 @@ def parse_model_name(name: str) -> tuple[Provider, str]:
     if not model and provider.name != "mock":
         raise ConfigError(f"model name {name!r} names no model; write {provider.name}:<model>")
     return provider, model
+
+
+def model_from_name(
+    name: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float | None = None,
+    retry: RetryPolicy | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    mock_policy: MockPolicySource | None = None,
+) -> ChatModel:
+    """The model ``provider:model`` (or ``provider/model``); also ``ChatModel.from_name``.
+
+    Args:
+        name: e.g. ``openai:gpt-4o``, ``vllm:Qwen/Qwen2.5-7B-Instruct``, ``ollama:llama3.1:8b``,
+            ``dashscope:qwen-plus``, ``mock``, ``mock:echo``, ``mock:path/to/script.yaml``.
+        base_url: the server's API root (e.g. ``http://10.0.0.5:8000/v1``); default: the provider's environment
+            variable, else its default (see ``docs/models.md``).
+        api_key: the key; default: the provider's environment variable.
+        timeout: seconds one HTTP request may take (default 300).
+        retry: the retry policy (default :class:`RetryPolicy` ``()``: 5 attempts, backoff from 1 s).
+        temperature, max_tokens, seed: defaults for every call.
+        mock_policy: for the bare name ``mock`` only: the reply policy to use instead of the default one (a
+            registered policy name, a script path, a callable or a :class:`MockScript`), so that a benchmark's
+            agent can make ``--model mock`` run its own scripted episode.
+
+    Raises:
+        ConfigError: an unknown provider, a name without a model, a required API key not set, a mock policy or
+            script that cannot be found or read, or a base URL given to ``mock``.
+    """
+    provider, model = parse_model_name(name)
+    module, _, attribute = provider.implementation.partition(":")
+    implementation = getattr(importlib.import_module(module), attribute)
+    options: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "timeout": timeout, "retry": retry,
+                               "temperature": temperature, "max_tokens": max_tokens, "seed": seed,
+                               "mock_policy": mock_policy}
+    return implementation.for_provider(provider, model, **options)
