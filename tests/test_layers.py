@@ -1,0 +1,157 @@
+"""The package's layers (docs/architecture.md): every import between runner's packages points down, and the modules
+import each other without a cycle.
+
+The walk reads the source (``ast``), so it sees imports inside functions and under ``TYPE_CHECKING`` too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "runner"
+
+# What each part of runner may import from runner (itself always). Plug-ins (benchmarks, solutions, models and the
+# metric integrations) import core, and models where they call or judge with a model; never the engine, storage,
+# the registry or a face. A benchmark's own agent may import the benchmark's formats (ACEBench's call syntax and
+# tool schemas, HotpotQA's tool names), never the reverse. The engine imports no plug-in: it gets them by name from
+# the registry.
+ALLOWED: dict[str, set[str]] = {
+    "_version": set(),
+    "log": set(),
+    "core": set(),
+    "models": {"core"},
+    "integrations": {"core", "models"},
+    "benchmarks": {"core", "models", "integrations"},
+    "solutions": {"core", "models", "benchmarks"},
+    "storage": {"core"},
+    "registry": {"core"},
+    "engine": {"core", "storage", "registry", "log", "_version"},
+    "report": {"core", "storage", "_version"},
+    "kuberay": {"core", "storage", "_version"},
+    "evaluators": {"core", "storage", "registry", "engine", "report", "log", "_version"},
+    "cli": {"core", "models", "storage", "registry", "engine", "report", "kuberay", "evaluators", "log", "_version"},
+    "__main__": {"cli"},
+}
+FACES = {"__init__"}
+"""``runner/__init__.py`` re-exports the public API from every layer."""
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(name: str, path: Path) -> list[tuple[str, int, bool]]:
+    """``(imported runner module, line, imported at run time)`` for every import in ``path``; those under
+    ``if TYPE_CHECKING:`` are for type checkers only."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    known = modules()
+    found = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                visit(child, False)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, child.lineno, top) for alias in child.names if alias.name.startswith("runner"))
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.rsplit(".", child.level - 1)[0] if child.level > 1 else package
+                    module = f"{base}.{child.module}" if child.module else base
+                else:
+                    module = child.module or ""
+                if module.startswith("runner"):
+                    # ``from runner.x import y`` imports the module runner.x.y if there is one, else a name of runner.x.
+                    found.extend((f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module,
+                                  child.lineno, top) for alias in child.names)
+            visit(child, top)
+
+    visit(tree, True)
+    return [(module, line, top) for module, line, top in found if module in known]
+
+
+def part(module: str) -> str:
+    """The layer of ``runner.<part>...``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_import_points_down() -> None:
+    upward = []
+    for name, path in modules().items():
+        source = part(name)
+        if source in FACES:
+            continue
+        assert source in ALLOWED, f"{name}: add its package to the layer table in this test and docs/architecture.md"
+        for module, line, _ in imports(name, path):
+            target = part(module)
+            if target != source and target not in ALLOWED[source]:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module} ({source} -> {target})")
+    assert upward == []
+
+
+def test_modules_import_without_a_cycle() -> None:
+    """Run-time imports, those inside functions included (a lazy import that closes a cycle is still one)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules().items():
+        for module, _, runtime in imports(name, path):
+            # A package imports its own modules in its __init__; the reverse direction is what a cycle needs.
+            if runtime and module != name and not name.startswith(module + "."):
+                graph[name].add(module)
+    cycles = _cycles(graph)
+    assert cycles == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in list(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def test_the_walk_sees_imports_inside_functions_and_type_checking_blocks(tmp_path: Path) -> None:
+    source = tmp_path / "runner" / "engine" / "x.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from runner.cli import main\n"
+                      "def f():\n    from runner.registry import resolve\n")
+    found = imports("runner.engine.x", source)
+    assert ("runner.cli", 3, False) in found and ("runner.registry", 5, True) in found
