@@ -24,6 +24,7 @@ from runner.engine.plan import Plan, WorkItem
 from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
+from runner.core.secrets import redact
 
 
 class Executor(Protocol):
@@ -126,7 +127,7 @@ def _check_run(request: RunRequest) -> _Opening:
     if existing is not None and existing.fingerprint != digest and not settings.force:
         raise FingerprintMismatch(
             f"{store.uri} holds a run of another configuration "
-            f"({describe_difference(existing.fingerprint_fields, fields)}); "
+            f"({describe_difference(existing.fingerprint_fields, redact(fields))}); "
             "use another --storage, or --force to delete its records and start over"
         )
     size = benchmark.size()

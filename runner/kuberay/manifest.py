@@ -20,7 +20,7 @@ from runner.core.config import RunConfig, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob
 from runner.kuberay.options import DeployOptions, WorkerGroup
-from runner.storage import secrets
+from runner.core import secrets
 
 CONFIG_DIR = "/etc/runner"
 CONFIG_FILE = "config.yaml"
@@ -36,7 +36,7 @@ POD_LOCAL_PROTOCOLS = ("file", "local", "memory")
 # Run config fields that a RayJob sets itself (executor: ray) or refuses (ray_address, force); the chart's job
 # values are the other fields.
 CLUSTER_FIELDS = ("executor", "ray_address", "force")
-# Run config fields that can carry a credential (runner.storage.secrets): fsspec options, by name or value, and URLs.
+# Run config fields that can carry a credential (runner.core.secrets): fsspec options, by name or value, and URLs.
 MAY_HOLD_SECRETS = ("storage", "storage_options", "data_dir", "model_base_url", "user_model_base_url",
                     "judge_base_url")
 
@@ -64,7 +64,7 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
     Raises:
         ConfigError: a setting that cannot work in a RayJob: an executor other than ``ray``, ``ray_address`` or
             ``force``; a storage
-            URI that is missing or local to one pod; a secret (:func:`runner.storage.secrets.find`) in
+            URI that is missing or local to one pod; a secret (:func:`runner.core.secrets.find`) in
             ``storage_options`` at any depth, or a password in a URL, which the ConfigMap would hold in clear.
     """
     if config.executor != "ray":

@@ -10,7 +10,7 @@ Where each part comes from:
   (:data:`runner.kuberay.manifest.CLUSTER_FIELDS`), plus ``extraArgs`` (shell-safe, as
   :func:`runner.kuberay.manifest.entrypoint` requires), a ``storage`` every pod reaches
   (:func:`runner.kuberay.manifest.check_storage_uri`), and no secret at any depth of the fields that can hold one
-  (:data:`runner.kuberay.manifest.MAY_HOLD_SECRETS`, by :mod:`runner.storage.secrets`' patterns).
+  (:data:`runner.kuberay.manifest.MAY_HOLD_SECRETS`, by :mod:`runner.core.secrets`' patterns).
 
 The result is a JSON Schema draft-07 document, as Helm reads it (Helm 3's gojsonschema, Helm 4's jsonschema): pydantic's
 ``$defs`` are inlined, titles and defaults (the defaults are ``values.yaml``) left out, and ``X | None`` written as
@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from runner.core.config import RunConfig
 from runner.kuberay.manifest import CLUSTER_FIELDS, MAY_HOLD_SECRETS, POD_LOCAL_PROTOCOLS, SHELL_SAFE, STORAGE_URI
 from runner.kuberay.options import DeployOptions
-from runner.storage.secrets import SECRET_NAME, SECRET_VALUE, anycase
+from runner.core.secrets import SECRET_NAME, SECRET_VALUE, anycase
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "helm" / "runner" / "values.schema.json"
 _NO_SECRETS = "#/definitions/noSecrets"
@@ -116,7 +116,7 @@ def _job_schema() -> dict[str, Any]:
 
 
 def _definitions() -> dict[str, Any]:
-    """``noSecrets``: what :func:`runner.storage.secrets.find` finds nothing in, at any depth (keywords of one type
+    """``noSecrets``: what :func:`runner.core.secrets.find` finds nothing in, at any depth (keywords of one type
     apply to values of that type only); ``empty``: what may stand under a secret name (null, false, "")."""
     return {
         "noSecrets": {

@@ -17,6 +17,7 @@ import openai
 import structlog
 
 from runner.core.errors import ConfigError
+from runner.core.secrets import mask
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import json_body
@@ -86,6 +87,8 @@ class OpenAICompatibleModel(ChatModel):
             raise ConfigError(f"model provider {provider.name!r} has no default server; pass --model-base-url")
         self.spec = provider
         self.base_url = url.rstrip("/")
+        self.url = mask(self.base_url)
+        """The base URL as messages and logs show it: a password in it masked (:func:`runner.core.secrets.mask`)."""
         self._api_key = provider.api_key(api_key)
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self.retry = retry or RetryPolicy()
@@ -166,7 +169,7 @@ class OpenAICompatibleModel(ChatModel):
         except ErrorReply as exc:
             status = exc.status
             raise ModelError(
-                f"{self.name} at {self.base_url}: the server answered HTTP {response.status_code} with an error"
+                f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with an error"
                 f"{f' {status}' if status else ''}: {exc.detail}",
                 status=status,
                 retryable=status is not None and is_retryable_status(status),
@@ -177,7 +180,7 @@ class OpenAICompatibleModel(ChatModel):
         request = response.request
         path = self._endpoint(request)
         return ModelProtocolError(
-            f"{self.name} at {self.base_url}: {request.method} {path} answered {exc.shape}, not the OpenAI API; "
+            f"{self.name} at {self.url}: {request.method} {path} answered {exc.shape}, not the OpenAI API; "
             f"{exc.hint or self._url_hint()}",
             model=self.name, url=str(request.url), shape=exc.shape, status=response.status_code,
         )
@@ -190,7 +193,7 @@ class OpenAICompatibleModel(ChatModel):
         """The fix for a server that answers something else than the OpenAI API at :attr:`base_url`."""
         if "/v1" in httpx.URL(self.base_url).path:
             return "check that --model-base-url is the root of an OpenAI-compatible API"
-        return f"is the URL missing /v1? (e.g. --model-base-url {self.base_url}/v1)"
+        return f"is the URL missing /v1? (e.g. --model-base-url {self.url}/v1)"
 
     async def _with_retries(self, call: Callable[[], Awaitable[R]], *, uses_tools: bool = False) -> R:
         """``await call()``, retried on 408/409/429/5xx, connection failures and retryable model errors
@@ -212,7 +215,7 @@ class OpenAICompatibleModel(ChatModel):
                     raise self._status_error(exc, attempt, uses_tools) from exc
                 if wait is not None and wait > self.retry.max_retry_after:
                     raise ModelError(
-                        f"{self.name} at {self.base_url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
+                        f"{self.name} at {self.url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
                         f"more than the {self.retry.max_retry_after:.0f} s allowed; lower the request rate "
                         "(fewer --workers or --concurrency) or resume the run later",
                         status=status,
@@ -230,7 +233,7 @@ class OpenAICompatibleModel(ChatModel):
                     raise
                 wait, reason = None, f"error {exc.status} in the body"
             delay = self.retry.delay(attempt, wait)
-            log.warning("model.retry", model=self.name, url=self.base_url, reason=reason, attempt=attempt,
+            log.warning("model.retry", model=self.name, url=self.url, reason=reason, attempt=attempt,
                         attempts=attempts, delay_s=round(delay, 3))
             await _retry.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
@@ -241,7 +244,7 @@ class OpenAICompatibleModel(ChatModel):
         path = self._endpoint(request)
         shape = f"a body that does not decode as its Content-Encoding says ({one_line(exc, 100)})"
         return ModelProtocolError(
-            f"{self.name} at {self.base_url}: {request.method} {path} answered {shape}, not the OpenAI API; "
+            f"{self.name} at {self.url}: {request.method} {path} answered {shape}, not the OpenAI API; "
             "something between here and the server garbles the body; reach the server without that proxy",
             model=self.name, url=str(request.url), shape=shape,
         )
@@ -250,13 +253,13 @@ class OpenAICompatibleModel(ChatModel):
         tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(
-                f"{self.name}: the server at {self.base_url} did not answer within {self.timeout:g} s{tries}; "
+                f"{self.name}: the server at {self.url} did not answer within {self.timeout:g} s{tries}; "
                 "check that it is healthy, or raise the model timeout",
                 retryable=True,
             )
         cause = one_line(exc.__cause__ or exc, 120)
         return ModelError(
-            f"{self.name}: cannot connect to the model server at {self.base_url}{tries} ({cause}); "
+            f"{self.name}: cannot connect to the model server at {self.url}{tries} ({cause}); "
             f"start the server or point --model-base-url at it{self._env_hint('base')}",
             retryable=True,
         )
@@ -274,7 +277,7 @@ class OpenAICompatibleModel(ChatModel):
                 detail = one_line(exc.message, 200)
             except UnreadableReply as unreadable:
                 detail = unreadable.shape
-        where = f"{self.name} at {self.base_url}"
+        where = f"{self.name} at {self.url}"
         if status in (401, 403):
             fix = f"check the API key{self._env_hint('key')}"
         elif status == 404:
@@ -324,7 +327,7 @@ class OpenAICompatibleModel(ChatModel):
         except UnreadableReply as exc:
             raise self._protocol_error(response, exc) from None
         except ErrorReply as exc:
-            raise ModelError(f"{self.name} at {self.base_url}: GET /models answered HTTP {response.status_code} with "
+            raise ModelError(f"{self.name} at {self.url}: GET /models answered HTTP {response.status_code} with "
                              f"an error: {exc.detail}; check the server", status=exc.status) from None
         if served is None:
             log.warning("model.list_unreadable", model=self.name, url=str(response.url))
@@ -333,6 +336,6 @@ class OpenAICompatibleModel(ChatModel):
             return
         shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
         if self.spec.lists_served_models:
-            raise ModelError(f"{self.name}: the server at {self.base_url} does not serve model {self.model!r}; "
+            raise ModelError(f"{self.name}: the server at {self.url} does not serve model {self.model!r}; "
                              f"it serves: {shown}; pass --model {self.provider}:<one of them>")
-        log.warning("model.not_listed", model=self.name, url=self.base_url, served=served[:10])
+        log.warning("model.not_listed", model=self.name, url=self.url, served=served[:10])

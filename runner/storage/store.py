@@ -27,7 +27,7 @@ from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
-from runner.storage.secrets import mask
+from runner.core.secrets import mask, redact
 
 _log = structlog.get_logger("runner")
 
@@ -100,7 +100,7 @@ class ResultStore:
         if self._fs is None:
             try:
                 self._fs, self._root = fsspec.url_to_fs(self.uri, **self.storage_options)
-            except (ImportError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - a missing backend, a bad option, a server that refuses: one line
                 raise StorageError(self._explain("cannot open storage", exc)) from None
         return self._fs
 
@@ -173,8 +173,11 @@ class ResultStore:
         return self.write_once(self.record_path(record.task_id, record.repeat), data)
 
     def write_manifest(self, manifest: RunManifest) -> None:
-        """Write ``run.json``."""
-        self.write_file(MANIFEST, manifest.model_dump_json(indent=2).encode())
+        """Write ``run.json``, its configuration and fingerprint fields without secrets (:func:`redact`: a
+        password in a URL, a key in ``benchmark_args``); the fingerprint itself is of the real values."""
+        public = manifest.model_copy(update={"config": redact(manifest.config),
+                                             "fingerprint_fields": redact(manifest.fingerprint_fields)})
+        self.write_file(MANIFEST, public.model_dump_json(indent=2).encode())
 
     # -- reading ----------------------------------------------------------------------------------------------
 
@@ -314,7 +317,7 @@ class ResultStore:
 
     def _explain(self, what: str, exc: BaseException) -> str:
         """One line: ``what``, the cause and advice for the protocol, with every secret masked
-        (:func:`runner.storage.secrets.mask`: secret storage options, a URL's password, a connection string's key)."""
+        (:func:`runner.core.secrets.mask`: secret storage options, a URL's password, a connection string's key)."""
         detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":").splitlines()[0] if str(exc) else type(exc).__name__
         return mask(f"{what} ({detail}); {_advice(self._uri)}", self.storage_options)
 

@@ -1,4 +1,4 @@
-"""One rule for secrets (runner.storage.secrets) over a table of secret shapes: what it finds, what it masks, and what
+"""One rule for secrets (runner.core.secrets) over a table of secret shapes: what it finds, what it masks, and what
 the store's messages and a run's files (run.json, records, reports, logs) hold. The RayJob's ConfigMap, the chart
 and ``submit --dry-run`` are checked over the same table in tests/kuberay/test_secrets.py."""
 
@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
+from runner.core.config import RunConfig
 from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
-from runner.storage import ResultStore
-from runner.storage.secrets import find, is_secret_name, mask
+from runner.core.secrets import find, is_secret_name, mask
+from runner.storage import BenchmarkInfo, ResultStore, RunManifest, new_run_id
 
 # (id, storage options, where the first secret is, the secret strings that must never be shown or written).
 # Every secret string is path-safe, so a store can be made to echo it in a real error message.
@@ -114,3 +115,29 @@ def test_a_run_writes_no_storage_option_to_its_files_or_logs(tmp_path, capsys):
     assert {path.name for path in written} >= {"run.json", "summary.json", "results.csv", "0.json"}
     for text in [captured.out, captured.err, *(path.read_text() for path in written)]:
         assert not [value for value in values if value in text]
+
+
+def test_a_model_url_with_a_password_is_masked_in_messages(tmp_path, cli):
+    url = "http://evals:pw-secret-2@judge.invalid:8000/v1"
+    line = cli("-b", "toy", "-s", "chat", "--model", "vllm:judge", "--model-base-url", url, "--sequential",
+               "--storage", str(tmp_path / "run")).error_line("cannot connect to the model server")
+    assert "http://evals:***@judge.invalid:8000/v1" in line and "pw-secret-2" not in line
+
+
+def test_run_json_holds_no_password_of_a_url_or_secret_argument(tmp_path):
+    """A URL's password and a secret-named benchmark argument reach run.json masked; the manifest object (and so the
+    fingerprint, computed from the real values) keeps them."""
+    url = "http://evals:pw-secret-2@vllm.internal:8000/v1"
+    config = RunConfig(benchmark="toy", solution="chat", model="vllm:m", model_base_url=url,
+                       data_dir="s3://reader:pw-secret-3@minio/data.json", benchmark_args={"api_token": "tok-secret-1"})
+    manifest = RunManifest(run_id=new_run_id(), fingerprint="f", fingerprint_fields=config.fingerprint_fields(),
+                           benchmark=BenchmarkInfo(name="toy"), n_repeats=1, config=config.model_dump(mode="json"),
+                           runner_version="x")
+    ResultStore(str(tmp_path / "run")).write_manifest(manifest)
+    text = (tmp_path / "run" / "run.json").read_text()
+    assert not [secret for secret in ("tok-secret-1", "pw-secret-2", "pw-secret-3") if secret in text]
+    stored = json.loads(text)
+    assert stored["config"]["model_base_url"] == "http://evals:***@vllm.internal:8000/v1"
+    assert stored["fingerprint_fields"]["data_dir"] == "s3://reader:***@minio/data.json"
+    assert stored["config"]["benchmark_args"] == {"api_token": "***"}
+    assert manifest.config["model_base_url"] == url

@@ -124,3 +124,17 @@ def mask(text: str, options: Any = None) -> str:
         text = text.replace(secret, MASK)
     text = _URL.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK + "@", text)
     return _CONNECTION.sub(lambda m: m.group(0)[: m.start(3) - m.start(0)] + MASK, text)
+
+
+def redact(value: Any, secret: bool = False) -> Any:
+    """A copy of ``value`` (a dict of options or settings, at any depth) fit to be written down: every value under a
+    secret name replaced by ``***``, and the password of a URL and the key of a connection string masked in every
+    other string (``s3://user:***@host/bucket``). Used for everything a run writes about its configuration
+    (``run.json``)."""
+    if isinstance(value, dict):
+        return {name: redact(item, secret or is_secret_name(str(name))) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(item, secret) for item in value]
+    if secret and value not in (None, "") and not isinstance(value, bool):
+        return MASK
+    return mask(value) if isinstance(value, str) else value
