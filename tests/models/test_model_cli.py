@@ -7,56 +7,47 @@ Runs go to the scripted model server on loopback, which stands in for a model se
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from runner.cli import main
 from runner.storage.store import ResultStore
 from tests.models.scripted import arithmetic
+from tests.support.cli import CliResult
 from tests.support.model_server import ScriptedModelServer
 
-REPO = Path(__file__).resolve().parents[2]
+
+@pytest.fixture
+def toy(cli):
+    """``toy(folder, *flags)``: a 3-task toy run in this process, sequential, stored under ``folder/run``."""
+
+    def run(folder: Path, *flags: str) -> CliResult:
+        return cli("-b", "toy", "-B", "n_tasks=3", "--sequential", "--storage", str(folder / "run"), *flags)
+
+    return run
 
 
-def _run(tmp_path: Path, *flags: str) -> int:
-    return main(["-b", "toy", "-B", "n_tasks=3", "--sequential", "--storage", str(tmp_path / "run"), *flags])
-
-
-def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1
-    return lines[0]
-
-
-def test_an_unknown_provider_exits_2_before_anything_is_written(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, "-s", "chat", "--model", "nope:model") == 2
-    assert "unknown model provider 'nope'" in _one_line_error(capsys)
+def test_an_unknown_provider_exits_2_before_anything_is_written(toy, tmp_path: Path) -> None:
+    toy(tmp_path, "-s", "chat", "--model", "nope:model").error_line("unknown model provider 'nope'")
     assert not (tmp_path / "run").exists()
 
 
-def test_a_missing_api_key_exits_2_naming_the_variable(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_a_missing_api_key_exits_2_naming_the_variable(toy, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    assert _run(tmp_path, "-s", "chat", "--model", "openai:gpt-4o") == 2
-    assert "set OPENAI_API_KEY" in _one_line_error(capsys)
+    toy(tmp_path, "-s", "chat", "--model", "openai:gpt-4o").error_line("set OPENAI_API_KEY")
 
 
-def test_a_refused_connection_exits_2_with_the_url_and_the_fix(tmp_path: Path, refused_url: str,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", refused_url) == 2
-    line = _one_line_error(capsys)
+def test_a_refused_connection_exits_2_with_the_url_and_the_fix(toy, tmp_path: Path, refused_url: str) -> None:
+    line = toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", refused_url).error_line()
     assert f"cannot connect to the model server at {refused_url}" in line
     assert "point --model-base-url at it" in line
     assert not (tmp_path / "run").exists()
 
 
-def test_a_model_run_scores_and_sums_usage(tmp_path: Path, model_server: ScriptedModelServer) -> None:
+def test_a_model_run_scores_and_sums_usage(toy, tmp_path: Path, model_server: ScriptedModelServer) -> None:
     model_server.set_policy(arithmetic)
-    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url) == 0
+    assert toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url).returncode == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["score"] == 1.0
     assert summary["usage"]["vllm:scripted"]["calls"] == 3
@@ -66,43 +57,40 @@ def test_a_model_run_scores_and_sums_usage(tmp_path: Path, model_server: Scripte
     assert (manifest.config["model"], manifest.config["model_base_url"]) == ("vllm:scripted", model_server.url)
 
 
-def test_a_run_resumes_on_another_server_url_but_not_with_another_model(
-    tmp_path: Path, model_server: ScriptedModelServer, capsys: pytest.CaptureFixture[str]
+def test_a_run_resumes_on_another_server_url_but_not_with_another_model(toy, 
+    tmp_path: Path, model_server: ScriptedModelServer
 ) -> None:
     model_server.set_policy(arithmetic)
-    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url,
-                "--limit", "2") == 0
+    assert toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url,
+                "--limit", "2").returncode == 0
     with ScriptedModelServer(arithmetic) as moved:
-        assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", moved.url) == 0
+        assert toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", moved.url).returncode == 0
         assert len(moved.chat_requests) == 1  # only the task the first run did not reach
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["completed"] == 3 and summary["score"] == 1.0
-    capsys.readouterr()
-    assert _run(tmp_path, "-s", "chat", "--model", "mock:echo") == 2
-    assert "holds a run of another configuration" in _one_line_error(capsys)
+    toy(tmp_path, "-s", "chat", "--model", "mock:echo").error_line("holds a run of another configuration")
 
 
-def test_agent_chat_model_name_is_the_default_model_of_solutions_that_take_one(
+def test_agent_chat_model_name_is_the_default_model_of_solutions_that_take_one(toy, 
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AGENT_CHAT_MODEL_NAME", "mock:echo")
-    assert _run(tmp_path / "chat", "-s", "chat") == 0
+    assert toy(tmp_path / "chat", "-s", "chat").returncode == 0
     chat_manifest = ResultStore(str(tmp_path / "chat" / "run")).read_manifest()
     assert chat_manifest is not None and chat_manifest.config["model"] == "mock:echo"
-    assert _run(tmp_path / "calc", "-s", "calculator") == 0
+    assert toy(tmp_path / "calc", "-s", "calculator").returncode == 0
     calc_manifest = ResultStore(str(tmp_path / "calc" / "run")).read_manifest()
     assert calc_manifest is not None and calc_manifest.config["model"] is None
 
 
-def test_a_base_url_for_a_solution_without_a_model_exits_2(tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, "-s", "calculator", "--model-base-url", "http://localhost:8000/v1") == 2
-    assert "does not take a model server URL; drop --model-base-url" in _one_line_error(capsys)
+def test_a_base_url_for_a_solution_without_a_model_exits_2(toy, tmp_path: Path) -> None:
+    toy(tmp_path, "-s", "calculator", "--model-base-url", "http://localhost:8000/v1").error_line("does not take a model server URL; drop --model-base-url")
 
 
-def test_list_shows_the_providers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["list"]) == 0
-    out = capsys.readouterr().out
+def test_list_shows_the_providers(cli) -> None:
+    listing = cli("list")
+    assert listing.returncode == 0
+    out = listing.stdout
     assert "model providers" in out
     for text in ("dashscope", "mock", "ollama", "openai", "vllm", "http://localhost:11434/v1", "DASHSCOPE_API_KEY"):
         assert text in out
@@ -112,19 +100,13 @@ PAGE = "<!DOCTYPE html><html><head><title>Welcome to nginx!</title></head><body>
 
 
 def test_a_web_page_as_the_model_server_exits_2_with_one_line_and_writes_nothing(
-    tmp_path: Path, model_server: ScriptedModelServer
+    toy, tmp_path: Path, model_server: ScriptedModelServer
 ) -> None:
-    # As a user runs it: a subprocess, whose whole stderr is the one line.
     root = model_server.url.removesuffix("/v1")
     model_server.answer(PAGE, endpoint="models", content_type="text/html", times=None)
     model_server.answer(PAGE, content_type="text/html", times=None)
-    done = subprocess.run(
-        [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=3", "--sequential", "-s", "chat",
-         "--model", "vllm:scripted", "--model-base-url", root, "--storage", str(tmp_path / "run")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 2
-    assert done.stderr.splitlines() == [
+    result = toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", root)
+    assert result.stderr.splitlines() == [result.error_line()] == [
         f"error: vllm:scripted at {root}: GET /models answered text/html: an HTML page titled 'Welcome to nginx!', "
         f"not the OpenAI API; is the URL missing /v1? (e.g. --model-base-url {root}/v1)"
     ]
@@ -137,21 +119,19 @@ def test_a_web_page_as_the_model_server_exits_2_with_one_line_and_writes_nothing
     ("", "application/json", "an empty body (application/json)"),
     ({"detail": "Not Found"}, "application/json", "JSON without 'choices', a web framework's error"),
 ], ids=["text-plain", "empty-body", "fastapi-error"])
-def test_preflight_refuses_other_answers_in_one_line(tmp_path: Path, model_server: ScriptedModelServer,
-                                                     capsys: pytest.CaptureFixture[str], body: object,
+def test_preflight_refuses_other_answers_in_one_line(toy, tmp_path: Path, model_server: ScriptedModelServer, body: object,
                                                      content_type: str, shape: str) -> None:
     model_server.answer(body, endpoint="models", content_type=content_type)
-    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url) == 2
-    line = _one_line_error(capsys)
+    line = toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url).error_line()
     assert f"GET /models answered {shape}" in line and "not the OpenAI API" in line
     assert not (tmp_path / "run").exists()
 
 
-def test_a_chat_endpoint_answering_html_gives_protocol_error_records(tmp_path: Path,
+def test_a_chat_endpoint_answering_html_gives_protocol_error_records(toy, tmp_path: Path,
                                                                      model_server: ScriptedModelServer) -> None:
     # /models answers, /chat/completions is a proxy's login page: the pre-flight passes, every call fails in one line.
     model_server.answer("<html><head><title>Sign in</title></head></html>", content_type="text/html", times=None)
-    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url) == 0
+    assert toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url).returncode == 0
     records = list(ResultStore(str(tmp_path / "run")).iter_records())
     assert len(records) == 3 and len(model_server.chat_requests) == 3  # not retried
     for record in records:
@@ -175,12 +155,12 @@ def _reasoning_dialect(body: dict) -> dict:
     return body
 
 
-def test_a_reasoning_model_scores_with_its_reasoning_kept_apart_and_its_usage_unknown(
+def test_a_reasoning_model_scores_with_its_reasoning_kept_apart_and_its_usage_unknown(toy, 
     tmp_path: Path, model_server: ScriptedModelServer
 ) -> None:
     model_server.set_policy(arithmetic)
     model_server.reshape = _reasoning_dialect
-    assert _run(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url) == 0
+    assert toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url).returncode == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["score"] == 1.0 and summary["errors"] == 0
     assert summary["usage"]["vllm:scripted"] == {"input_tokens": 0, "output_tokens": 0, "calls": 3,
