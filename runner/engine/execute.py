@@ -148,6 +148,8 @@ async def _execute_one(
     started_at, t_start = "", 0.0
     log = structlog.get_logger("runner")
     in_thread = sync_in_thread or timeout is not None
+    # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
+    given_input = _jsonable_input(task.input)
 
     with usage_scope() as usage:
         for extra_try in range(retry_errors + 1):
@@ -201,6 +203,7 @@ async def _execute_one(
         attempt=attempt,
         status=status,  # type: ignore[arg-type]
         tags=dict(task.tags or {}),
+        input=given_input,
         output=payload.get("output"),
         trajectory=payload.get("trajectory") or [],
         solution_meta=payload.get("meta"),
@@ -242,6 +245,14 @@ def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo 
                 message=f"the solution's {name} is not JSON-serialisable ({type(value).__name__}): {exc}",
             )
     return payload, None
+
+
+def _jsonable_input(value: Any) -> Any:
+    """The task's input as JSON-ready values, for the record (an object JSON cannot hold becomes its ``repr``)."""
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except (PydanticSerializationError, TypeError, ValueError):
+        return repr(value)[:2000]
 
 
 async def _run_metric(metric: MetricBase, output: SolutionOutput) -> MetricRecord:

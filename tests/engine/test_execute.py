@@ -147,6 +147,22 @@ async def test_a_hanging_solution_becomes_a_timeout_record(kind, store):
     assert "0.2 s timeout" in record.error.message
 
 
+async def test_the_record_keeps_the_input_as_given_before_the_solution_changed_it(store):
+    class Opaque:
+        def __repr__(self):
+            return "<Opaque>"
+
+    def mutating(task):
+        task.input["question"] = "changed"
+        return 4
+
+    task = make_task()
+    task.input = {"question": "2+2", "hint": Opaque()}
+    _, record = await run(mutating, task, store, owned=True)
+    assert record.status == "ok"
+    assert record.input == {"question": "2+2", "hint": "<Opaque>"}
+
+
 async def test_an_unserialisable_output_is_an_error_record(store):
     result, record = await run(lambda task: object(), make_task(), store)
     assert result.status == "error"
