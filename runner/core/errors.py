@@ -34,3 +34,7 @@ class BenchmarkError(RunnerError):
 class InvalidTask(BenchmarkError, ValueError):
     """A task that cannot be built (an empty id, two metrics with one name). A ``ValueError`` too, as
     :class:`~runner.core.task.Task` has always raised; the plan adds the task's position to the message."""
+
+
+class CompareError(RunnerError):
+    """Runs that cannot be compared: fewer than two, or of different benchmarks or benchmark versions."""
