@@ -118,7 +118,7 @@ def _kpis(summary: Summary) -> list[dict[str, str]]:
         {"label": "errors", "value": f"{summary.errors:,}",
          "detail": ", ".join(f"{k} {v}" for k, v in summary.by_status.items() if k != "ok") or "none"},
         {"label": "duration", "value": _duration(summary.duration_s),
-         "detail": f"{summary.item_seconds:,.1f} s of item time"},
+         "detail": f"{_duration(summary.item_seconds)} of item time"},
     ]
 
 
