@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from runner.core.metric import MetricType
 from runner.report.compare import Comparison
@@ -125,25 +127,34 @@ def render_comparison(comparison: Comparison, console: Console | None = None) ->
         console.print(f"note: {note}", markup=False, soft_wrap=True)
     if not comparison.rows:
         return
+    table = _comparison_table(comparison, one_line=True)
+    if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
+        table = _comparison_table(comparison, one_line=False)
+    console.print(table)
+
+
+def _comparison_table(comparison: Comparison, one_line: bool) -> Table:
+    """The comparison's table; a mean and its interval on one line, or (``one_line`` false, for a narrow
+    terminal) on two."""
+    sep = " " if one_line else "\n"
     table = Table(title=f"mean [{comparison.confidence:.0%} CI]; difference from {comparison.baseline}, p-value",
                   title_justify="left")
-    widest = max((len(row.category or "all") for row in comparison.rows), default=3)
-    table.add_column("metric", overflow="fold", min_width=min(max(len(r.metric) for r in comparison.rows), 24))
-    table.add_column("category", overflow="fold", min_width=min(widest, 30))
+    table.add_column("metric / category" if one_line else "metric /\ncategory", overflow="fold")
     table.add_column("n", justify="right", no_wrap=True)
     for run in comparison.runs:
-        table.add_column(run.label, justify="right", no_wrap=True)
+        table.add_column(run.label, justify="right", no_wrap=True, overflow="fold")
     for run in comparison.runs[1:]:
-        table.add_column(f"{run.label} - {comparison.baseline}", justify="right", no_wrap=True)
+        table.add_column(f"{run.label}{sep}- {comparison.baseline}", justify="right", no_wrap=True, overflow="fold")
         table.add_column("p", justify="right", no_wrap=True)
     for index, row in enumerate(comparison.rows):
-        cells = [row.metric if row.category is None else "", row.category or "all", str(row.n)]
-        cells += [f"{_fmt(e.mean, 3)}{_interval(e.ci)}" for e in row.runs]
+        name = Text(row.metric, style="bold") if row.category is None else Text(f"  {row.category}")
+        cells: list[str | Text] = [name, str(row.n)]
+        cells += [f"{_fmt(e.mean, 3)}{sep}{_interval(e.ci).strip()}".strip() for e in row.runs]
         for d in row.differences:
-            text = f"{'-' if d.diff is None else f'{d.diff:+.3f}'}{_interval(d.ci)}"
+            text = f"{'-' if d.diff is None else f'{d.diff:+.3f}'}{sep}{_interval(d.ci).strip()}".strip()
             if d.significant and d.diff is not None:
                 text = f"[{'green' if d.diff > 0 else 'red'}]{text}[/]"
             cells += [text, _p(d.p_value)]
         following = comparison.rows[index + 1] if index + 1 < len(comparison.rows) else None
         table.add_row(*cells, end_section=following is not None and following.metric != row.metric)
-    console.print(table)
+    return table

@@ -1,6 +1,7 @@
 """compare: alignment on (task, repeat), the statistics against a hand computation and scipy run directly, partial
 runs, refusals and warnings, the CLI and its files."""
 
+import io
 import json
 import random
 import subprocess
@@ -8,11 +9,12 @@ import sys
 
 import numpy as np
 import pytest
+from rich.console import Console
 from scipy import stats
 
 from runner.cli import main
 from runner.core.errors import CompareError
-from runner.report import compare_runs
+from runner.report import compare_runs, render_comparison
 from runner.storage import ResultStore
 from tests.support.runs import make_record, write_run
 
@@ -143,7 +145,7 @@ def test_cli_prints_the_table_and_writes_compare_json_and_html(runs, tmp_path, c
     out = tmp_path / "out"
     assert main(["compare", runs[0].uri, runs[1].uri, "--out", str(out), "--html", "--seed", "5"]) == 0
     printed = capsys.readouterr().out
-    assert "baseline base" in printed and "new - base" in printed and f"wrote {out}/compare.json" in printed
+    assert "baseline base" in printed and "- base" in printed and f"wrote {out}/compare.json" in printed
     stored = json.loads((out / "compare.json").read_text())
     assert stored["rows"][0]["differences"][0]["p_value"] == pytest.approx(14 / 64) and stored["seed"] == 5
     page = (out / "compare.html").read_text()
@@ -173,3 +175,21 @@ def test_runs_and_output_on_s3(s3_bucket, runs):
     assert main(["compare", *(c.uri for c in copies), "--out", f"s3://{s3_bucket}/cmp", "--json"]) == 0
     stored = json.loads(ResultStore(f"s3://{s3_bucket}/cmp").read_file("compare.json"))
     assert stored["aligned"] == 12 and stored["runs"][0]["uri"] == f"s3://{s3_bucket}/a"
+
+
+def test_the_table_colours_a_difference_only_where_its_interval_excludes_zero(runs):
+    buffer = io.StringIO()
+    render_comparison(compare_runs(runs), Console(file=buffer, force_terminal=True, color_system="standard",
+                                                  width=160))
+    lines = {}  # first column -> the first such line (acc's rows come before f1's)
+    for line in buffer.getvalue().splitlines():
+        if line.count("│") > 3:
+            lines.setdefault(line.split("│")[1].strip(), line)
+    green = "\x1b[32m"
+    # hard: per-task differences 1, 0.5, 0.5 -> the interval is above 0; easy: 0, 0.5, -0.5 -> it holds 0
+    assert green in lines["hard"] and "+0.667 [0.500, 1.000]" in lines["hard"]
+    assert green not in lines["easy"] and "\x1b[31m" not in lines["easy"]
+    narrow = io.StringIO()
+    render_comparison(compare_runs(runs), Console(file=narrow, width=80))
+    assert all(len(line) <= 80 for line in narrow.getvalue().splitlines() if "│" in line)
+    assert "[0.500, 1.000]" in narrow.getvalue()  # two lines a cell, nothing cut
