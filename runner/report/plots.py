@@ -63,7 +63,7 @@ def _svg(figure: Any, salt: str) -> str:
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     text = re.sub(r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*", "", text)
-    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.DOTALL)
     return text.strip()
 
 

@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,7 +165,7 @@ def test_the_command_line_refuses_with_exit_status_2(tmp_path, runs):
     """The one subprocess test: ``python -m runner compare`` exits 2 with one line on stderr."""
     other = write_run(str(tmp_path / "other"), records(ACC_A, F1_A), version="2")
     done = subprocess.run([sys.executable, "-m", "runner", "compare", runs[0].uri, other.uri], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+                          text=True, cwd=tmp_path, timeout=120, check=False)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "compare runs of one benchmark version" in done.stderr
 
@@ -193,3 +194,18 @@ def test_the_table_colours_a_difference_only_where_its_interval_excludes_zero(ru
     render_comparison(compare_runs(runs), Console(file=narrow, width=80))
     assert all(len(line) <= 80 for line in narrow.getvalue().splitlines() if "│" in line)
     assert "[0.500, 1.000]" in narrow.getvalue()  # two lines a cell, nothing cut
+
+
+def test_the_docs_example_hasty_against_the_calculator(tmp_path, monkeypatch, capsys):
+    """docs/report.md's example, in process: the calculator against docs/examples/hasty.py on the toy benchmark."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
+    for name, solution in (("toy-calculator", "calculator"), ("toy-hasty", "hasty:hasty")):
+        assert main(["-b", "toy", "-s", solution, "--sequential", "--storage", str(tmp_path / name)]) == 0
+    assert main(["compare", str(tmp_path / "toy-calculator"), str(tmp_path / "toy-hasty"), "--out", str(tmp_path),
+                 "--json"]) == 0
+    capsys.readouterr()
+    rows = {r["category"]: r for r in json.loads((tmp_path / "compare.json").read_text())["rows"]}
+    assert rows[None]["runs"][1]["mean"] == pytest.approx(0.57)
+    assert rows[None]["differences"][0]["ci"] == pytest.approx([-0.53, -0.34], abs=0.02)
+    assert rows["subtraction"]["differences"][0]["p_value"] == pytest.approx(2 / 1024)
+    assert rows["division"]["differences"][0]["diff"] == 0 and not rows["division"]["differences"][0]["significant"]
