@@ -137,8 +137,12 @@ def test_a_large_run_gives_a_small_page(tmp_path):
     assert size < 2_000_000
 
 
-def test_report_html_from_the_command_line(tmp_path, capsys):
-    store = write_run(str(tmp_path / "run"), run_records(), n_tasks=12, n_repeats=2)
+def test_report_html_of_a_partial_run_from_the_command_line(tmp_path, capsys):
+    """12 of 20 planned tasks have their records: the page says 24 of 40 items."""
+    store = write_run(str(tmp_path / "run"), run_records(), n_tasks=20, n_repeats=2)
     assert main(["report", store.uri, "--html"]) == 0
     assert f"report: {store.uri}/report.html" in capsys.readouterr().out
-    assert store.read_file("report.html").startswith(b"<!DOCTYPE html>")
+    document = parse(store.read_file("report.html").decode())
+    visible = " ".join(document.find(f"{NS}body").itertext())
+    assert "60 % of 40" in visible
+    assert json.loads(store.read_file("summary.json"))["missing"] == 16
