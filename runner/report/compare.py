@@ -173,8 +173,13 @@ def _manifests(stores: Sequence[ResultStore], labels: list[str]) -> list[RunMani
 
 
 def _warnings(manifests: list[RunManifest], labels: list[str]) -> list[str]:
+    """A line per run whose results may differ from the baseline's for more than its solution and model: another
+    fingerprint field (benchmark arguments, data, judge or user model) or another per-task ``timeout`` (a timed-out
+    item scores as an error)."""
+
     def scored(manifest: RunManifest) -> dict[str, object]:
-        return {k: v for k, v in manifest.fingerprint_fields.items() if k not in COMPARED_FIELDS}
+        fields = {k: v for k, v in manifest.fingerprint_fields.items() if k not in COMPARED_FIELDS}
+        return {**fields, "timeout": manifest.config.get("timeout")}
 
     out = []
     for label, manifest in zip(labels[1:], manifests[1:]):

@@ -140,6 +140,11 @@ def test_a_difference_beyond_solution_and_model_is_warned(tmp_path, runs):
     assert comparison.warnings == ["judged differs from base in more than the solution and model (judge_model: None "
                                    "-> 'openai:gpt-4o')"]
     assert not compare_runs(runs).warnings  # solution a vs b only
+    hurried = write_run(str(tmp_path / "hurried"), records(ACC_B, F1_B), n_repeats=2, solution="b")
+    manifest = hurried.read_manifest()
+    hurried.write_manifest(manifest.model_copy(update={"config": {**manifest.config, "timeout": 5.0}}))
+    assert compare_runs([runs[0], hurried]).warnings == [
+        "hurried differs from base in more than the solution and model (timeout: None -> 5.0)"]
 
 
 def test_cli_prints_the_table_and_writes_compare_json_and_html(runs, tmp_path, capsys):
