@@ -33,7 +33,8 @@ def add_commands(sub: Any) -> None:
                              "the baseline)")
     compare.add_argument("runs", nargs="+", metavar="RUN", help="storage URIs of two or more runs (any fsspec URL)")
     compare.add_argument("--out", metavar="DIR", default=".",
-                         help="where compare.json (and compare.html) go; any fsspec URL (default: the working directory)")
+                         help="where compare.json (and compare.html) go; any fsspec URL (default: the working "
+                         "directory)")
     compare.add_argument("--html", action="store_true", help="also write compare.html, a self-contained page")
     compare.add_argument("--json", action="store_true", help="print compare.json instead of a table")
     compare.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")

@@ -106,8 +106,8 @@ def _value(result: Any) -> Any:
 def failed(record: TaskRecord) -> bool:
     """Whether an item failed: its status is not ``ok``, or a numerical metric scored 0 (``False``)."""
     return record.status != "ok" or any(
-        m.type is MetricType.NUMERICAL and m.error is None and isinstance(m.result, (bool, int, float)) and m.result == 0
-        for m in record.metrics)
+        m.type is MetricType.NUMERICAL and m.error is None and isinstance(m.result, (bool, int, float))
+        and m.result == 0 for m in record.metrics)
 
 
 class _Chooser:

@@ -73,7 +73,8 @@ class Summary(BaseModel):
             item, errors and timeouts included; empty for no items.
         latency_by_category: ``tags["category"]`` -> the same, per category.
         error_types: ``error.type`` of the records that are not ``ok`` (``TimeoutError``, ``MetricError``, the
-            solution's exception class ...) -> count.        duration_s: seconds from the first item's start to the last item's end; ``item_seconds`` the sum of
+            solution's exception class ...) -> count.
+        duration_s: seconds from the first item's start to the last item's end; ``item_seconds`` the sum of
             per-item times.
     """
 

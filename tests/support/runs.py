@@ -9,7 +9,9 @@ from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings
 from runner.storage import BenchmarkInfo, ResultStore, RunManifest
 
 
-def make_record(task: str, repeat: int, metrics: dict[str, Any], category: str | None = None, **fields: Any) -> TaskRecord:
+def make_record(
+    task: str, repeat: int, metrics: dict[str, Any], category: str | None = None, **fields: Any,
+) -> TaskRecord:
     """A record of (``task``, ``repeat``) with numerical ``metrics`` (name -> value; an exception instance stands for a
     metric that raised); ``fields`` override any other record field (``status``, ``input``, ``timings``...)."""
     records = [
