@@ -100,8 +100,11 @@ def category_chart(metric: str, entries: Sequence[tuple[str, float, Interval, in
         ys = list(range(len(entries)))[::-1]
         means = [e[1] for e in entries]
         axes.barh(ys, means, height=0.62, color=ACCENT, alpha=0.85)
-        axes.errorbar(means, ys, xerr=_whiskers(means, [e[2] for e in entries], bounds), fmt="none", ecolor=INK,
-                      elinewidth=0.9, capsize=2.2)
+        with_ci = [(y, e) for y, e in zip(ys, entries) if e[2] is not None]
+        if with_ci:
+            centres = [e[1] for _, e in with_ci]
+            axes.errorbar(centres, [y for y, _ in with_ci], xerr=_whiskers(centres, [e[2] for _, e in with_ci], bounds),
+                          fmt="none", ecolor=INK, elinewidth=0.9, capsize=2.2)
         axes.set_yticks(ys, [_label(e[0]) for e in entries])
         axes.tick_params(axis="y", length=0)
         axes.grid(axis="y", visible=False)
