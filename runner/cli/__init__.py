@@ -1,4 +1,4 @@
-"""``python -m runner``: run, report, status, list, submit (Kubernetes) and k8s.
+"""``python -m runner``: run, report, status, compare, list, submit (Kubernetes) and k8s.
 
 No subcommand means ``run``. Bad input ends with exit status 2 and one line on stderr naming the problem and the
 way out; an unexpected failure keeps its traceback (exit status 1).
@@ -15,7 +15,7 @@ from runner._version import __version__
 from runner.cli.args import add_run_arguments, json_object
 from runner.core.errors import RunnerError
 
-COMMANDS = ("run", "report", "status", "list", "submit", "k8s")
+COMMANDS = ("run", "report", "status", "compare", "list", "submit", "k8s")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,14 +31,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"runner {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
-    from runner.cli import commands
+    from runner.cli import commands, report_commands
 
     run = sub.add_parser("run", help="run or resume a benchmark (the default command)")
     add_run_arguments(run)
     run.set_defaults(handler=commands.cmd_run)
 
     for name, handler, text in (
-        ("report", commands.cmd_report, "re-aggregate a run (a partial one too) into summary.json and results.csv"),
+        ("report", report_commands.cmd_report,
+         "re-aggregate a run (a partial one too) into summary.json and results.csv"),
         ("status", commands.cmd_status, "say how far a run is"),
     ):
         command = sub.add_parser(name, help=text)
@@ -47,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
         if name == "report":
             command.add_argument("--log-format", choices=("console", "json"))
+            command.add_argument("--html", action="store_true", help="also write report.html in the run directory")
         command.set_defaults(handler=handler)
 
+    report_commands.add_commands(sub)
     listing = sub.add_parser("list", help="list built-in benchmarks and solutions")
     listing.set_defaults(handler=commands.cmd_list)
 

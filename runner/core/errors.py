@@ -38,6 +38,10 @@ class InvalidTask(BenchmarkError, ValueError):
     :class:`~runner.core.task.Task` has always raised; the plan adds the task's position to the message."""
 
 
+class CompareError(RunnerError):
+    """Runs that cannot be compared: fewer than two, or of different benchmarks or benchmark versions."""
+
+
 _RAISED_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning): ")
 
 

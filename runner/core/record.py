@@ -77,6 +77,8 @@ class TaskRecord(BaseModel):
         status: ``ok``; ``error`` (the solution raised, reported ``success=False``, returned something
             unserialisable, or a metric raised); ``timeout`` (the solution ran past the per-task timeout).
         tags: the task's tags, so reports need nothing but records.
+        input: the task's input as JSON (what the solution was given), so a report can show it beside the output
+            (``None`` in records written before runner kept it; an object JSON cannot hold is kept as its ``repr``).
         output, trajectory, solution_meta: the solution's output, JSON-serialisable.
         metrics: one entry per metric of the task.
         error: what went wrong, for ``error`` and ``timeout``.
@@ -94,6 +96,7 @@ class TaskRecord(BaseModel):
     attempt: int = 1
     status: Status
     tags: dict[str, str] = Field(default_factory=dict)
+    input: Any = None
     output: Any = None
     trajectory: list[Any] = Field(default_factory=list)
     solution_meta: dict[str, Any] | None = None

@@ -79,6 +79,7 @@ class SolutionOutcome:
         started_at: ISO-8601 UTC time the item got its first solution slot (``""``: it never ran).
         t_start: :func:`time.perf_counter` at that moment.
         solution_s: seconds of the last solution try.
+        task_input: the task's input as JSON, taken before the solution ran (``None``: take it from the task).
     """
 
     status: str = "ok"
@@ -87,6 +88,7 @@ class SolutionOutcome:
     started_at: str = ""
     t_start: float = field(default_factory=time.perf_counter)
     solution_s: float = 0.0
+    task_input: Any = None
 
     @classmethod
     def failed(cls, error: BaseException) -> SolutionOutcome:
@@ -132,7 +134,10 @@ async def execute_one(
     task = item.task
     with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt):
         with usage_scope() as usage:
+            # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
+            given_input = _jsonable_input(task.input)
             fresh, outcome = await _solve(item, solution, context, attempt, worker, slots, sync_in_thread, owned)
+            outcome.task_input = given_input
             return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage)
 
 
@@ -239,6 +244,7 @@ async def finish_item(
         attempt=attempt,
         status=status,  # type: ignore[arg-type]
         tags=dict(task.tags or {}),
+        input=outcome.task_input if outcome.task_input is not None else _jsonable_input(task.input),
         output=payload.get("output"),
         trajectory=payload.get("trajectory") or [],
         solution_meta=payload.get("meta"),
@@ -281,6 +287,14 @@ def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo 
                 message=f"the solution's {name} is not JSON-serialisable ({type(value).__name__}): {exc}",
             )
     return payload, None
+
+
+def _jsonable_input(value: Any) -> Any:
+    """The task's input as JSON-ready values, for the record (an object JSON cannot hold becomes its ``repr``)."""
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except (PydanticSerializationError, TypeError, ValueError):
+        return repr(value)[:2000]
 
 
 async def _run_metric(metric: MetricBase, output: SolutionOutput) -> MetricRecord:

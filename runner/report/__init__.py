@@ -1,13 +1,16 @@
-"""Reports: aggregate a run's records into ``summary.json``, ``results.csv`` and a terminal table."""
+"""Reports: aggregate a run's records into ``summary.json``, ``results.csv``, a terminal table and ``report.html``;
+compare runs item by item (``compare.json``, ``compare.html``)."""
 
 from __future__ import annotations
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import StorageError
-from runner.report.files import results_csv, summary_json
+from runner.report.compare import Comparison, compare_runs
+from runner.report.files import results_csv, summary_json, write_comparison
+from runner.report.html import comparison_html, html_report, write_html_report
 from runner.report.scope import PlanScope, StoredCount, count_stored
 from runner.report.summary import MetricSummary, Summary, scope_notes, summarize
-from runner.report.table import render
+from runner.report.table import render, render_comparison
 from runner.storage.store import ResultStore
 
 
@@ -32,15 +35,22 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
 
 
 __all__ = [
+    "Comparison",
     "MetricSummary",
     "PlanScope",
     "StoredCount",
     "Summary",
     "build_report",
+    "compare_runs",
+    "comparison_html",
     "count_stored",
+    "html_report",
     "render",
+    "render_comparison",
     "results_csv",
     "scope_notes",
     "summarize",
     "summary_json",
+    "write_comparison",
+    "write_html_report",
 ]

@@ -1,4 +1,4 @@
-"""``summary.json`` and ``results.csv``."""
+"""The report's files: ``summary.json``, ``results.csv``, and a comparison's ``compare.json`` and ``compare.html``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import io
 import json
 from collections.abc import Sequence
 
+from typing import Any
+
+import fsspec
+
+from runner.core.errors import StorageError
 from runner.core.results import ResultRow
+from runner.report.compare import Comparison
 from runner.report.summary import Summary
 
 FIXED_COLUMNS = ("task_id", "repeat", "status")
@@ -48,3 +54,30 @@ def _cell(value: object) -> object:
     if isinstance(value, bool):
         return int(value)
     return value
+
+
+def write_comparison(comparison: Comparison, out: str, storage_options: dict[str, Any] | None = None,
+                     html: bool = False) -> list[str]:
+    """Write ``compare.json`` (and, with ``html``, ``compare.html``) into the folder ``out`` (a path or any fsspec
+    URL, created if missing) and return the paths written.
+
+    Raises:
+        StorageError: the folder cannot be written.
+    """
+    files = {"compare.json": (json.dumps(comparison.model_dump(mode="json"), indent=2) + "\n").encode()}
+    if html:
+        from runner.report.html import comparison_html
+
+        files["compare.html"] = comparison_html(comparison).encode()
+    written = []
+    try:
+        fs, root = fsspec.url_to_fs(out, **(storage_options or {}))
+        fs.makedirs(root, exist_ok=True)
+        for name, data in files.items():
+            path = f"{root.rstrip('/')}/{name}"
+            fs.pipe_file(path, data)
+            written.append(f"{out.rstrip('/')}/{name}" if "://" in out else path)
+    except (OSError, ValueError, ImportError) as exc:
+        raise StorageError(f"cannot write the comparison to {out} ({type(exc).__name__}: {exc}); pass --out a "
+                           "writable folder") from None
+    return written

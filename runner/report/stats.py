@@ -11,6 +11,8 @@ Formulas and sources:
   averaged over tasks with ``n >= k``.
 - pass^k: the probability that ``k`` tries drawn without replacement all succeed, ``C(c, k) / C(n, k)`` per task,
   averaged over tasks, from Yao et al., "tau-bench" (arXiv:2406.12045, 2024), section 4.
+- Percentiles: linear interpolation between the closest ranks, definition 7 of R. J. Hyndman and Y. Fan, "Sample
+  Quantiles in Statistical Packages" (The American Statistician 50(4), 1996), the default of numpy and R.
 """
 
 from __future__ import annotations
@@ -37,6 +39,27 @@ def stderr(values: Sequence[float]) -> float | None:
 def clustered_stderr(per_task: Iterable[Sequence[float]]) -> float | None:
     """Standard error of the overall mean, clustered by task: :func:`stderr` of the per-task means."""
     return stderr([math.fsum(v) / len(v) for v in per_task if v])
+
+
+def percentiles(values: Sequence[float], qs: Sequence[float]) -> list[float] | None:
+    """The ``q``-th percentiles (each 0 <= q <= 100) of ``values`` by linear interpolation between the closest
+    ranks (Hyndman and Fan's definition 7), in the order of ``qs``; ``None`` for no values.
+
+    Raises:
+        ValueError: a ``q`` outside ``[0, 100]``.
+    """
+    if any(not 0 <= q <= 100 for q in qs):
+        raise ValueError(f"percentiles need 0 <= q <= 100, got {list(qs)}")
+    if not values:
+        return None
+    ordered = sorted(values)
+    out = []
+    for q in qs:
+        position = (len(ordered) - 1) * q / 100
+        low = math.floor(position)
+        high = min(low + 1, len(ordered) - 1)
+        out.append(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
+    return out
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

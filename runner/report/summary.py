@@ -59,12 +59,21 @@ class Summary(BaseModel):
         notes: one line each about what is left out (outside the plan, duplicate task ids), for people.
         errors: records whose status is not ``ok``; ``by_status`` breaks them down.
         metrics: metric name -> :class:`MetricSummary`.
-        by_category: ``tags["category"]`` -> metric -> ``{"mean", "n"}`` (``distribution`` for category metrics),
-            plus what the benchmark's headline adds.
-        by_repeat: repeat index -> metric -> ``{"mean", "n"}``.
+        by_category: ``tags["category"]`` -> metric -> ``{"mean", "stderr", "n"}`` (``distribution`` for category
+            metrics; ``stderr`` clustered by task, ``None`` under 2 tasks), plus what the benchmark's headline adds
+            (an entry it replaces keeps the generic ``stderr`` only when it counts the same ``n`` items).
+        by_repeat: repeat index -> metric -> ``{"mean", "stderr", "n"}``.
         pass_at_k, pass_hat_k: metric -> k -> value, for metrics whose values are all 0/1, when repeats > 1.
         score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
         usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records.
+        tokens_per_item: model -> ``{"input_tokens", "output_tokens", "calls"}`` per completed item (the sums of
+            ``usage`` over ``completed``: what an item costs on average, items that never called the model included).
+        latency: ``{"solution_s": {"p50", "p90", "p99"}, "total_s": {...}, "n"}``: percentiles of the seconds items
+            spent in the solution and end to end (:func:`runner.report.stats.percentiles`), over every completed
+            item, errors and timeouts included; empty for no items.
+        latency_by_category: ``tags["category"]`` -> the same, per category.
+        error_types: ``error.type`` of the records that are not ``ok`` (``TimeoutError``, ``MetricError``, the
+            solution's exception class ...) -> count.
         duration_s: seconds from the first item's start to the last item's end; ``item_seconds`` the sum of
             per-item times.
     """
@@ -91,6 +100,10 @@ class Summary(BaseModel):
     score: float | None = None
     score_components: dict[str, float] = Field(default_factory=dict)
     usage: dict[str, dict[str, int]] = Field(default_factory=dict)
+    tokens_per_item: dict[str, dict[str, float]] = Field(default_factory=dict)
+    latency: dict[str, Any] = Field(default_factory=dict)
+    latency_by_category: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    error_types: dict[str, int] = Field(default_factory=dict)
     duration_s: float | None = None
     item_seconds: float = 0.0
     runner_version: str = __version__
@@ -104,8 +117,19 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _group_stats(values: list[float]) -> dict[str, Any]:
-    return {"mean": stats.mean(values), "n": len(values)}
+LATENCY_PERCENTILES = (50, 90, 99)
+
+
+def _latency(solution_s: list[float], total_s: list[float]) -> dict[str, Any]:
+    """``{"solution_s": {"p50", "p90", "p99"}, "total_s": {...}, "n"}`` of one group of items."""
+    out: dict[str, Any] = {}
+    for name, values in (("solution_s", solution_s), ("total_s", total_s)):
+        points = stats.percentiles(values, LATENCY_PERCENTILES)
+        if points is not None:
+            out[name] = {f"p{q}": value for q, value in zip(LATENCY_PERCENTILES, points)}
+    if out:
+        out["n"] = len(solution_s)
+    return out
 
 
 class _Collector:
@@ -120,6 +144,9 @@ class _Collector:
         self.first_start: str | None = None
         self.last_end: str | None = None
         self.item_seconds = 0.0
+        self.error_types: Counter[str] = Counter()
+        # (solution seconds, total seconds) per item, overall ("") and by category: floats only, for percentiles
+        self.latency: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
 
     def add(self, record: TaskRecord) -> None:
         scores: dict[str, Any] = {}
@@ -136,6 +163,13 @@ class _Collector:
         self.first_start = min(filter(None, [self.first_start, record.started_at]))
         self.last_end = max(filter(None, [self.last_end, record.finished_at]))
         self.item_seconds += record.timings.total_s
+        if record.status != "ok":
+            self.error_types[record.error.type if record.error else record.status] += 1
+        groups = ["", record.tags["category"]] if "category" in record.tags else [""]
+        for group in groups:
+            solution_s, total_s = self.latency[group]
+            solution_s.append(record.timings.solution_s)
+            total_s.append(record.timings.total_s)
 
 
 def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
@@ -166,12 +200,16 @@ def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
 
 def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, Any]]]:
     groups: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    tasks: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for row in collector.rows:
         group = key(row)
         if group is None:
             continue
         for name, value in row.scores.items():
             groups[group][name].append(value)
+            number = _number(value)
+            if number is not None:
+                tasks[group][name][row.task_id].append(number)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for group in sorted(groups):
         out[group] = {}
@@ -183,7 +221,10 @@ def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, A
                     "n": len(values),
                 }
             else:
-                out[group][name] = _group_stats([n for n in (_number(v) for v in values) if n is not None])
+                numbers = [n for n in (_number(v) for v in values) if n is not None]
+                out[group][name] = {"mean": stats.mean(numbers),
+                                    "stderr": stats.clustered_stderr(tasks[group][name].values()),
+                                    "n": len(numbers)}
     return out
 
 
@@ -274,6 +315,12 @@ def summarize(
         pass_at_k=at_k,
         pass_hat_k=hat_k,
         usage={model: dict(counts) for model, counts in sorted(collector.usage.items())},
+        tokens_per_item={model: {name: count / completed for name, count in counts.items()}
+                         for model, counts in sorted(collector.usage.items())} if completed else {},
+        latency=_latency(*collector.latency[""]) if completed else {},
+        latency_by_category={category: _latency(*collector.latency[category])
+                             for category in sorted(collector.latency) if category},
+        error_types=dict(collector.error_types.most_common()),
         duration_s=_seconds_between(collector.first_start, collector.last_end),
         item_seconds=collector.item_seconds,
     )
@@ -306,6 +353,10 @@ def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[Resul
         summary.score = headline.score
         summary.score_components = dict(headline.components)
         for category, metrics in headline.by_category.items():
-            summary.by_category.setdefault(category, {}).update(metrics)
+            generic = summary.by_category.setdefault(category, {})
+            for name, entry in metrics.items():
+                before = generic.get(name) or {}
+                same_items = before.get("n") == entry.get("n") and "stderr" not in entry
+                generic[name] = {**entry, "stderr": before.get("stderr")} if same_items else dict(entry)
     elif headline is not None:
         summary.score = float(headline)

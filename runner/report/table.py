@@ -1,16 +1,28 @@
-"""The summary as tables in the terminal (rich)."""
+"""The summary and a comparison of runs as tables in the terminal (rich)."""
 
 from __future__ import annotations
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from runner.core.metric import MetricType
+from runner.report.compare import Comparison
 from runner.report.summary import Summary
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def format_seconds(value: float | None) -> str:
+    """Seconds for people: milliseconds under a second, 3 significant digits (``-`` for none)."""
+    if value is None:
+        return "–"
+    if value < 1:
+        return f"{value * 1000:.3g} ms"
+    return f"{value:.3g} s" if value < 1000 else f"{value:,.0f} s"
 
 
 def render(summary: Summary, console: Console | None = None, storage: str | None = None) -> None:
@@ -41,6 +53,10 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
 
     if summary.by_category:
         console.print(_category_table(summary))
+
+    if summary.latency.get("solution_s"):
+        points = summary.latency["solution_s"]
+        console.print("solution time per item: " + "  ".join(f"{k} {format_seconds(v)}" for k, v in points.items()))
 
     if summary.pass_at_k:
         table = Table(title="pass@k", title_justify="left")
@@ -79,4 +95,66 @@ def _category_table(summary: Summary) -> Table:
             table.add_column(name, justify="right")
         for category in categories:
             table.add_row(category, *(cell(category, name) for name in names))
+    return table
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def render_comparison(comparison: Comparison, console: Console | None = None) -> None:
+    """Print a comparison: the runs and what was left out of each, warnings, then one table row per metric and
+    category with each run's mean [95 % CI] and each difference from the baseline [95 % CI] and p-value, the
+    difference coloured only where its interval excludes 0 (green above the baseline, red below)."""
+    console = console or Console()
+    version = f" version {comparison.benchmark_version}" if comparison.benchmark_version else ""
+    console.print(f"[bold]compare {comparison.benchmark}[/bold]{version}: {comparison.aligned} items in every run; "
+                  f"baseline {comparison.baseline}", soft_wrap=True)
+    for run in comparison.runs:
+        why = ", ".join(f"{n} {reason}" for reason, n in run.left_out_because.items())
+        left = f"; {run.left_out} left out ({why})" if run.left_out else ""
+        console.print(f"  {run.label}: {run.uri}  solution {run.solution or '-'}  model {run.model or '-'}  "
+                      f"{run.records} records{left}", markup=False, soft_wrap=True)
+    for warning in comparison.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+    for note in comparison.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
+    if not comparison.rows:
+        return
+    table = _comparison_table(comparison, one_line=True)
+    if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
+        table = _comparison_table(comparison, one_line=False)
+    console.print(table)
+
+
+def _comparison_table(comparison: Comparison, one_line: bool) -> Table:
+    """The comparison's table; a mean and its interval on one line, or (``one_line`` false, for a narrow
+    terminal) on two."""
+    sep = " " if one_line else "\n"
+    table = Table(title=f"mean [{comparison.confidence:.0%} CI]; difference from {comparison.baseline}, p-value",
+                  title_justify="left")
+    table.add_column("metric / category" if one_line else "metric /\ncategory", overflow="fold")
+    table.add_column("n", justify="right", no_wrap=True)
+    for run in comparison.runs:
+        table.add_column(run.label, justify="right", no_wrap=True, overflow="fold")
+    for run in comparison.runs[1:]:
+        table.add_column(f"{run.label}{sep}- {comparison.baseline}", justify="right", no_wrap=True, overflow="fold")
+        table.add_column("p", justify="right", no_wrap=True)
+    for index, row in enumerate(comparison.rows):
+        name = Text(row.metric, style="bold") if row.category is None else Text(f"  {row.category}")
+        cells: list[str | Text] = [name, str(row.n)]
+        cells += [f"{_fmt(e.mean, 3)}{sep}{_interval(e.ci).strip()}".strip() for e in row.runs]
+        for d in row.differences:
+            text = f"{'-' if d.diff is None else f'{d.diff:+.3f}'}{sep}{_interval(d.ci).strip()}".strip()
+            if d.significant and d.diff is not None:
+                text = f"[{'green' if d.diff > 0 else 'red'}]{text}[/]"
+            cells += [text, _p(d.p_value)]
+        following = comparison.rows[index + 1] if index + 1 < len(comparison.rows) else None
+        table.add_row(*cells, end_section=following is not None and following.metric != row.metric)
     return table

@@ -56,14 +56,14 @@ def built(target, **kwargs):
     return Solution(SolutionSpec(target, kwargs=kwargs).build())
 
 
-async def one(task, repeat, solution, store, *, index=0, attempt=1, **settings):
+async def one(task, repeat, solution, store, *, index=0, attempt=1, owned=False, **settings):
     """``execute_one`` of (``task``, ``repeat``) with run id ``r`` and the run settings ``settings``."""
     context = RunContext(None, None, store, "r", RunSettings(**settings))
-    return await execute_one(WorkItem(task, repeat, index), solution, context, attempt=attempt)
+    return await execute_one(WorkItem(task, repeat, index), solution, context, attempt=attempt, owned=owned)
 
 
-async def run(solution, task, store, **settings):
-    result = await one(task, 0, built(solution), store, **settings)
+async def run(solution, task, store, owned=False, **settings):
+    result = await one(task, 0, built(solution), store, owned=owned, **settings)
     record = next(store.iter_records())
     return result, record
 
@@ -159,6 +159,22 @@ async def test_a_hanging_solution_becomes_a_timeout_record(kind, store):
     assert time.monotonic() - start < 4
     assert result.status == "timeout" and record.status == "timeout"
     assert "0.2 s timeout" in record.error.message
+
+
+async def test_the_record_keeps_the_input_as_given_before_the_solution_changed_it(store):
+    class Opaque:
+        def __repr__(self):
+            return "<Opaque>"
+
+    def mutating(task):
+        task.input["question"] = "changed"
+        return 4
+
+    task = make_task()
+    task.input = {"question": "2+2", "hint": Opaque()}
+    _, record = await run(mutating, task, store, owned=True)
+    assert record.status == "ok"
+    assert record.input == {"question": "2+2", "hint": "<Opaque>"}
 
 
 async def test_an_unserialisable_output_is_an_error_record(store):

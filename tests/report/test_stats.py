@@ -31,3 +31,15 @@ def test_k_values():
     assert stats.k_values(1) == [1]
     assert stats.k_values(5) == [1, 2, 4, 5]
     assert stats.k_values(8) == [1, 2, 4, 8]
+
+
+def test_percentiles_match_numpy_linear_interpolation():
+    import numpy
+
+    values = [0.3, 5.0, 1.2, 9.9, 2.2, 2.2, 7.5]
+    assert stats.percentiles(values, [0, 50, 90, 99, 100]) == pytest.approx(
+        list(numpy.percentile(values, [0, 50, 90, 99, 100])))
+    assert stats.percentiles([4.0], [50, 99]) == [4.0, 4.0]
+    assert stats.percentiles([], [50]) is None
+    with pytest.raises(ValueError):
+        stats.percentiles(values, [101])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runner.core.record import MetricRecord, TaskRecord, TokenUsage
+from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.report import PlanScope, build_report, count_stored, results_csv
 from runner.storage import BenchmarkInfo, ResultStore, RunManifest
 
@@ -45,11 +45,38 @@ def test_partial_run_summary(store):
     deviations = [2 / 3 - 5 / 9, 0 - 5 / 9, 1 - 5 / 9]
     assert acc.stderr == pytest.approx((sum(d * d for d in deviations) / 2 / 3) ** 0.5)
     assert summary.metrics["grade"].distribution == {"A": pytest.approx(3 / 7), "F": pytest.approx(4 / 7)}
-    assert summary.by_category["easy"]["acc"] == {"mean": pytest.approx(2 / 3), "n": 3}
-    assert summary.by_category["hard"]["acc"] == {"mean": 0.25, "n": 4}
-    assert summary.by_repeat["0"]["acc"] == {"mean": pytest.approx(2 / 3), "n": 3}
+    # easy: task a only (no stderr); hard: tasks b (mean 0) and c (mean 1), clustered stderr sd([0, 1]) / sqrt(2)
+    assert summary.by_category["easy"]["acc"] == {"mean": pytest.approx(2 / 3), "stderr": None, "n": 3}
+    assert summary.by_category["hard"]["acc"] == {"mean": 0.25, "stderr": pytest.approx(0.5), "n": 4}
+    # repeat 0: a 1, b 0, c 1, one value per task: sd([1, 0, 1]) / sqrt(3) = 1/3
+    assert summary.by_repeat["0"]["acc"] == {"mean": pytest.approx(2 / 3), "stderr": pytest.approx(1 / 3), "n": 3}
     assert summary.usage == {"m": {"input_tokens": 30, "output_tokens": 3, "calls": 3}}
     assert summary.duration_s == 3.0
+
+
+def test_latency_percentiles_tokens_per_item_and_error_types(tmp_path):
+    """Percentiles by linear interpolation (numpy's default): for 1..11 s, p50 = 6, p90 = 10, p99 = 10.9."""
+    store = ResultStore(str(tmp_path))
+    store.write_manifest(RunManifest(run_id="r", fingerprint="f", fingerprint_fields={}, n_repeats=1,
+                                     benchmark=BenchmarkInfo(name="demo", n_tasks=11), runner_version="0"))
+    for i in range(11):
+        item = record(f"t{i:02}", 0, 1, "slow" if i >= 8 else "fast", usage=10 * i)
+        update = {"timings": Timings(solution_s=i + 1, total_s=i + 1.5)}
+        if i == 10:
+            update.update(status="timeout", error=ErrorInfo(type="TimeoutError", message="late"))
+        store.write_record(item.model_copy(update=update))
+    summary = build_report(store)
+    assert summary.latency["solution_s"] == {"p50": 6.0, "p90": 10.0, "p99": pytest.approx(10.9)}
+    assert summary.latency["total_s"]["p50"] == 6.5 and summary.latency["n"] == 11
+    # slow: 9, 10, 11 s -> p50 10, p90 10.8
+    assert summary.latency_by_category["slow"]["solution_s"]["p90"] == pytest.approx(10.8)
+    assert summary.latency_by_category["fast"]["n"] == 8
+    # model m: input 10 * (1 + ... + 10) = 550 over 11 items (t00 never called it); output 1 per call
+    assert summary.tokens_per_item == {"m": {"input_tokens": 50.0, "output_tokens": pytest.approx(10 / 11),
+                                             "calls": pytest.approx(10 / 11)}}
+    assert summary.error_types == {"TimeoutError": 1}
+    stored = json.loads(store.read_file("summary.json"))
+    assert stored["latency_by_category"]["slow"]["solution_s"]["p50"] == 10.0
 
 
 def test_pass_at_k_uses_tasks_with_enough_repeats(store):

@@ -1,0 +1,148 @@
+"""report.html: valid HTML5, self-contained, task text escaped, the numbers of summary.json, bounded item detail."""
+
+import json
+import re
+
+import html5lib
+import pytest
+
+from runner.cli import main
+from runner.core.record import ErrorInfo, Timings, TokenUsage
+from runner.report import build_report, write_html_report
+from runner.report.items import item_table
+from runner.report.scope import PlanScope
+from tests.support.runs import make_record, write_run
+
+ATTACK = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
+NS = "{http://www.w3.org/1999/xhtml}"
+
+
+def run_records():
+    for index in range(12):
+        for repeat in range(2):
+            value = float((index + repeat) % 3 != 0)
+            fields = {"input": {"question": f"q{index}", "html": ATTACK}, "output": ATTACK,
+                      "trajectory": [{"tool": "t", "result": ATTACK}],
+                      "timings": Timings(solution_s=0.1 * (index + 1), total_s=0.1 * (index + 1) + 0.05),
+                      "usage": {"openai:gpt-4o": TokenUsage(input_tokens=100 + index, output_tokens=10, calls=1)}}
+            if index == 11 and repeat == 1:
+                fields.update(status="error", error=ErrorInfo(type="ValueError", message=ATTACK, traceback=ATTACK))
+            category = ATTACK if index == 0 else ("easy" if index % 2 else "hard")
+            yield make_record(f"task-{index}", repeat, {"acc": value, "f1": 0.25 * (index % 5)}, category, **fields)
+
+
+@pytest.fixture
+def page(tmp_path):
+    store = write_run(str(tmp_path / "run"), run_records(), n_tasks=12, n_repeats=2, model="openai:gpt-4o")
+    summary = build_report(store)
+    uri = write_html_report(store, summary)
+    assert uri == f"{store.uri}/report.html"
+    return (tmp_path / "run" / "report.html").read_text(encoding="utf-8"), store
+
+
+def parse(text):
+    """Parse strictly as HTML5: html5lib raises on any parse error."""
+    return html5lib.HTMLParser(strict=True, namespaceHTMLElements=True).parse(text)
+
+
+def scripts(document):
+    return [(s.get("type"), s.text or "") for s in document.iter(f"{NS}script")]
+
+
+def test_the_page_parses_as_html5(page):
+    document = parse(page[0])
+    assert document.find(f"{NS}head/{NS}title").text.startswith("demo")
+    assert len(list(document.iter("{http://www.w3.org/2000/svg}svg"))) == 4  # acc, f1 by category; repeats; pass@k
+
+
+def test_the_page_references_nothing_outside_itself(page):
+    document = parse(page[0])
+    for element in document.iter():
+        for name, value in element.attrib.items():
+            if name.rsplit("}", 1)[-1] in ("src", "href", "action", "data", "poster", "srcset"):
+                assert value.startswith("#"), (element.tag, name, value)
+    assert not [e for e in document.iter(f"{NS}link")]
+    assert all(kind in ("application/json", None) for kind, _ in scripts(document))
+    styles = " ".join(s.text or "" for s in document.iter(f"{NS}style"))
+    assert "@import" not in styles and not re.search(r"url\((?!#)", page[0])
+    csp = document.find(f".//{NS}meta[@http-equiv='Content-Security-Policy']").get("content")
+    assert csp.startswith("default-src 'none'")
+
+
+def test_task_text_cannot_run_script_in_the_page(page):
+    text = page[0]
+    assert "<script>alert" not in text and "<img src=x" not in text
+    document = parse(text)
+    # four scripts: three JSON data blocks and the page's own code; the task's markup made none
+    assert [kind for kind, _ in scripts(document)] == ["application/json"] * 3 + [None]
+    assert not list(document.iter(f"{NS}img"))
+    data = {s.get("id"): json.loads(s.text) for s in document.iter(f"{NS}script") if s.get("type")}
+    detail = data["items-detail"][0]
+    assert detail["output"] == ATTACK and json.loads(detail["input"])["html"] == ATTACK
+    assert json.loads(detail["trajectory"])[0]["result"] == ATTACK
+    assert ATTACK in data["items-data"]["categories"]
+    # the category name in the chart is SVG text, escaped by matplotlib
+    svg_text = [t.text for t in document.iter("{http://www.w3.org/2000/svg}text") if t.text]
+    assert ATTACK in svg_text
+
+
+def test_the_page_carries_the_numbers_of_summary_json(page):
+    text, store = page
+    stored = json.loads(store.read_file("summary.json"))
+    document = parse(text)
+    embedded = json.loads(document.find(f".//{NS}script[@id='summary-data']").text)
+    assert embedded == stored
+    visible = " ".join(document.find(f"{NS}body").itertext())
+    acc = stored["metrics"]["acc"]
+    assert f"{acc['mean']:.4f}" in visible and f"{acc['stderr']:.4f}" in visible
+    assert f"[{acc['mean'] - 1.959964 * acc['stderr']:.3f}, {acc['mean'] + 1.959964 * acc['stderr']:.3f}]" in visible
+    assert f"{stored['by_category']['easy']['acc']['mean']:.3f}" in visible
+    p90 = stored["latency"]["solution_s"]["p90"]
+    assert p90 == pytest.approx(1.1) and "1.1 s" in visible
+    assert f"{stored['pass_at_k']['acc']['2']:.3f}" in visible
+    assert "openai:gpt-4o" in visible and f"{stored['tokens_per_item']['openai:gpt-4o']['input_tokens']:.1f}" in visible
+    assert "ValueError" in visible  # errors by type
+    rows = json.loads(document.find(f".//{NS}script[@id='items-data']").text)["rows"]
+    assert len(rows) == stored["completed"] == 24
+    assert [r[0] for r in rows[:4]] == ["task-0", "task-0", "task-1", "task-1"]  # task-2 before task-10
+
+
+def test_item_detail_is_bounded_and_chosen_by_kind(tmp_path):
+    """Of 300 items, details go to a sample of the failing ones, the 5 slowest and a sample of all, at most
+    4 + 5 + 6; each text field is cut."""
+    store = write_run(str(tmp_path / "run"), (
+        make_record(f"t{i}", 0, {"acc": float(i % 10 != 0)}, input="x" * 50_000, timings=Timings(solution_s=i / 100))
+        for i in range(300)), n_tasks=300)
+    table = item_table(store.iter_records(), PlanScope.of(store.read_manifest()), failing=4, slowest=5, sample=6,
+                       field_chars=1000)
+    assert (table.total, len(table.rows), table.failing) == (300, 300, 30)
+    assert 9 <= len(table.details) <= 15
+    chosen = {row[0]: table.details[row[7]] for row in table.rows if row[7] >= 0}
+    assert {t for t, d in chosen.items() if "slowest" in d["why"]} == {"t295", "t296", "t297", "t298", "t299"}
+    failing = [t for t, d in chosen.items() if "failing" in d["why"]]
+    assert len(failing) == 4 and all(int(t[1:]) % 10 == 0 for t in failing)
+    assert all(len(d["input"]) < 1100 and d["input"].endswith("more characters in the record)")
+               for d in chosen.values())
+    again = item_table(store.iter_records(), PlanScope.of(store.read_manifest()), failing=4, slowest=5, sample=6)
+    assert [r[7] >= 0 for r in again.rows] == [r[7] >= 0 for r in table.rows]  # seeded
+
+
+def test_a_large_run_gives_a_small_page(tmp_path):
+    """2,000 items with 20 kB inputs: the page keeps the detail of ~180 of them, cut to 4,000 characters a field."""
+    store = write_run(str(tmp_path / "run"), (
+        make_record(f"t{i}", 0, {"acc": float(i % 4 != 0)}, f"c{i % 7}", input="y" * 20_000, output="z" * 20_000)
+        for i in range(2000)), n_tasks=2000)
+    write_html_report(store, build_report(store))
+    size = len(store.read_file("report.html"))
+    assert size < 2_000_000
+
+
+def test_report_html_of_a_partial_run_from_the_command_line(tmp_path, capsys):
+    """12 of 20 planned tasks have their records: the page says 24 of 40 items."""
+    store = write_run(str(tmp_path / "run"), run_records(), n_tasks=20, n_repeats=2)
+    assert main(["report", store.uri, "--html"]) == 0
+    assert f"report: {store.uri}/report.html" in capsys.readouterr().out
+    document = parse(store.read_file("report.html").decode())
+    visible = " ".join(document.find(f"{NS}body").itertext())
+    assert "60 % of 40" in visible
+    assert json.loads(store.read_file("summary.json"))["missing"] == 16
