@@ -29,12 +29,12 @@ from runner.core.errors import ConfigError
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
 from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
-from runner.report import Summary, build_report, render
+from runner.report import Summary, build_report, render, write_html_report
 from runner.storage.store import ResultStore
 
 
-async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor | None = None) -> tuple[
-        Summary, RunOutcome]:
+async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor | None = None,
+                   html: bool = False) -> tuple[Summary, RunOutcome]:
     """Run ``request`` (every item without a record), then aggregate all records into ``summary.json`` and
     ``results.csv``: what the CLI's ``run`` and every evaluator do.
 
@@ -42,6 +42,8 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
         request: what to run.
         show: print the summary table.
         executor: who runs it; default: the one the request's settings name.
+        html: also write ``report.html`` in the run directory (:func:`~runner.report.write_html_report`) and, with
+            ``show``, print where it is.
 
     Returns:
         the :class:`Summary` and what the run did.
@@ -52,8 +54,12 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
     """
     outcome = await execute_run(request, executor)
     summary = build_report(request.store, request.benchmark)
+    page = write_html_report(request.store, summary) if html else None
     if show:
-        render(summary, Console(), storage=request.store.uri)
+        console = Console()
+        render(summary, console, storage=request.store.uri)
+        if page:
+            console.print(f"report: {page}", markup=False, soft_wrap=True)
     return summary, outcome
 
 

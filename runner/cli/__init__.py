@@ -35,10 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run or resume a benchmark (the default command)")
     add_run_arguments(run)
+    run.add_argument("--html", action="store_true", help="also write report.html, a self-contained page, in the run "
+                     "directory and print where it is")
     run.set_defaults(handler=commands.cmd_run)
 
     for name, handler, text in (
-        ("report", report_commands.cmd_report,
+        ("report", commands.cmd_report,
          "re-aggregate a run (a partial one too) into summary.json and results.csv"),
         ("status", commands.cmd_status, "say how far a run is"),
     ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 
 import structlog
 from rich.console import Console
@@ -16,17 +17,18 @@ from runner.core.errors import ConfigError, RunnerError
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
-from runner.report import PlanScope, build_report, count_stored, render, scope_notes
+from runner.report import PlanScope, build_report, count_stored, render, scope_notes, write_html_report
 from runner.storage.store import ResultStore
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``run``: execute (or resume) a benchmark run and print its summary."""
+    """``run``: execute (or resume) a benchmark run and print its summary (and with ``--html`` where its
+    report.html is)."""
     config = config_from_args(args)
     log.configure(config.log_format)
     request = RunRequest.from_config(config)
     preflight_models(**request.models())
-    asyncio.run(evaluate(request))
+    asyncio.run(evaluate(request, html=args.html))
     return 0
 
 
@@ -35,7 +37,8 @@ def _store(args: argparse.Namespace) -> ResultStore:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """``report URI``: re-aggregate a run's records (a partial run too) into summary.json and results.csv."""
+    """``report URI [--html]``: re-aggregate a run's records (a partial run too) into summary.json and results.csv,
+    and with ``--html`` a self-contained report.html beside them."""
     log.configure(args.log_format)
     store = _store(args)
     manifest = store.read_manifest()
@@ -53,6 +56,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(json.dumps(summary.model_dump(mode="json"), indent=2))
     else:
         render(summary, Console(), storage=store.uri)
+    if args.html:
+        print(f"report: {write_html_report(store, summary)}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

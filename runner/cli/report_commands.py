@@ -1,4 +1,4 @@
-"""The CLI's ``compare`` command and ``report --html``: wiring only; the work is in :mod:`runner.report`."""
+"""The CLI's ``compare`` command: wiring only; the work is in :mod:`runner.report.compare`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from runner.cli.args import json_object
-from runner.core.errors import StorageError
 from runner.report.paired import N_RESAMPLES
-from runner.report.summary import Summary
 from runner.storage.store import ResultStore
 
 
@@ -62,21 +60,3 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """``report URI [--html]``: the report of :func:`runner.cli.commands.cmd_report`, then (with ``--html``)
-    ``report.html`` in the run directory."""
-    from runner.cli import commands
-
-    status = commands.cmd_report(args)
-    if args.html:
-        from runner.report.html import write_html_report
-
-        store = ResultStore(args.uri, args.storage_options or {})
-        data = store.read_file("summary.json")
-        if data is None:
-            raise StorageError(f"no summary.json at {store.uri} after the report; check that the URI is writable")
-        path = write_html_report(store, Summary.model_validate_json(data))
-        print(f"report: {path}", file=sys.stderr if args.json else sys.stdout)
-    return status

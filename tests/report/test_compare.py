@@ -203,7 +203,7 @@ def test_the_table_colours_a_difference_only_where_its_interval_excludes_zero(ru
 
 
 def test_the_docs_example_hasty_against_the_calculator(tmp_path, monkeypatch, capsys):
-    """docs/report.md's example, in process: the calculator against docs/examples/hasty.py on the toy benchmark."""
+    """The README's compare example, in process: the calculator against docs/examples/hasty.py on the toy benchmark."""
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
     for name, solution in (("toy-calculator", "calculator"), ("toy-hasty", "hasty:hasty")):
         assert main(["-b", "toy", "-s", solution, "--sequential", "--storage", str(tmp_path / name)]) == 0

@@ -146,3 +146,12 @@ def test_report_html_of_a_partial_run_from_the_command_line(tmp_path, capsys):
     visible = " ".join(document.find(f"{NS}body").itertext())
     assert "60 % of 40" in visible
     assert json.loads(store.read_file("summary.json"))["missing"] == 16
+
+
+def test_a_run_with_html_prints_where_its_page_is(tmp_path, cli):
+    storage = tmp_path / "run"
+    result = cli("-b", "toy", "-s", "calculator", "--sequential", "--limit", "4", "--storage", str(storage), "--html")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == f"report: file://{storage}/report.html"
+    visible = " ".join(parse((storage / "report.html").read_text()).find(f"{NS}body").itertext())
+    assert "1.000" in visible and "toy" in visible
