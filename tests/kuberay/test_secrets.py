@@ -17,7 +17,7 @@ from runner.core.errors import ConfigError
 from runner.kuberay.manifest import build_configmap
 from tests.kuberay.conftest import render
 from tests.kuberay.test_cli import TOY, assert_one_line_error, documents
-from tests.storage.test_secrets import NOT_SECRET, SHAPES
+from tests.support.secret_shapes import NOT_SECRET, SHAPES
 
 BASE = {"benchmark": "toy", "solution": "calculator", "storage": "s3://bucket/runs/toy"}
 # (id, run config fields, the dotted path of the first secret, the secret strings).
