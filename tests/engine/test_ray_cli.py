@@ -124,15 +124,19 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     """``ray start --head`` on 127.0.0.1 with fixed ports and Ray 2.60's default token authentication.
 
     It runs with ``--block`` as a child of this test, so SIGTERM to it stops exactly the processes it started (no
-    machine-wide ``ray stop``). Yields the GCS address and the dashboard (job server) URL.
+    machine-wide ``ray stop``). Every port is its own, the agents' too: with their defaults (52365 for the dashboard
+    agent) a second Ray on the machine (the tests' session Ray) keeps the head's job agent from ever registering.
+    Yields the GCS address and the dashboard (job server) URL.
     """
     gcs, dashboard, client = free_port(), free_port(), free_port()
+    agents = ["--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
+              "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port())]
     log = tmp_path_factory.mktemp("head") / "head.log"
     with open(log, "wb") as out:
         head = subprocess.Popen(
             [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
              "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--ray-client-server-port",
-             str(client), "--num-cpus", "2", "--disable-usage-stats"],
+             str(client), *agents, "--num-cpus", "2", "--disable-usage-stats"],
             env=runner_env(), stdout=out, stderr=subprocess.STDOUT,
         )
     try:
