@@ -16,7 +16,7 @@ from runner.core.errors import ConfigError, RunnerError
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
-from runner.report import PlanScope, build_report, count_stored, render, scope_notes
+from runner.report import PlanScope, build_report, count_stored, render, scope_notes, summary_json
 from runner.storage.store import ResultStore
 
 
@@ -50,7 +50,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             structlog.get_logger("runner").warning("report.no_headline_score", reason=str(exc))
     summary = build_report(store, benchmark)
     if args.json:
-        print(json.dumps(summary.model_dump(mode="json"), indent=2))
+        print(summary_json(summary).decode(), end="")
     else:
         render(summary, Console(), storage=store.uri)
     return 0
