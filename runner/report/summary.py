@@ -43,8 +43,8 @@ class MetricSummary(BaseModel):
     ``"Infinity"``/``"-Infinity"``.
 
     ``by_tries``, when some item of the run needed solution retries: ``first_try`` and ``retried`` ->
-    ``{"mean", "n"}`` of the ``NUMERICAL`` metric over the items that passed at their first try and those that
-    needed retries, so that a reader sees whether retried items score differently.
+    ``{"mean", "n"}`` of the ``NUMERICAL`` metric over the items whose solution ran once and those that needed more
+    tries (``tries > 1``), so that a reader sees whether retried items score differently.
     """
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
@@ -212,8 +212,7 @@ def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[
             used = "distribution" if metric.type is MetricType.CATEGORY else "mean"
             notes.append(f"metric {name!r}: {sum(left_out.values())} of {metric.n + sum(left_out.values())} "
                          f"results could not be used and are left out of its {used} ({reasons})")
-        infinite = [v for v in (metric.min, metric.max) if v is not None and math.isinf(v)]
-        if infinite:
+        if any(bound is not None and math.isinf(bound) for bound in (metric.min, metric.max)):
             mean = "undefined (both +inf and -inf)" if metric.mean is None else f"{metric.mean:g}"
             notes.append(f"metric {name!r}: infinite results, which the metric allows: its mean is {mean} and its "
                          "stderr is not reported")
@@ -222,7 +221,7 @@ def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[
                          f"value before is the result's metadata {CLAMPED_FROM!r})")
     if retried_items:
         notes.append(f"{retried_items} item(s) needed solution retries; each metric's by_tries compares their "
-                     "mean with the items that passed at the first try")
+                     "mean with the items whose solution ran once")
     return notes
 
 

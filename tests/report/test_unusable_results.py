@@ -93,8 +93,8 @@ def test_retried_items_are_counted_and_their_mean_is_beside_the_others(tmp_path)
     summary = build_report(store_of(tmp_path, [1.0, 0.0, 0.0, 1.0], tries={1: 3, 2: 2}))
     assert summary.retried_items == 2
     assert summary.metrics["m"].by_tries == {"first_try": {"mean": 1.0, "n": 2}, "retried": {"mean": 0.0, "n": 2}}
-    assert "2 item(s) needed solution retries; each metric's by_tries compares their mean with the items that " \
-           "passed at the first try" in summary.notes
+    assert "2 item(s) needed solution retries; each metric's by_tries compares their mean with the items whose " \
+           "solution ran once" in summary.notes
     rows = list(csv.DictReader(io.StringIO(tmp_path.joinpath("results.csv").read_text())))
     assert [row["tries"] for row in rows] == ["1", "3", "2", "1"]
     assert build_report(store_of(tmp_path / "none", [1.0])).metrics["m"].by_tries is None
