@@ -9,9 +9,9 @@ import re
 import helm_python
 import pytest
 
+from runner.core.errors import ConfigError
 from runner.kuberay.job_rules import model_name_pattern
 from runner.models import parse_model_name
-from runner.core.errors import ConfigError
 
 # (id, the run's flags, words of the one error line, the chart's job values when its schema refuses them too).
 BAD_INPUTS = [
