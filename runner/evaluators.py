@@ -51,6 +51,7 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; the same call resumes).
+        RunStopped: the model server speaks another protocol (:mod:`runner.engine.watch`); records stay, no report.
     """
     outcome = await execute_run(request, executor)
     summary = build_report(request.store, request.benchmark)

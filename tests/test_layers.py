@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "registry": {"core"},
     "engine": {"core", "storage", "registry", "log", "_version"},
     "report": {"core", "storage", "_version"},
-    "kuberay": {"core", "storage", "_version"},
+    "kuberay": {"core", "storage", "registry", "models", "_version"},
     "evaluators": {"core", "storage", "registry", "engine", "report", "log", "_version"},
     "cli": {"core", "models", "storage", "registry", "engine", "report", "kuberay", "evaluators", "log", "_version"},
     "__main__": {"cli"},

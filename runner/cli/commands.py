@@ -17,7 +17,7 @@ from runner.core.errors import ConfigError, RunnerError
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
-from runner.report import PlanScope, build_report, count_stored, render, scope_notes, write_html_report
+from runner.report import PlanScope, build_report, count_stored, render, scope_notes, summary_json, write_html_report
 from runner.storage.store import ResultStore
 
 
@@ -53,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             structlog.get_logger("runner").warning("report.no_headline_score", reason=str(exc))
     summary = build_report(store, benchmark)
     if args.json:
-        print(json.dumps(summary.model_dump(mode="json"), indent=2))
+        print(summary_json(summary).decode(), end="")
     else:
         render(summary, Console(), storage=store.uri)
     if args.html:

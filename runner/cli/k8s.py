@@ -4,6 +4,12 @@
 ``job`` block being the run config), a run config file (``--config``) and the run flags, in that order of
 precedence (flags win). ``--dry-run`` prints the ConfigMap and the RayJob as YAML and contacts nothing.
 
+Before it builds anything, ``submit`` (``--dry-run`` too) makes every check of a local ``run`` that needs neither the
+benchmark's data nor a model server: the config's fields, the benchmark, solution and executor names, the
+benchmark's and the solution's arguments (the benchmark is built, not prepared: its data may exist only in the
+cluster), and each model's provider and API key (:func:`~runner.cli.model_flags.check_model_names`; the servers
+are not called, as they are often reachable only from inside the cluster).
+
 Exit status: 0 submitted (or, with ``--wait``/``--follow``, succeeded); 1 the RayJob failed; 2 bad input, an API
 error, or ``--wait-timeout`` passed (one line on stderr).
 """
@@ -21,7 +27,9 @@ from typing import Any
 import yaml
 
 from runner.cli.args import add_run_arguments, config_from_args
+from runner.cli.model_flags import check_model_names
 from runner.core.errors import ConfigError
+from runner.engine.request import RunRequest
 from runner.kuberay.checks import MAX_RAYJOB_NAME, check_rayjob_name
 from runner.kuberay.manifest import build_configmap, build_rayjob, dump_yaml
 from runner.kuberay.options import DeployOptions
@@ -160,6 +168,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     check_rayjob_name(name)
     rayjob = build_rayjob(config, options, name, namespace=args.namespace, extra_args=extra_args)
     configmap = build_configmap(config, name, namespace=args.namespace)
+    # The checks of a local run, before anything is printed or sent. The ConfigMap keeps the config as given, so
+    # that the pods settle the model defaults from their own environment.
+    check_model_names(**RunRequest.from_config(config).models())
     if args.dry_run:
         sys.stdout.write(dump_yaml(configmap, rayjob))
         return 0

@@ -1,5 +1,6 @@
 """The CLI's model checks: the preflight check of the run's models (``--model``, ``--user-model``,
-``--judge-model``) before anything is written, and the provider listing of ``python -m runner list``.
+``--judge-model``) before anything is written, the part of it that needs no server (for ``submit``), and the
+provider listing of ``python -m runner list``.
 
 The model and judge defaults (``AGENT_CHAT_MODEL_NAME``, ``EVAL_CHAT_MODEL_NAME``) are settled by
 :meth:`RunRequest.from_config <runner.engine.request.RunRequest.from_config>`.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from runner.models import PROVIDERS, ChatModel
+from runner.models import PROVIDERS, ChatModel, parse_model_name
 
 
 def preflight(model: str | None, base_url: str | None = None) -> None:
@@ -51,6 +52,25 @@ def preflight_models(model: str | None, model_base_url: str | None = None, user_
         checked.add((user_model, user_model_base_url))
     if judge_model is not None and (judge_model, judge_base_url) not in checked:
         preflight(judge_model, judge_base_url)
+
+
+def check_model_names(model: str | None, model_base_url: str | None = None, user_model: str | None = None,
+                      user_model_base_url: str | None = None, judge_model: str | None = None,
+                      judge_base_url: str | None = None) -> None:
+    """What :func:`preflight_models` checks without reaching a server: each model's provider is known and the name
+    names a model, and a provider that needs an API key finds it in this environment. For ``submit``: the
+    cluster's model servers are often reachable only from inside the cluster, so they are not called from here.
+
+    Takes the same arguments as :func:`preflight_models` (the URLs are not used).
+
+    Raises:
+        ConfigError: an unknown provider, a name without a model, or a required API key not set (naming the
+            variable).
+    """
+    for name in (model, user_model, judge_model):
+        if name:
+            provider, _ = parse_model_name(name)
+            provider.api_key()
 
 
 def provider_lines() -> Iterator[str]:

@@ -12,9 +12,10 @@ from runner.core.errors import (
     FingerprintMismatch,
     PluginError,
     RunnerError,
+    RunStopped,
     StorageError,
 )
-from runner.core.metric import MetricBase, MetricResult, MetricType
+from runner.core.metric import JudgeScoreOutOfRange, MetricBase, MetricError, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.results import Headline, ResultRow, RunResults
 from runner.core.solution import SolutionContext, SolutionOutput, SolutionSpec, solution_factory
@@ -28,7 +29,9 @@ __all__ = [
     "ErrorInfo",
     "FingerprintMismatch",
     "Headline",
+    "JudgeScoreOutOfRange",
     "MetricBase",
+    "MetricError",
     "MetricRecord",
     "MetricResult",
     "MetricType",
@@ -38,6 +41,7 @@ __all__ = [
     "RunResults",
     "RunSettings",
     "RunnerError",
+    "RunStopped",
     "SolutionContext",
     "SolutionOutput",
     "SolutionSpec",

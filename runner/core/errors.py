@@ -1,16 +1,30 @@
 """Errors that reach the user.
 
 Every error a user can fix by changing their input derives from :class:`RunnerError`. The CLI turns one into a
-single line on stderr and exit status 2, without a traceback; anything else is a bug and keeps its traceback.
+single line on stderr and its :attr:`~RunnerError.exit_status` (2, or 3 for a run that stopped after writing
+started), without a traceback; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 
 class RunnerError(Exception):
     """Bad input the user can fix: the message names the problem and the way out, in one line."""
+
+    exit_status: ClassVar[int] = 2
+    """The CLI's exit status for this error (ARCHITECTURE.md: 2 is bad input, nothing written)."""
+
+
+class RunStopped(RunnerError):
+    """A run that stopped itself after writing started, because going on would only add more of the same failed
+    records (a model server that speaks another protocol: :mod:`runner.engine.watch`). Its records are kept; once
+    the cause is fixed, the same command resumes (with ``--rerun-failed`` to redo the items that failed). Exit
+    status 3, "fault after writing started"."""
+
+    exit_status: ClassVar[int] = 3
 
 
 class ConfigError(RunnerError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 from abc import ABC, abstractmethod
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -50,6 +50,50 @@ class MetricResult(BaseModel):
     created_at: str = Field(default_factory=_utc_now)
 
 
+CLAMPED_FROM = "clamped_from"
+"""The ``metadata`` key under which a metric that clamps a value into its range keeps the value before clamping
+(e.g. HotpotQA's judges with ``judge_clamp=true``); the report counts such results per metric (``clamped``)."""
+
+
+class MetricError(ValueError):
+    """A metric's refusal to score, with a stable reason for programs and details for the record.
+
+    Raised from a metric's ``__call__``: the engine records it as that metric's error with ``code`` in
+    ``error.code`` and ``metadata`` as the metric's metadata (so that, e.g., the judge's reply is kept), and the
+    report counts the metric's errors per code (``unusable`` in ``summary.json``).
+
+    Args:
+        message: one line saying what was wrong.
+        metadata: JSON-serialisable details for the record (optional).
+    """
+
+    code: ClassVar[str] = "error"
+    """The reason, in ``snake_case``."""
+
+    def __init__(self, message: str, metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.metadata = metadata
+
+
+class JudgeScoreOutOfRange(MetricError):
+    """A judge (a model, or a judging library such as DeepEval or Ragas) gave a score outside the range the metric
+    declares, e.g. ``Score: 2`` meaning 2 of 10 where a number in [0, 1] was asked for. Never clamped silently:
+    it is an error of the metric (``judge_score_out_of_range``), with the judge's reply in its metadata.
+
+    Args:
+        score: the score as read.
+        low, high: the declared range (inclusive).
+        metadata: details for the record (the judge's reply, its name).
+    """
+
+    code: ClassVar[str] = "judge_score_out_of_range"
+
+    def __init__(self, score: float, low: float, high: float, metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(f"the judge's score {score:g} is outside the metric's range [{low:g}, {high:g}]",
+                         {**(metadata or {}), "score": score, "range": [low, high]})
+        self.score = score
+
+
 class MetricBase(ABC):
     """Base class of a metric: a callable that scores a :class:`SolutionOutput`.
 
@@ -58,11 +102,17 @@ class MetricBase(ABC):
     task (its ground truth, or an environment the solution changed) keeps a reference to it: each repeat runs on a
     deep copy of the task, and references shared between the task and its metrics stay shared inside that copy.
 
+    A ``NUMERICAL`` result that is not a finite number (NaN, an infinity) is stored as it is and left out of the
+    mean, counted per metric as ``non_finite``, unless the metric declares infinities legitimate values
+    (``allows_infinite``; e.g. a perplexity or a count of turns that is infinite when the goal is never reached):
+    then they aggregate as such (a mean of ``inf``). NaN is never a usable result.
+
     Args:
         name: unique within a task; names the metric in records and reports.
         metric_type: :class:`MetricType`.
         description: optional text for reports.
         categories: the possible labels of a ``CATEGORY`` metric (required for those, as in AgentScope).
+        allows_infinite: ``+inf`` and ``-inf`` are legitimate results of this ``NUMERICAL`` metric.
 
     Raises:
         ValueError: a ``CATEGORY`` metric without ``categories``.
@@ -74,6 +124,7 @@ class MetricBase(ABC):
         metric_type: MetricType | str = MetricType.NUMERICAL,
         description: str | None = None,
         categories: list[str] | None = None,
+        allows_infinite: bool = False,
     ) -> None:
         self.name = name
         self.metric_type = MetricType(metric_type)
@@ -81,6 +132,7 @@ class MetricBase(ABC):
         if self.metric_type is MetricType.CATEGORY and categories is None:
             raise ValueError(f"metric {name!r}: a CATEGORY metric needs its list of categories")
         self.categories = categories
+        self.allows_infinite = allows_infinite
 
     @abstractmethod
     def __call__(self, solution: SolutionOutput) -> Any:

@@ -1,13 +1,17 @@
 """The record of one (task, repeat): the unit of storage, resume and reporting.
 
-Its JSON form is the log format: ``records/<task-key>/<repeat>.json`` holds exactly one ``TaskRecord``.
+Its JSON form is the log format: ``records/<task-key>/<repeat>.json`` holds exactly one ``TaskRecord``. Records stay
+valid JSON whatever a solution or metric returned: a number that is not finite is written as the string ``"NaN"``,
+``"Infinity"`` or ``"-Infinity"`` (the spellings of JavaScript and of Python's ``json`` module), and a
+``NUMERICAL`` metric's result in one of those spellings reads back as that float.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from runner.core.metric import MetricType
 
@@ -16,16 +20,32 @@ RECORD_SCHEMA_VERSION = 1
 Status = Literal["ok", "error", "timeout"]
 
 
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+"""How a record spells a number that is not finite (pydantic's ``ser_json_inf_nan="strings"``) -> the float."""
+
+
 class ErrorInfo(BaseModel):
-    """An exception, as text: ``type`` (class name), ``message`` and the formatted ``traceback``."""
+    """An exception, as text: ``type`` (class name), ``message``, the formatted ``traceback``, and ``code``: a
+    stable reason for programs when the exception names one (``judge_score_out_of_range``: a metric's
+    :class:`~runner.core.metric.MetricError`; ``protocol_error``: a model server that speaks another protocol),
+    else ``None``."""
 
     type: str
     message: str
     traceback: str | None = None
+    code: str | None = None
 
 
 class MetricRecord(BaseModel):
-    """One metric's outcome: a ``result`` or an ``error`` (never both)."""
+    """One metric's outcome: a ``result`` or an ``error`` (never both; ``metadata`` may come with either, e.g. the
+    judge's reply of a score out of range).
+
+    ``allows_infinite`` repeats the metric's declaration (:class:`~runner.core.metric.MetricBase`) so that the
+    report, which reads records only, knows that an infinite result is usable; it is left out of the JSON while
+    ``False``.
+    """
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
 
     name: str
     type: MetricType = MetricType.NUMERICAL
@@ -33,6 +53,20 @@ class MetricRecord(BaseModel):
     message: str | None = None
     metadata: dict[str, Any] | None = None
     error: ErrorInfo | None = None
+    allows_infinite: bool = False
+
+    @model_validator(mode="after")
+    def _read_non_finite(self) -> MetricRecord:
+        if self.type is MetricType.NUMERICAL and isinstance(self.result, str) and self.result in NON_FINITE:
+            self.result = NON_FINITE[self.result]
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_finite_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("allows_infinite"):
+            data.pop("allows_infinite", None)
+        return data
 
 
 class Timings(BaseModel):
@@ -74,6 +108,9 @@ class TaskRecord(BaseModel):
         task_index: the task's 0-based position in the benchmark's iteration, so a report can leave out the tasks
             past a ``limit`` lowered since (``None`` in records written before runner kept it: always counted).
         attempt: 1 for the first execution; more when a worker died and the item was retried.
+        tries: solution tries within this attempt: 1, plus the solution retries it took (``solution_retries``).
+        try_errors: the error of each try before the last (``tries - 1`` of them, oldest first; type and message,
+            no traceback); the last try's error, if any, is ``error``.
         status: ``ok``; ``error`` (the solution raised, reported ``success=False``, returned something
             unserialisable, or a metric raised); ``timeout`` (the solution ran past the per-task timeout).
         tags: the task's tags, so reports need nothing but records.
@@ -88,12 +125,16 @@ class TaskRecord(BaseModel):
         worker: host, pid and, on Ray, node and actor ids.
     """
 
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
     schema_version: int = RECORD_SCHEMA_VERSION
     run_id: str
     task_id: str
     repeat: int
     task_index: int | None = None
     attempt: int = 1
+    tries: int = 1
+    try_errors: list[ErrorInfo] = Field(default_factory=list)
     status: Status
     tags: dict[str, str] = Field(default_factory=dict)
     input: Any = None

@@ -18,7 +18,9 @@ class ResultRow:
         repeat: the repeat index (0-based).
         status: ``"ok"``, ``"error"`` or ``"timeout"``.
         tags: the task's tags.
-        scores: metric name -> result, for the metrics that produced one (a metric that raised is absent).
+        scores: metric name -> result, for the metrics that produced one (a metric that raised is absent); a
+            result may be one the report cannot use (NaN, ``None``, a string: see ``unusable`` in the summary).
+        tries: the solution tries the item took (more than 1 when it needed solution retries).
     """
 
     task_id: str
@@ -26,6 +28,7 @@ class ResultRow:
     status: str
     tags: dict[str, str]
     scores: dict[str, Any]
+    tries: int = 1
 
 
 @dataclass

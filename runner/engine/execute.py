@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import decimal
 import inspect
+import numbers
 import os
 import socket
 import time
@@ -19,7 +21,7 @@ from typing import Any
 import structlog
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from runner.core.metric import MetricBase, MetricResult, MetricType
+from runner.core.metric import MetricBase, MetricError, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.solution import SolutionContext, SolutionOutput
 from runner.core.task import Task
@@ -41,6 +43,9 @@ class ItemResult:
             a duplicate: see :attr:`duplicate`), so nothing was written.
         attempt: the attempt that produced the record.
         seconds: wall time of the item.
+        error: what made the item an error, without its traceback (``None`` for an ``ok`` item): the solution's
+            error, or else the first failing metric's (the record's own ``MetricError`` only sums those up). The
+            driver reads its ``code`` (a ``protocol_error`` stops a run whose server speaks another protocol).
     """
 
     task_id: str
@@ -49,6 +54,7 @@ class ItemResult:
     written: bool
     attempt: int
     seconds: float
+    error: ErrorInfo | None = None
 
     @property
     def duplicate(self) -> bool:
@@ -62,10 +68,15 @@ def worker_identity(**extra: Any) -> dict[str, Any]:
 
 
 def error_info(exc: BaseException, with_traceback: bool = True) -> ErrorInfo:
-    """An exception as an :class:`ErrorInfo`."""
+    """An exception as an :class:`ErrorInfo`; its ``code`` is ``protocol_error`` for an exception flagged
+    ``protocol_error`` (a model server that speaks another protocol: ``ModelProtocolError``, recognised by the
+    flag so that the engine imports no model code), a :class:`MetricError`'s code, else ``None``."""
     message = str(exc) or type(exc).__name__
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) if with_traceback else None
-    return ErrorInfo(type=type(exc).__name__, message=message, traceback=trace)
+    code = "protocol_error" if getattr(exc, "protocol_error", False) else None
+    if isinstance(exc, MetricError):
+        code = exc.code
+    return ErrorInfo(type=type(exc).__name__, message=message, traceback=trace, code=code)
 
 
 @dataclass
@@ -80,6 +91,8 @@ class SolutionOutcome:
         t_start: :func:`time.perf_counter` at that moment.
         solution_s: seconds of the last solution try.
         task_input: the task's input as JSON, taken before the solution ran (``None``: take it from the task).
+        tries: solution tries made (1 plus the retries taken).
+        try_errors: the errors of the tries before the last, oldest first, without tracebacks.
     """
 
     status: str = "ok"
@@ -89,6 +102,8 @@ class SolutionOutcome:
     t_start: float = field(default_factory=time.perf_counter)
     solution_s: float = 0.0
     task_input: Any = None
+    tries: int = 1
+    try_errors: list[ErrorInfo] = field(default_factory=list)
 
     @classmethod
     def failed(cls, error: BaseException) -> SolutionOutcome:
@@ -177,9 +192,12 @@ async def _solve(
             status, error = "error", error_info(exc)
         outcome.status, outcome.error, outcome.output = status, error, output
         outcome.solution_s = time.perf_counter() - t_solution
+        outcome.tries = extra_try + 1
         if status != "error" or extra_try == retries:
             break
-        log.warning("solution.retry", error=error.message if error else None, retries_left=retries - extra_try)
+        assert error is not None
+        outcome.try_errors.append(error.model_copy(update={"traceback": None}))
+        log.warning("solution.retry", error=error.message, retries_left=retries - extra_try)
     return fresh, outcome
 
 
@@ -242,6 +260,8 @@ async def finish_item(
         repeat=item.repeat,
         task_index=item.index,
         attempt=attempt,
+        tries=outcome.tries,
+        try_errors=outcome.try_errors,
         status=status,  # type: ignore[arg-type]
         tags=dict(task.tags or {}),
         input=outcome.task_input if outcome.task_input is not None else _jsonable_input(task.input),
@@ -270,7 +290,12 @@ async def finish_item(
                     "kept; duplicate task id in the benchmark, or another driver writing to this storage")
     elif not written:
         log.info("item.exists", detail="a record of this item already existed; it was kept")
-    return ItemResult(task.id, item.repeat, status, written, attempt, seconds)
+    cause = None
+    if status != "ok":
+        cause = outcome.error or next((m.error for m in failed), None) or error
+    if cause is not None:
+        cause = cause.model_copy(update={"traceback": None})
+    return ItemResult(task.id, item.repeat, status, written, attempt, seconds, cause)
 
 
 def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:
@@ -298,21 +323,51 @@ def _jsonable_input(value: Any) -> Any:
 
 
 async def _run_metric(metric: MetricBase, output: SolutionOutput) -> MetricRecord:
-    """Call ``metric`` once; any exception becomes the metric's error."""
+    """Call ``metric`` once; any exception becomes the metric's error (a :class:`MetricError` keeps its code and
+    metadata).
+
+    The result is stored as what it is, as a plain Python value (:func:`plain_result`): a NaN or an infinity
+    stays one (the record spells it ``"NaN"``, ``"Infinity"``), and ``None`` or a string from a ``NUMERICAL``
+    metric is kept too; the report counts those as results it could not use.
+    """
+    allows_infinite = bool(getattr(metric, "allows_infinite", False))
     try:
-        result = metric(output)
-        if inspect.isawaitable(result):
-            result = await result
-        if not isinstance(result, MetricResult):
-            result = MetricResult(name=metric.name, result=result)
-        if metric.metric_type is MetricType.CATEGORY and metric.categories and result.result not in metric.categories:
-            raise ValueError(f"result {result.result!r} is not one of the categories {metric.categories}")
+        returned = metric(output)
+        if inspect.isawaitable(returned):
+            returned = await returned
+        result, message, metadata = (returned.result, returned.message, returned.metadata) \
+            if isinstance(returned, MetricResult) else (returned, None, None)
+        result = plain_result(result)
+        if metric.metric_type is MetricType.CATEGORY and metric.categories and result not in metric.categories:
+            raise ValueError(f"result {result!r} is not one of the categories {metric.categories}")
         return MetricRecord(
             name=metric.name,
             type=metric.metric_type,
-            result=result.result,
-            message=result.message,
-            metadata=to_jsonable_python(result.metadata, fallback=repr),
+            result=result,
+            message=message,
+            metadata=to_jsonable_python(metadata, fallback=repr),
+            allows_infinite=allows_infinite,
         )
     except Exception as exc:  # noqa: BLE001 - a failing metric is an error result, never a crash
-        return MetricRecord(name=metric.name, type=metric.metric_type, error=error_info(exc))
+        metadata = to_jsonable_python(exc.metadata, fallback=repr) if isinstance(exc, MetricError) else None
+        return MetricRecord(name=metric.name, type=metric.metric_type, error=error_info(exc), metadata=metadata,
+                            allows_infinite=allows_infinite)
+
+
+def plain_result(value: Any) -> bool | int | float | str | None:
+    """A metric's result as a plain Python value: a numpy scalar (or any 0-d array) by its ``item()``, an
+    integral number as ``int``, another real number or a ``Decimal`` as ``float`` (``Decimal("NaN")`` is NaN).
+
+    Raises:
+        TypeError: a value that is neither a number, a boolean, a label (``str``) nor ``None``.
+    """
+    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):
+        value = value.item()
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        return float(value)
+    raise TypeError(f"result {value!r} is a {type(value).__name__}; a metric's result is a number, a boolean, a "
+                    "label (str) or None")

@@ -37,6 +37,7 @@ import structlog
 
 from runner.core.config import WorkerSpec
 from runner.core.errors import ConfigError
+from runner.core.record import ErrorInfo
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 
@@ -48,9 +49,10 @@ MAX_BATCH = 256
 EWMA_WEIGHT = 0.3
 """The weight of the newest measurement in the throughput's moving average."""
 
-Ack = tuple[str, bool, float]
+Ack = tuple[str, bool, float, ErrorInfo | None]
 """One item's acknowledgement: (record status, whether it was a duplicate (:attr:`ItemResult.duplicate
-<runner.engine.execute.ItemResult.duplicate>`), seconds of the item)."""
+<runner.engine.execute.ItemResult.duplicate>`), seconds of the item, what ended it as an error
+(:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`))."""
 Batch = list[tuple[WorkItem, int]]
 """Items of one call, each with its attempt (1 for a first execution)."""
 
@@ -306,6 +308,7 @@ class WorkerPool:
         Raises:
             ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
+            RunStopped: the model server speaks another protocol (``progress`` raises it).
         """
         window = DispatchWindow(plan, self.spec.max_concurrency)
         while True:
@@ -373,6 +376,6 @@ class WorkerPool:
             return
         assert progress is not None
         acks, busy = answer
-        for status, duplicate, _seconds in acks:
-            progress.advance(status, duplicate=duplicate)
+        for status, duplicate, _seconds, error in acks:
+            progress.advance(status, duplicate=duplicate, error=error)
         window.throughput.observe(len(acks), busy)

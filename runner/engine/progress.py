@@ -1,6 +1,7 @@
 """Progress of a run: a bar on a terminal, structlog ``run.progress`` events elsewhere.
 
-Both executors feed it the small acknowledgements of finished items; it never sees records.
+Both executors feed it the small acknowledgements of finished items; it never sees records. It hands each one to
+a :class:`~runner.engine.watch.ProtocolWatch`, which stops a run whose model server speaks another protocol.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ import time
 from typing import Any
 
 import structlog
+
+from runner.core.record import ErrorInfo
+from runner.engine.watch import ProtocolWatch
 
 _EVENT_INTERVAL_S = 10.0
 
@@ -34,6 +38,7 @@ class Progress:
         self.interval = interval
         self._last_event = self.started
         self._log = structlog.get_logger("runner")
+        self.watch = ProtocolWatch()
         self._bar: Any = None
         self._bar_task: Any = None
         if bar if bar is not None else sys.stderr.isatty():
@@ -53,9 +58,15 @@ class Progress:
             self._bar_task = self._bar.add_task("items", total=total, errors=0)
             self._bar.start()
 
-    def advance(self, status: str, duplicate: bool = False) -> None:
+    def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
-        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`)."""
+        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`); ``error``:
+        what ended it (:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`).
+
+        Raises:
+            RunStopped: the model server keeps speaking another protocol (:class:`ProtocolWatch`); the item is
+                counted first.
+        """
         self.done += 1
         self.duplicates += duplicate
         if self._first_done is None:
@@ -64,11 +75,10 @@ class Progress:
             self.errors += 1
         if self._bar is not None:
             self._bar.update(self._bar_task, advance=1, errors=self.errors)
-            return
-        now = time.monotonic()
-        if now - self._last_event >= self.interval:
-            self._last_event = now
+        elif time.monotonic() - self._last_event >= self.interval:
+            self._last_event = time.monotonic()
             self._log.info("run.progress", **self.snapshot())
+        self.watch.observe(status, error)
 
     def snapshot(self) -> dict[str, Any]:
         """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``).

@@ -93,7 +93,7 @@ class EvalWorker:
             existing = await asyncio.to_thread(self.context.store.record_status, item.task.id, item.repeat)
             if existing is not None:
                 # The previous worker wrote this record before it died: never execute an item twice.
-                return (existing, False, 0.0), time.perf_counter()
+                return (existing, False, 0.0, None), time.perf_counter()
         result = await execute_one(
             item,
             self.solution,
@@ -106,4 +106,4 @@ class EvalWorker:
             sync_in_thread=self.max_concurrency > 1,
             owned=owned,
         )
-        return (result.status, result.duplicate, result.seconds), time.perf_counter()
+        return (result.status, result.duplicate, result.seconds, result.error), time.perf_counter()

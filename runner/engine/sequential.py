@@ -54,12 +54,13 @@ class SequentialExecutor:
 
         Raises:
             StorageError: a record cannot be written (the run stops; finished records stay).
+            RunStopped: the model server speaks another protocol (see :mod:`runner.engine.watch`).
         """
         assert self._built is not None, "start() builds the solution first"
         worker = worker_identity()
         for item in items:
             result = await execute_one(item, self._built, context, worker=worker, sync_in_thread=False)
-            progress.advance(result.status, duplicate=result.duplicate)
+            progress.advance(result.status, duplicate=result.duplicate, error=result.error)
 
     async def close(self) -> None:
         """Drop the built solution."""

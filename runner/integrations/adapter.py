@@ -9,7 +9,7 @@ import inspect
 import re
 from typing import Any
 
-from runner.core.metric import MetricBase, MetricType
+from runner.core.metric import JudgeScoreOutOfRange, MetricBase, MetricType
 from runner.core.solution import SolutionOutput
 from runner.integrations.sample import EvalSample, SampleReader, read_solution
 from runner.models import ChatModel
@@ -41,6 +41,10 @@ class AdapterMetric(MetricBase):
         name: the metric's name in records and reports; default ``<prefix>_<snake_case class name>``.
         judge: the judge model, given to a metric class whose constructor takes the library's model argument.
         read: the :data:`SampleReader` (default :func:`read_solution`).
+        score_range: the scores the metric gives, inclusive; default: the range the library's metric declares
+            (Ragas' ``allowed_values``), else [0, 1], the scale of DeepEval's and Ragas' metrics. A score outside it
+            (a judge on another scale: G-Eval's judge answering 80 where 0 to 10 was asked for gives 8.0) is an
+            error of the metric, ``judge_score_out_of_range``, never clamped.
         metric_kwargs: more constructor arguments for a metric class (e.g. ``threshold``).
 
     Raises:
@@ -58,6 +62,7 @@ class AdapterMetric(MetricBase):
         name: str | None = None,
         judge: ChatModel | None = None,
         read: SampleReader | None = None,
+        score_range: tuple[float, float] | None = None,
         **metric_kwargs: Any,
     ) -> None:
         is_class = inspect.isclass(metric)
@@ -67,9 +72,11 @@ class AdapterMetric(MetricBase):
         super().__init__(name=name or f"{self.prefix}_{snake_case(label)}", metric_type=MetricType.NUMERICAL,
                          description=f"{self.prefix} {label}")
         self.metric = metric
+        self.label = label
         self.sample = sample
         self.judge = judge
         self.read = read or read_solution
+        self.score_range = score_range
         self.metric_kwargs = metric_kwargs
 
     def wrap_judge(self, judge: ChatModel) -> Any:
@@ -85,6 +92,22 @@ class AdapterMetric(MetricBase):
                                                                                                 self.model_parameter):
             kwargs[self.model_parameter] = self.wrap_judge(self.judge)
         return self.metric(**kwargs)
+
+    def checked(self, score: float, metric: Any, metadata: dict[str, Any] | None) -> float:
+        """``score`` of the library's ``metric`` if it is inside the range (:attr:`score_range`, else the one
+        ``metric`` declares, else [0, 1]).
+
+        Raises:
+            JudgeScoreOutOfRange: it is not (the error keeps ``metadata``, e.g. the library's reason).
+        """
+        declared = getattr(metric, "allowed_values", None)
+        if not (isinstance(declared, tuple) and len(declared) == 2
+                and all(isinstance(bound, (int, float)) for bound in declared)):
+            declared = None
+        low, high = self.score_range or declared or (0.0, 1.0)
+        if not low <= score <= high:
+            raise JudgeScoreOutOfRange(score, low, high, {"library_metric": self.label, **(metadata or {})})
+        return score
 
     def sample_for(self, solution: SolutionOutput) -> EvalSample:
         """The full test case: the task's side with the solution's side read in."""

@@ -120,6 +120,7 @@ class DeepEvalMetric(AdapterMetric):
 
     Raises (when called, so that the engine records a metric error):
         ValueError: DeepEval set the metric's ``error`` or gave no numeric score (e.g. a missing test-case field).
+        JudgeScoreOutOfRange: a score outside ``score_range`` (default [0, 1], DeepEval's scale).
         ModelError: the judge failed for good.
     """
 
@@ -146,4 +147,4 @@ class DeepEvalMetric(AdapterMetric):
         if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
             raise ValueError(f"DeepEval {type(metric).__name__} gave no score (got {score!r})")
         metadata = {key: getattr(metric, key, None) for key in ("success", "threshold", "reason")}
-        return MetricResult(name=self.name, result=float(score), metadata=metadata)
+        return MetricResult(name=self.name, result=self.checked(float(score), metric, metadata), metadata=metadata)

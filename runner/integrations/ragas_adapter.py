@@ -172,6 +172,7 @@ class RagasMetric(AdapterMetric):
     Raises (when called, so that the engine records a metric error):
         ValueError: a field the metric needs is missing, or Ragas gave no numeric value (``None`` or NaN, which is
             how Ragas reports a judge that failed).
+        JudgeScoreOutOfRange: a value outside ``score_range`` (default: the metric's ``allowed_values``).
         ModelError: the judge failed for good.
     """
 
@@ -198,4 +199,5 @@ class RagasMetric(AdapterMetric):
             value, reason = getattr(result, "value", result), getattr(result, "reason", None)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
             raise ValueError(f"Ragas {type(metric).__name__} gave no numeric value (got {value!r})")
-        return MetricResult(name=self.name, result=float(value), metadata={"reason": reason} if reason else None)
+        metadata = {"reason": reason} if reason else None
+        return MetricResult(name=self.name, result=self.checked(float(value), metric, metadata), metadata=metadata)

@@ -10,7 +10,9 @@ Where each part comes from:
   (:data:`runner.kuberay.manifest.CLUSTER_FIELDS`), plus ``extraArgs`` (shell-safe, as
   :func:`runner.kuberay.manifest.entrypoint` requires), a ``storage`` every pod reaches
   (:func:`runner.kuberay.manifest.check_storage_uri`), and no secret at any depth of the fields that can hold one
-  (:data:`runner.kuberay.manifest.MAY_HOLD_SECRETS`, by :mod:`runner.core.secrets`' patterns).
+  (:data:`runner.kuberay.manifest.MAY_HOLD_SECRETS`, by :mod:`runner.core.secrets`' patterns); model names with a
+  known provider, and for each built-in benchmark and solution the arguments it takes
+  (:mod:`runner.kuberay.job_rules`).
 
 The result is a JSON Schema draft-07 document, as Helm reads it (Helm 3's gojsonschema, Helm 4's jsonschema): pydantic's
 ``$defs`` are inlined, titles and defaults (the defaults are ``values.yaml``) left out, and ``X | None`` written as
@@ -31,6 +33,7 @@ from typing import Any, get_args
 from pydantic import BaseModel
 
 from runner.core.config import RunConfig
+from runner.kuberay import job_rules
 from runner.kuberay.manifest import CLUSTER_FIELDS, MAY_HOLD_SECRETS, POD_LOCAL_PROTOCOLS, SHELL_SAFE, STORAGE_URI
 from runner.kuberay.options import DeployOptions
 from runner.core.secrets import SECRET_NAME, SECRET_VALUE, anycase
@@ -103,6 +106,8 @@ def _job_schema() -> dict[str, Any]:
         "pattern": STORAGE_URI.pattern,
         "not": {"pattern": f"^({local})://"},
     }
+    for name in job_rules.MODEL_FIELDS:
+        job["properties"][name]["pattern"] = job_rules.model_name_pattern()
     for name in MAY_HOLD_SECRETS:
         job["properties"][name] = {"allOf": [job["properties"][name], {"$ref": _NO_SECRETS}]}
     job["properties"]["extraArgs"] = {
@@ -110,6 +115,7 @@ def _job_schema() -> dict[str, Any]:
         "description": "Arguments appended to the entrypoint; each shell-safe.",
         "items": {"type": "string", "pattern": SHELL_SAFE.pattern},
     }
+    job["allOf"] = job_rules.builtin_rules()
     job["description"] = ("The run config file (runner's RunConfig, snake_case keys) without "
                           f"{', '.join(CLUSTER_FIELDS)}.")
     return job

@@ -26,6 +26,18 @@ def mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
+def extended_mean(values: Sequence[float]) -> float | None:
+    """The mean over the extended real line: :func:`mean` of finite values; ``inf`` (``-inf``) when some value is
+    ``inf`` (``-inf``) and none has the other sign; ``None`` for no values or for both infinities (undefined, as
+    ``inf - inf`` is)."""
+    signs = {math.copysign(1.0, v) for v in values if math.isinf(v)}
+    if len(signs) > 1:
+        return None
+    if signs:
+        return math.inf * signs.pop()
+    return mean(values)
+
+
 def stderr(values: Sequence[float]) -> float | None:
     """Standard error of the mean, ``stdev(values, ddof=1) / sqrt(n)``; ``None`` for fewer than 2 values."""
     n = len(values)

@@ -8,20 +8,22 @@ the current plan count (see :mod:`runner.report.scope`); the others are counted 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from runner._version import __version__
 from runner.core.benchmark import BenchmarkBase
-from runner.core.metric import MetricType
+from runner.core.metric import CLAMPED_FROM, MetricType
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ResultRow, RunResults
 from runner.report import stats
 from runner.report.scope import PlanScope
+from runner.report.values import UNUSABLE_REASONS, number, unusable_reason
 from runner.storage.manifest import RunManifest
 
 
@@ -30,8 +32,22 @@ class MetricSummary(BaseModel):
 
     ``NUMERICAL``: ``mean``, ``stderr`` (clustered by task when repeats > 1; see :mod:`runner.report.stats`),
     ``n`` (values), ``n_tasks``, ``min``, ``max``. ``CATEGORY``: ``distribution`` (label -> share) and ``n``.
-    ``errors`` counts items where the metric raised (they are not in ``n``).
+    ``errors`` counts items where the metric raised (they are not in ``n``); ``unusable`` counts every result left
+    out of ``n`` by reason (:data:`~runner.report.values.UNUSABLE_REASONS`, plus the codes of coded errors), so
+    ``n`` plus its values is the number of items scored. ``clamped`` counts results the metric clamped into its
+    range (their metadata keeps the value before, :data:`~runner.core.metric.CLAMPED_FROM`).
+
+    A metric that allows infinite values (``MetricBase(allows_infinite=True)``) has the mean of the extended reals
+    (:func:`~runner.report.stats.extended_mean`: ``inf`` when a value is ``inf``; ``None`` with both signs) and no
+    ``stderr`` while a value is infinite; ``min``/``max`` may be infinite. ``summary.json`` writes those as
+    ``"Infinity"``/``"-Infinity"``.
+
+    ``by_tries``, when some item of the run needed solution retries: ``first_try`` and ``retried`` ->
+    ``{"mean", "n"}`` of the ``NUMERICAL`` metric over the items whose solution ran once and those that needed more
+    tries (``tries > 1``), so that a reader sees whether retried items score differently.
     """
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
 
     type: MetricType
     mean: float | None = None
@@ -42,6 +58,9 @@ class MetricSummary(BaseModel):
     max: float | None = None
     distribution: dict[str, float] | None = None
     errors: int = 0
+    unusable: dict[str, int] = Field(default_factory=dict)
+    clamped: int = 0
+    by_tries: dict[str, dict[str, Any]] | None = None
 
 
 class Summary(BaseModel):
@@ -56,8 +75,11 @@ class Summary(BaseModel):
         outside_plan: stored records left out because the current plan no longer has them (a lowered ``repeats``
             or ``limit``); ``outside_plan_by`` breaks them down by reason (``repeats``, ``limit``).
         duplicate_tasks: task positions whose id repeats an earlier one (from the manifest; not in ``n_tasks``).
-        notes: one line each about what is left out (outside the plan, duplicate task ids), for people.
+        notes: one line each about what is left out (outside the plan, duplicate task ids, metric results that
+            could not be used), about infinite means, clamped scores and retried items, for people.
         errors: records whose status is not ``ok``; ``by_status`` breaks them down.
+        retried_items: records whose solution needed more than one try (``tries > 1``); each metric's ``by_tries``
+            compares them with the others.
         metrics: metric name -> :class:`MetricSummary`.
         by_category: ``tags["category"]`` -> metric -> ``{"mean", "stderr", "n"}`` (``distribution`` for category
             metrics; ``stderr`` clustered by task, ``None`` under 2 tasks), plus what the benchmark's headline adds
@@ -78,6 +100,8 @@ class Summary(BaseModel):
             per-item times.
     """
 
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
     benchmark: str
     benchmark_version: str | None = None
     run_id: str
@@ -92,6 +116,7 @@ class Summary(BaseModel):
     notes: list[str] = Field(default_factory=list)
     errors: int
     by_status: dict[str, int] = Field(default_factory=dict)
+    retried_items: int = 0
     metrics: dict[str, MetricSummary] = Field(default_factory=dict)
     by_category: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     by_repeat: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
@@ -109,12 +134,8 @@ class Summary(BaseModel):
     runner_version: str = __version__
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+def _group_stats(values: list[float]) -> dict[str, Any]:
+    return {"mean": stats.extended_mean(values), "n": len(values)}
 
 
 LATENCY_PERCENTILES = (50, 90, 99)
@@ -139,6 +160,9 @@ class _Collector:
         self.rows: list[ResultRow] = []
         self.types: dict[str, MetricType] = {}
         self.metric_errors: Counter[str] = Counter()
+        self.unusable: dict[str, Counter[str]] = defaultdict(Counter)
+        self.clamped: Counter[str] = Counter()
+        self.infinite_ok: set[str] = set()
         self.status: Counter[str] = Counter()
         self.usage: dict[str, Counter[str]] = defaultdict(Counter)
         self.first_start: str | None = None
@@ -152,11 +176,19 @@ class _Collector:
         scores: dict[str, Any] = {}
         for metric in record.metrics:
             self.types.setdefault(metric.name, metric.type)
+            if metric.allows_infinite:
+                self.infinite_ok.add(metric.name)
+            reason = unusable_reason(metric)
+            if reason is not None:
+                self.unusable[metric.name][reason] += 1
+            if CLAMPED_FROM in (metric.metadata or {}):
+                self.clamped[metric.name] += 1
             if metric.error is not None:
                 self.metric_errors[metric.name] += 1
             else:
                 scores[metric.name] = metric.result
-        self.rows.append(ResultRow(record.task_id, record.repeat, record.status, dict(record.tags), scores))
+        self.rows.append(ResultRow(record.task_id, record.repeat, record.status, dict(record.tags), scores,
+                                   record.tries))
         self.status[record.status] += 1
         for model, usage in record.usage.items():
             self.usage[model].update(usage.model_dump())
@@ -174,28 +206,61 @@ class _Collector:
 
 def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
     out: dict[str, MetricSummary] = {}
+    retried = any(row.tries > 1 for row in collector.rows)
     for name, mtype in sorted(collector.types.items()):
         values = [row.scores[name] for row in collector.rows if name in row.scores]
-        tasks = {row.task_id for row in collector.rows if name in row.scores}
-        summary = MetricSummary(type=mtype, n=len(values), n_tasks=len(tasks), errors=collector.metric_errors[name])
+        summary = MetricSummary(type=mtype, n=len(values), errors=collector.metric_errors[name],
+                                unusable={**dict.fromkeys(UNUSABLE_REASONS, 0), **collector.unusable[name]},
+                                clamped=collector.clamped[name])
         if mtype is MetricType.CATEGORY:
             counts = Counter(str(v) for v in values)
             summary.distribution = {label: count / len(values) for label, count in sorted(counts.items())}
+            summary.n_tasks = len({row.task_id for row in collector.rows if name in row.scores})
         else:
-            numbers = [n for n in (_number(v) for v in values) if n is not None]
+            infinite_ok = name in collector.infinite_ok
             per_task: dict[str, list[float]] = defaultdict(list)
+            by_tries: dict[str, list[float]] = {"first_try": [], "retried": []}
             for row in collector.rows:
-                number = _number(row.scores.get(name))
-                if number is not None:
-                    per_task[row.task_id].append(number)
+                value = number(row.scores.get(name), infinite_ok)
+                if value is not None:
+                    per_task[row.task_id].append(value)
+                    by_tries["retried" if row.tries > 1 else "first_try"].append(value)
+            numbers = [n for task_values in per_task.values() for n in task_values]
             repeated = any(len(v) > 1 for v in per_task.values())
-            summary.n = len(numbers)
-            summary.mean = stats.mean(numbers)
-            summary.stderr = stats.clustered_stderr(per_task.values()) if repeated else stats.stderr(numbers)
+            summary.n, summary.n_tasks = len(numbers), len(per_task)
+            summary.mean = stats.extended_mean(numbers)
+            if not any(math.isinf(n) for n in numbers):
+                summary.stderr = stats.clustered_stderr(per_task.values()) if repeated else stats.stderr(numbers)
             summary.min = min(numbers) if numbers else None
             summary.max = max(numbers) if numbers else None
+            if retried:
+                summary.by_tries = {group: _group_stats(group_values) for group, group_values in by_tries.items()}
         out[name] = summary
     return out
+
+
+def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[str]:
+    """One line per metric whose results were not all used (how many, why), whose mean is infinite or undefined,
+    or whose results were clamped; and one about retried items."""
+    notes = []
+    for name, metric in metrics.items():
+        left_out = {reason: count for reason, count in metric.unusable.items() if count}
+        if left_out:
+            reasons = ", ".join(f"{count} {reason}" for reason, count in left_out.items())
+            used = "distribution" if metric.type is MetricType.CATEGORY else "mean"
+            notes.append(f"metric {name!r}: {sum(left_out.values())} of {metric.n + sum(left_out.values())} "
+                         f"results could not be used and are left out of its {used} ({reasons})")
+        if any(bound is not None and math.isinf(bound) for bound in (metric.min, metric.max)):
+            mean = "undefined (both +inf and -inf)" if metric.mean is None else f"{metric.mean:g}"
+            notes.append(f"metric {name!r}: infinite results, which the metric allows: its mean is {mean} and its "
+                         "stderr is not reported")
+        if metric.clamped:
+            notes.append(f"metric {name!r}: {metric.clamped} result(s) were clamped into the metric's range (the "
+                         f"value before is the result's metadata {CLAMPED_FROM!r})")
+    if retried_items:
+        notes.append(f"{retried_items} item(s) needed solution retries; each metric's by_tries compares their "
+                     "mean with the items whose solution ran once")
+    return notes
 
 
 def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, Any]]]:
@@ -207,9 +272,9 @@ def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, A
             continue
         for name, value in row.scores.items():
             groups[group][name].append(value)
-            number = _number(value)
-            if number is not None:
-                tasks[group][name][row.task_id].append(number)
+            usable = number(value, name in collector.infinite_ok)
+            if usable is not None:
+                tasks[group][name][row.task_id].append(usable)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for group in sorted(groups):
         out[group] = {}
@@ -221,10 +286,11 @@ def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, A
                     "n": len(values),
                 }
             else:
-                numbers = [n for n in (_number(v) for v in values) if n is not None]
-                out[group][name] = {"mean": stats.mean(numbers),
-                                    "stderr": stats.clustered_stderr(tasks[group][name].values()),
-                                    "n": len(numbers)}
+                per_task = tasks[group][name]
+                numbers = [value for values_of_task in per_task.values() for value in values_of_task]
+                finite = all(math.isfinite(value) for value in numbers)
+                out[group][name] = {**_group_stats(numbers),
+                                    "stderr": stats.clustered_stderr(per_task.values()) if finite else None}
     return out
 
 
@@ -238,9 +304,9 @@ def _pass_k(collector: _Collector, n_repeats: int) -> tuple[dict[str, dict[str, 
             continue
         per_task: dict[str, list[float]] = defaultdict(list)
         for row in collector.rows:
-            number = _number(row.scores.get(name))
-            if number is not None:
-                per_task[row.task_id].append(number)
+            value = number(row.scores.get(name))
+            if value is not None:
+                per_task[row.task_id].append(value)
         values = [v for task_values in per_task.values() for v in task_values]
         if not values or any(v not in (0.0, 1.0) for v in values):
             continue
@@ -292,6 +358,7 @@ def summarize(
     expected = n_tasks * n_repeats
     completed = len(collector.rows)
     metrics = _metric_summaries(collector)
+    retried_items = sum(1 for row in collector.rows if row.tries > 1)
     by_category = _grouped(collector, lambda row: row.tags.get("category"))
     at_k, hat_k = _pass_k(collector, n_repeats)
     summary = Summary(
@@ -306,9 +373,10 @@ def summarize(
         outside_plan=sum(outside.values()),
         outside_plan_by=dict(sorted(outside.items())),
         duplicate_tasks=duplicates,
-        notes=scope_notes(scope, outside, duplicates),
+        notes=scope_notes(scope, outside, duplicates) + metric_notes(metrics, retried_items),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),
+        retried_items=retried_items,
         metrics=metrics,
         by_category=by_category,
         by_repeat=_grouped(collector, lambda row: str(row.repeat)),
@@ -341,7 +409,7 @@ def scope_notes(scope: PlanScope, outside: dict[str, int], duplicate_tasks: int)
 def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[ResultRow]) -> None:
     results = RunResults(
         rows=rows,
-        metrics={name: m.model_dump(mode="json") for name, m in summary.metrics.items()},
+        metrics={name: m.model_dump() for name, m in summary.metrics.items()},
         by_category=summary.by_category,
     )
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -13,7 +15,9 @@ from runner.report.summary import Summary
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if math.isfinite(value) else f"{value:g}"
 
 
 def format_seconds(value: float | None) -> str:
@@ -26,7 +30,11 @@ def format_seconds(value: float | None) -> str:
 
 
 def render(summary: Summary, console: Console | None = None, storage: str | None = None) -> None:
-    """Print the run's headline, metric table, per-category table and pass@k table."""
+    """Print the run's headline, its notes, the metric table, per-category table and pass@k table.
+
+    The metric table's ``unusable`` column counts the results each metric could not use (errors included); the
+    notes above it say why.
+    """
     console = console or Console()
     head = (
         f"[bold]{summary.benchmark}[/bold]  run {summary.run_id}  "
@@ -41,14 +49,15 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
         console.print(f"note: {note}", markup=False, soft_wrap=True)
 
     metrics = Table(title="metrics", title_justify="left")
-    for column in ("metric", "mean", "stderr", "n", "min", "max", "errors"):
+    for column in ("metric", "mean", "stderr", "n", "min", "max", "unusable"):
         metrics.add_column(column, justify="left" if column == "metric" else "right")
     for name, m in summary.metrics.items():
+        unusable = str(sum(m.unusable.values()))
         if m.type is MetricType.CATEGORY:
             dist = ", ".join(f"{k}: {v:.2f}" for k, v in (m.distribution or {}).items())
-            metrics.add_row(name, dist, "", str(m.n), "", "", str(m.errors))
+            metrics.add_row(name, dist, "", str(m.n), "", "", unusable)
         else:
-            metrics.add_row(name, _fmt(m.mean), _fmt(m.stderr), str(m.n), _fmt(m.min, 3), _fmt(m.max, 3), str(m.errors))
+            metrics.add_row(name, _fmt(m.mean), _fmt(m.stderr), str(m.n), _fmt(m.min, 3), _fmt(m.max, 3), unusable)
     console.print(metrics)
 
     if summary.by_category:

@@ -216,3 +216,24 @@ def test_empty_task_id_stops_the_run_with_one_line_and_keeps_earlier_records(cli
         "error: task at position 2 (0-based) of benchmark 'ids': a task needs a non-empty id; fix the benchmark and "
         "rerun to resume (records written so far are kept)")
     assert sorted(p.parent.name for p in (storage / "records").glob("*/0.json")) == ["a", "b"]
+
+
+def test_retried_items_leave_a_trace_in_their_records_and_the_summary(cli, tmp_path):
+    """--solution-retries 2 with toy-001 and toy-011 failing twice, then answering wrong: their records keep the
+    tries, and summary.json shows that retried items score differently."""
+    from tests.support.solutions import STUBBORN_TRIES
+
+    STUBBORN_TRIES.clear()
+    storage = tmp_path / "run"
+    result = cli("--benchmark", "toy", "--limit", "20", "--solution", "tests.support.solutions:stubborn_calculator",
+                 "--solution-retries", "2", "--sequential", "--storage", str(storage))
+    assert result.returncode == 0, result.stderr
+    record = json.loads((storage / "records" / "toy-001" / "0.json").read_text())
+    assert record["status"] == "ok" and record["tries"] == 3
+    assert [(e["type"], e["message"]) for e in record["try_errors"]] == [("ConnectionError", "try 1 failed"),
+                                                                        ("ConnectionError", "try 2 failed")]
+    assert json.loads((storage / "records" / "toy-002" / "0.json").read_text())["tries"] == 1
+    summary = json.loads((storage / "summary.json").read_text())
+    assert summary["retried_items"] == 2
+    assert summary["metrics"]["exact-match"]["by_tries"] == {"first_try": {"mean": 1.0, "n": 18},
+                                                             "retried": {"mean": 0.0, "n": 2}}

@@ -1,8 +1,13 @@
 """execute_one: the one path of every work item (solutions of every shape, failures, timeouts, metrics once)."""
 
 import asyncio
+import json
+import math
 import time
+from decimal import Decimal
+from pathlib import Path
 
+import numpy as np
 import pytest
 import structlog
 
@@ -202,6 +207,23 @@ async def test_solution_retries_try_again_on_a_fresh_task(store):
     result, record = await run(flaky, task, store, solution_retries=2)
     assert result.status == "ok" and seen == [0, 0, 0]
     assert task.metadata["visits"] == 0
+    assert record.tries == 3
+    assert [(e.type, e.message, e.traceback) for e in record.try_errors] == [("RuntimeError", "transient", None)] * 2
+
+
+async def test_a_record_keeps_every_try_when_all_of_them_fail(store):
+    tries = iter(range(1, 10))
+
+    def failing(task):
+        raise ConnectionError(f"try {next(tries)}")
+
+    result, record = await run(failing, make_task(), store, solution_retries=2)
+    assert result.status == "error" and record.tries == 3
+    assert [e.message for e in record.try_errors] == ["try 1", "try 2"]
+    assert record.error.message == "try 3" and "Traceback" in record.error.traceback
+    assert (result.error.type, result.error.message, result.error.traceback) == ("ConnectionError", "try 3", None)
+    _, first = await run(sync_one_arg, make_task(), ResultStore(store.uri + "-first"))
+    assert (first.tries, first.try_errors) == (1, [])
 
 
 async def test_token_usage_lands_in_the_record(store):
@@ -234,3 +256,65 @@ async def test_a_first_attempt_that_finds_its_record_warns_of_a_duplicate_task_i
     assert "task id 't1' repeat 0" in warning["detail"]
     assert "duplicate task id in the benchmark, or another driver writing to this storage" in warning["detail"]
     assert [r.task_index for r in store.iter_records()] == [3]
+
+
+class Returns(MetricBase):
+    """A NUMERICAL metric that returns ``value`` as it is (bare, or in a ``MetricResult`` with ``wrapped``)."""
+
+    def __init__(self, value, wrapped=False, allows_infinite=False):
+        super().__init__(name="custom", allows_infinite=allows_infinite)
+        self.value, self.wrapped = value, wrapped
+
+    def __call__(self, solution):
+        return MetricResult(name=self.name, result=self.value) if self.wrapped else self.value
+
+
+def _strict_json(text):
+    """``json.loads`` that refuses the non-standard constants NaN and Infinity."""
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(("value", "stored", "read_back"), [
+    (float("nan"), "NaN", math.isnan),
+    (math.inf, "Infinity", lambda v: v == math.inf),
+    (-math.inf, "-Infinity", lambda v: v == -math.inf),
+    (np.float64("nan"), "NaN", math.isnan),
+    (np.float32(0.5), 0.5, lambda v: v == 0.5 and type(v) is float),
+    (np.int64(3), 3, lambda v: v == 3 and type(v) is int),
+    (np.bool_(True), True, lambda v: v is True),
+    (np.array(0.25), 0.25, lambda v: v == 0.25),
+    (Decimal("0.25"), 0.25, lambda v: v == 0.25),
+    (Decimal("NaN"), "NaN", math.isnan),
+    (True, True, lambda v: v is True),
+    (None, None, lambda v: v is None),
+    ("high", "high", lambda v: v == "high"),
+], ids=["nan", "inf", "-inf", "np.float64-nan", "np.float32", "np.int64", "np.bool_", "0-d array", "Decimal",
+        "Decimal-NaN", "bool", "None", "str"])
+async def test_a_metric_result_is_stored_as_what_it_is_in_valid_json(store, value, stored, read_back):
+    _, record = await run(sync_one_arg, make_task(metrics=[Returns(value)]), store)
+    assert record.status == "ok" and record.metrics[0].error is None
+    assert read_back(record.metrics[0].result)
+    (path,) = (Path(store.uri.removeprefix("file://")) / "records").glob("*/0.json")
+    assert _strict_json(path.read_text())["metrics"][0]["result"] == stored
+
+
+async def test_non_finite_values_elsewhere_in_a_record_stay_valid_json(store):
+    solution = lambda task: SolutionOutput(output={"loss": float("nan")}, meta={"bound": math.inf})  # noqa: E731
+    await run(solution, make_task(metrics=[Returns(0.5, wrapped=True)]), store)
+    (path,) = (Path(store.uri.removeprefix("file://")) / "records").glob("*/0.json")
+    data = _strict_json(path.read_text())
+    assert (data["output"], data["solution_meta"]) == ({"loss": "NaN"}, {"bound": "Infinity"})
+
+
+async def test_a_result_that_is_no_value_at_all_is_an_error_of_the_metric(store):
+    _, record = await run(sync_one_arg, make_task(metrics=[Returns([0.5, 1.0])]), store)
+    assert record.metrics[0].error.type == "TypeError"
+    assert "result [0.5, 1.0] is a list; a metric's result is a number" in record.metrics[0].error.message
+
+
+async def test_a_metric_that_allows_infinity_says_so_in_its_record(store):
+    _, record = await run(sync_one_arg, make_task(metrics=[Returns(math.inf, allows_infinite=True)]), store)
+    assert record.metrics[0].allows_infinite and record.metrics[0].result == math.inf

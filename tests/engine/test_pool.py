@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 from runner.core.config import WorkerSpec
-from runner.core.errors import ConfigError
+from runner.core.errors import ConfigError, RunStopped
+from runner.core.record import ErrorInfo
 from runner.core.task import Task
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.pool import (
     MAX_BATCH,
+    Ack,
     DispatchWindow,
     PoolWorker,
     Throughput,
@@ -40,13 +42,16 @@ def items(n: int) -> list[WorkItem]:
 class FakeBackend:
     """Workers that answer on this event loop. ``dies(worker number, task id, attempt)`` decides whether a worker dies
     while running an item (the whole call is lost with it); ``describe_fails`` decides whether starting worker
-    number N dies (``"lost"``) or cannot build the solution (``"build"``)."""
+    number N dies (``"lost"``) or cannot build the solution (``"build"``); ``ack(task id)`` is an item's
+    acknowledgement (default: ok)."""
 
     worker_label = "fake worker"
 
     def __init__(self, dies: Callable[[int, str, int], bool] = lambda *_: False,
-                 describe_fails: Callable[[int], str | None] = lambda _: None) -> None:
+                 describe_fails: Callable[[int], str | None] = lambda _: None,
+                 ack: Callable[[str], Ack] = lambda _: ("ok", False, 0.001, None)) -> None:
         self.dies = dies
+        self.ack = ack
         self.describe_fails = describe_fails
         self.started = 0
         self.killed: list[int] = []
@@ -66,7 +71,7 @@ class FakeBackend:
             raise WorkerBuildFailed("ValueError: no model")
         return {"handle": handle}
 
-    async def run(self, handle: int, batch: list[tuple[WorkItem, int]]) -> tuple[list[tuple[str, bool, float]], float]:
+    async def run(self, handle: int, batch: list[tuple[WorkItem, int]]) -> tuple[list[Ack], float]:
         await asyncio.sleep(0)
         self.batches.append(len(batch))
         acks = []
@@ -76,7 +81,7 @@ class FakeBackend:
             self.executed.append((handle, item.task.id, attempt))
             if self.dies(handle, item.task.id, attempt):
                 raise WorkerLost(f"worker {handle} died running {item.task.id}")
-            acks.append(("ok", False, 0.001))
+            acks.append(self.ack(item.task.id))
         return acks, 0.001 * len(batch)
 
     def kill(self, handle: int) -> None:
@@ -167,6 +172,18 @@ async def test_the_run_ends_only_when_items_in_flight_are_answered() -> None:
     backend = Slow()
     _, progress, _ = await run_pool(backend, items(3), size=3)
     assert answered.is_set() and progress.done == 3
+
+
+async def test_a_server_that_speaks_another_protocol_stops_the_pool_after_three_items() -> None:
+    """Every item's ack carries a protocol error: the pool stops at the third, not after all 200."""
+    error = ErrorInfo(type="ModelProtocolError", code="protocol_error",
+                      message="vllm:m at http://host/v1: POST /chat/completions answered text/html: an HTML page")
+    backend = FakeBackend(ack=lambda task: ("error", False, 0.001, error))
+    with pytest.raises(RunStopped, match="the model server speaks another protocol: 3 items in a row failed with "
+                                         "ModelProtocolError \\(vllm:m at http://host/v1: POST /chat/completions "
+                                         "answered text/html"):
+        await run_pool(backend, items(200), size=2)
+    assert len(backend.executed) < 50 and sorted(backend.killed) == [0, 1]
 
 
 def test_batch_size_is_about_target_seconds_of_work_within_bounds() -> None:

@@ -1,8 +1,20 @@
-"""Progress: counts, errors, and a rate that leaves start-up out."""
+"""Progress: counts, errors, a rate that leaves start-up out, and the watch that stops a run whose model server
+speaks another protocol."""
 
 import time
 
+import pytest
+
+from runner.core.errors import RunStopped
+from runner.core.record import ErrorInfo
 from runner.engine.progress import Progress
+from runner.engine.watch import ProtocolWatch
+
+PROTOCOL = ErrorInfo(type="ModelProtocolError", code="protocol_error",
+                     message="vllm:m at http://host/v1: POST /chat/completions answered text/html: an HTML page titled "
+                             "'Sign in', not the OpenAI API; check that --model-base-url is the root of an "
+                             "OpenAI-compatible API")
+OTHER = ErrorInfo(type="ModelError", message="vllm:m at http://host/v1: 500 after 5 attempts")
 
 
 def test_rate_counts_from_the_first_finished_item():
@@ -18,3 +30,28 @@ def test_rate_counts_from_the_first_finished_item():
     # two items in the ~0.05 s since the first one, not three in the ~0.35 s since the start
     assert snap["rate"] > 3 / 0.35
     assert snap["eta_s"] == round(2 / snap["rate"], 1)
+
+
+def test_three_protocol_errors_without_an_ok_item_between_stop_the_run():
+    watch = ProtocolWatch()
+    for status, error in [("error", PROTOCOL), ("error", PROTOCOL), ("ok", None),   # an ok item: the server answers
+                          ("error", PROTOCOL), ("error", OTHER), ("timeout", None), ("error", PROTOCOL)]:
+        watch.observe(status, error)
+    with pytest.raises(RunStopped) as stopped:
+        watch.observe("error", PROTOCOL)
+    assert str(stopped.value) == (
+        "the model server speaks another protocol: 3 items in a row failed with ModelProtocolError (vllm:m at "
+        "http://host/v1: POST /chat/completions answered text/html: an HTML page titled 'Sign in', not the OpenAI "
+        "API; check that --model-base-url is the root of an OpenAI-compatible API); the run stopped, its records "
+        "are kept: fix the server's URL (--model-base-url, --judge-base-url...), then run the same command with "
+        "--rerun-failed")
+    assert stopped.value.exit_status == 3
+
+
+def test_progress_counts_the_item_then_stops_the_run():
+    progress = Progress(total=10, bar=False)
+    progress.advance("error", error=PROTOCOL)
+    progress.advance("error", error=PROTOCOL)
+    with pytest.raises(RunStopped):
+        progress.advance("error", error=PROTOCOL)
+    assert (progress.done, progress.errors) == (3, 3)

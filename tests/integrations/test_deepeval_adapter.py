@@ -8,9 +8,10 @@ import json
 import os
 
 import pytest
-from deepeval.metrics import AnswerRelevancyMetric, ExactMatchMetric
+from deepeval.metrics import AnswerRelevancyMetric, ExactMatchMetric, GEval
+from deepeval.test_case import SingleTurnParams
 
-from runner import BenchmarkBase, FileEvaluatorStorage, GeneralEvaluator, Task
+from runner import BenchmarkBase, FileEvaluatorStorage, GeneralEvaluator, SolutionOutput, Task
 from runner.benchmarks.hotpotqa import HotpotQABenchmark
 from runner.core.errors import BenchmarkError
 from runner.registry import solution_spec
@@ -97,6 +98,32 @@ async def test_a_judge_without_a_score_is_a_metric_error(model_server, tmp_path)
     assert summary.metrics["deepeval_answer_relevancy"].errors == 1
     record = json.loads(next((tmp_path / "records").glob("*/0.json")).read_text())
     assert record["metrics"][0]["error"]["type"] == "StructuredOutputError"
+
+
+def _geval(judge):
+    return GEval(name="correctness", model=DeepEvalJudge(judge), evaluation_steps=["Compare it to the reference."],
+                 evaluation_params=[SingleTurnParams.ACTUAL_OUTPUT, SingleTurnParams.EXPECTED_OUTPUT])
+
+
+async def test_a_judge_on_another_scale_is_an_error_of_the_metric_never_a_score_above_one(model_server, tmp_path):
+    """G-Eval asks its judge for 0 to 10 and divides by 10: a judge that answers 80 (of 100) gave 8.0."""
+    model_server.set_policy([json.dumps({"reason": "matches the reference", "score": 80})])
+    judge = ChatModel.from_name("vllm:scripted", base_url=model_server.url)
+    benchmark = _Capitals(lambda sample: DeepEvalMetric(_geval(judge), sample, name="correctness"))
+    evaluator = GeneralEvaluator(benchmark=benchmark, storage=FileEvaluatorStorage(str(tmp_path)), show=False)
+    summary = await evaluator.run(lambda task: task.ground_truth)
+    metric = summary.metrics["correctness"]
+    assert (metric.mean, metric.n, metric.unusable["judge_score_out_of_range"]) == (None, 0, 2)
+    record = json.loads(next((tmp_path / "records").glob("*/0.json")).read_text())
+    entry = record["metrics"][0]
+    assert entry["error"]["code"] == "judge_score_out_of_range"
+    assert "the judge's score 8 is outside the metric's range [0, 1]" in entry["error"]["message"]
+    assert entry["metadata"]["library_metric"] == "GEval" and entry["metadata"]["reason"] == "matches the reference"
+
+    model_server.set_policy([json.dumps({"reason": "matches the reference", "score": 8})])
+    fine = await DeepEvalMetric(_geval(judge), EvalSample(user_input="Capital of France?", reference="Paris"))(
+        SolutionOutput(output="Paris"))
+    assert fine.result == pytest.approx(0.8)
 
 
 def test_the_beeai_deepeval_set_needs_a_judge(distractor_file):

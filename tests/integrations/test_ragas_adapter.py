@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from ragas.metrics.collections import AnswerAccuracy, ExactMatch
+from ragas.metrics.collections.base import BaseMetric
+from ragas.metrics.result import MetricResult as RagasResult
 
 from runner import BenchmarkBase, FileEvaluatorStorage, GeneralEvaluator, SolutionOutput, Task
 from runner.benchmarks.hotpotqa import HotpotQABenchmark
+from runner.core.metric import JudgeScoreOutOfRange
 from runner.registry import solution_spec
 from runner.integrations import EvalSample, RagasLegacyJudge, RagasMetric
 from runner.models import ChatModel
@@ -84,3 +88,25 @@ async def test_the_older_kind_of_ragas_metric_with_the_legacy_judge(model_server
     assert (result.name, result.result) == ("ragas_aspect_critic", 1.0)
     prompt = model_server.chat_requests[0].messages[-1]["content"]
     assert "Does it answer the question?" in prompt and "Paris" in prompt
+
+
+class _LengthScore(BaseMetric):
+    """A Ragas metric on the scale it declares: the answer's length, times ``factor``."""
+
+    def __init__(self, allowed_values=(0.0, 1.0), factor=1.0):
+        super().__init__(name="length_score", allowed_values=allowed_values)
+        self.factor = factor
+
+    async def ascore(self, response: str) -> RagasResult:
+        return RagasResult(value=len(response) * self.factor)
+
+
+async def test_a_value_outside_the_declared_range_is_an_error_of_the_metric():
+    sample = EvalSample(user_input="What is the capital of France?", reference="Paris")
+    paris = SolutionOutput(output="Paris")
+    with pytest.raises(JudgeScoreOutOfRange, match=r"the judge's score 5 is outside the metric's range \[0, 1\]"):
+        await RagasMetric(_LengthScore(), sample)(paris)
+    assert (await RagasMetric(_LengthScore(allowed_values=(0, 10)), sample)(paris)).result == 5.0
+    with pytest.raises(JudgeScoreOutOfRange, match=r"score -5 is outside the metric's range \[0, 10\]"):
+        await RagasMetric(_LengthScore(allowed_values=(0, 10), factor=-1), sample)(paris)
+    assert (await RagasMetric(_LengthScore(), sample, score_range=(0, 5))(paris)).result == 5.0

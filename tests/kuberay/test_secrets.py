@@ -77,7 +77,8 @@ def test_the_chart_refuses_every_secret_in_its_values(chart, fields, where, valu
 
 
 def test_options_that_are_not_secrets_reach_the_config_map_in_the_chart_and_in_submit(chart, capsys):
-    job = {**BASE, "storage_options": NOT_SECRET, "model_base_url": "http://vllm:8000/v1"}
+    job = {**BASE, "solution": "chat", "model": "vllm:m", "storage_options": NOT_SECRET,
+           "model_base_url": "http://vllm:8000/v1"}
     rendered = yaml.safe_load(render(chart, {"job": job})["ConfigMap"]["data"]["config.yaml"])
     built = yaml.safe_load(build_configmap(RunConfig.model_validate(job), "toy")["data"]["config.yaml"])
     assert rendered["storage_options"] == built["storage_options"] == NOT_SECRET

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,20 +128,54 @@ def test_preflight_refuses_other_answers_in_one_line(toy, tmp_path: Path, model_
     assert not (tmp_path / "run").exists()
 
 
-def test_a_chat_endpoint_answering_html_gives_protocol_error_records(toy, tmp_path: Path,
-                                                                     model_server: ScriptedModelServer) -> None:
-    # /models answers, /chat/completions is a proxy's login page: the pre-flight passes, every call fails in one line.
-    model_server.answer("<html><head><title>Sign in</title></head></html>", content_type="text/html", times=None)
-    assert toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url).returncode == 0
-    records = list(ResultStore(str(tmp_path / "run")).iter_records())
-    assert len(records) == 3 and len(model_server.chat_requests) == 3  # not retried
+SIGN_IN = "<html><head><title>Sign in</title></head></html>"
+
+
+def test_a_chat_endpoint_answering_html_stops_the_run_after_three_items_exit_3(
+        cli_process, tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    """/models answers, /chat/completions is a proxy's login page: the pre-flight passes, the first three items are
+    protocol-error records, then the run stops with one line (a real process: the exit path of status 3). Pointed
+    at the right server, the same command with --rerun-failed finishes the run."""
+    model_server.answer(SIGN_IN, content_type="text/html", times=None)
+    storage = tmp_path / "run"
+    command = ["-b", "toy", "-B", "n_tasks=10", "--sequential", "--storage", str(storage), "-s", "chat", "--model",
+               "vllm:scripted", "--model-base-url"]
+    done = cli_process(*command, model_server.url)
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert lines == [
+        "error: the model server speaks another protocol: 3 items in a row failed with ModelProtocolError "
+        f"(vllm:scripted at {model_server.url}: POST /chat/completions answered text/html: an HTML page titled "
+        "'Sign in', not the OpenAI API; check that --model-base-url is the root of an OpenAI-compatible API); the "
+        "run stopped, its records are kept: fix the server's URL (--model-base-url, --judge-base-url...), then run "
+        "the same command with --rerun-failed"]
+    assert "Traceback" not in done.stderr
+    records = list(ResultStore(str(storage)).iter_records())
+    assert len(records) == 3 and len(model_server.chat_requests) == 3  # not retried, not run past the third
     for record in records:
         assert record.status == "error" and record.error is not None
-        assert record.error.type == "ModelProtocolError"
-        assert record.error.message == (
-            f"vllm:scripted at {model_server.url}: POST /chat/completions answered text/html: an HTML page titled "
-            "'Sign in', not the OpenAI API; check that --model-base-url is the root of an OpenAI-compatible API"
-        )
+        assert (record.error.type, record.error.code) == ("ModelProtocolError", "protocol_error")
+
+    with ScriptedModelServer(arithmetic) as right:
+        fixed = cli_process(*command, right.url, "--rerun-failed")
+    assert fixed.returncode == 0, fixed.stderr
+    summary = json.loads((storage / "summary.json").read_text())
+    assert (summary["completed"], summary["errors"], summary["score"]) == (10, 0, 1.0)
+
+
+def test_a_judge_that_speaks_another_protocol_stops_the_run_too(cli, tmp_path: Path,
+                                                                model_server: ScriptedModelServer,
+                                                                beeai_file: str) -> None:
+    model_server.answer(SIGN_IN, content_type="text/html", times=None)
+    line = cli("-b", "hotpotqa", "--data-dir", beeai_file, "-s", "reference", "--repeats", "3", "--sequential",
+               "--storage", str(tmp_path / "run"), "--judge-model", "vllm:scripted", "--judge-base-url",
+               model_server.url, "--log-format", "json").error_line(status=3)
+    assert f"failed with ModelProtocolError (vllm:scripted at {model_server.url}: POST /chat/completions answered " \
+           "text/html: an HTML page titled 'Sign in'" in line
+    records = list(ResultStore(str(tmp_path / "run")).iter_records())
+    assert len(records) == 3
+    judged = {m.name: m for m in records[0].metrics}["answer_llm_judge"]
+    assert (judged.error.type, judged.error.code) == ("ModelProtocolError", "protocol_error")
 
 
 def _reasoning_dialect(body: dict) -> dict:
@@ -169,3 +204,18 @@ def test_a_reasoning_model_scores_with_its_reasoning_kept_apart_and_its_usage_un
         step = record.trajectory[-1]
         assert step["content"] == record.output
         assert step["reasoning"] == f"The sum is {record.output}.\n\ndouble-check {record.output}"
+
+
+def test_on_ray_a_server_that_speaks_another_protocol_stops_the_run_too(tmp_path: Path, cli: Any, ray_session: Any,
+                                                                         model_server: ScriptedModelServer) -> None:
+    """The Ray workers' acknowledgements carry the error: the driver stops the pool long before 60 records."""
+    model_server.answer(SIGN_IN, content_type="text/html", times=None)
+    storage = tmp_path / "run"
+    result = cli("-b", "toy", "-B", "n_tasks=60", "-s", "chat", "--model", "vllm:scripted", "--model-base-url",
+                 model_server.url, "--workers", "2", "--storage", str(storage), env={"RAY_ADDRESS": ""})
+    assert result.returncode == 3, result.stderr
+    assert result.lines()[-1].startswith("error: the model server speaks another protocol: 3 items in a row failed "
+                                         f"with ModelProtocolError (vllm:scripted at {model_server.url}: POST")
+    records = list(ResultStore(str(storage)).iter_records())
+    assert 3 <= len(records) < 60
+    assert all(record.error is not None and record.error.code == "protocol_error" for record in records)

@@ -93,8 +93,8 @@ def test_report_files_are_written(store):
     build_report(store)
     assert store.read_file("summary.json")
     rows = list(csv.reader(io.StringIO(store.read_file("results.csv").decode())))
-    assert rows[0] == ["task_id", "repeat", "status", "tag.category", "acc", "grade"]
-    assert rows[1] == ["a", "0", "ok", "easy", "1", "A"]
+    assert rows[0] == ["task_id", "repeat", "status", "tries", "tag.category", "acc", "grade"]
+    assert rows[1] == ["a", "0", "ok", "1", "easy", "1", "A"]
     assert len(rows) == 8
 
 
@@ -103,7 +103,7 @@ def test_csv_column_order_is_stable():
 
     rows = [ResultRow("x", 0, "ok", {"z": "1", "a": "2"}, {"m2": 1.0, "m1": True})]
     text = results_csv(rows, ["m2", "m1"]).decode()
-    assert text.splitlines() == ["task_id,repeat,status,tag.a,tag.z,m1,m2", "x,0,ok,2,1,1,1.0"]
+    assert text.splitlines() == ["task_id,repeat,status,tries,tag.a,tag.z,m1,m2", "x,0,ok,1,2,1,1,1.0"]
 
 
 def scoped_store(tmp_path, n_repeats, n_tasks, limit, widest_limit, duplicate_tasks=0):

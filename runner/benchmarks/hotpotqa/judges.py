@@ -2,10 +2,18 @@
 
 Both follow the custom metrics of BeeAI's evaluation example (beeai-framework, ``python/examples/evaluation/
 deepeval/answer_llm_judge_metric.py`` and ``facts_similarity_metric.py``, commit 28150efd): the same prompts, the
-same empty-input rules, the judge asked at temperature 0 for a number between 0 and 1, clamped to [0, 1]. Two
-deliberate differences: a reply with no score in it is an error of the metric (BeeAI scores it 0, which would hide
-a broken judge behind a bad agent), and the reply is parsed tolerantly (a ``<think>`` block, JSON, ``Score: 0.8``,
-``8/10``, ``80%``) rather than with ``float(text)``.
+same empty-input rules, the judge asked at temperature 0 for a number between 0 and 1. Three deliberate
+differences:
+
+- a score outside [0, 1] (``Score: 2``, meaning 2 of 10) is an error of the metric, code
+  ``judge_score_out_of_range``, with the reply in the metric's metadata; BeeAI clamps it
+  (``max(0.0, min(1.0, score))``), which turns a judge on another scale into full marks. Its clamp is kept behind an
+  explicit option (``-B judge_clamp=true``); each clamped result keeps the judge's number in its metadata
+  (``clamped_from``) and the report counts them per metric (``clamped``);
+- a reply with no score in it is an error of the metric (code ``judge_reply_unreadable``; BeeAI scores it 0,
+  which would hide a broken judge behind a bad agent);
+- the reply is parsed tolerantly (a ``<think>`` block, JSON, ``Score: 0.8``, ``8/10``, ``80%``) rather than with
+  ``float(text)``.
 
 ``facts_similarity`` can instead compare sentence embeddings of a local model (see
 :mod:`runner.benchmarks.hotpotqa.embeddings`), with no judge call.
@@ -20,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.benchmarks.hotpotqa.data import HotpotRecord
 from runner.benchmarks.hotpotqa.metrics import parse_prediction
-from runner.core.metric import MetricBase, MetricResult, MetricType
+from runner.core.metric import CLAMPED_FROM, JudgeScoreOutOfRange, MetricBase, MetricError, MetricResult, MetricType
 from runner.core.solution import SolutionOutput
 from runner.models import ChatModel, user_message
 
@@ -51,10 +59,15 @@ FACTS_PROMPT = (
 as there."""
 
 REPLY_PREVIEW_CHARS = 300
+SCORE_RANGE = (0.0, 1.0)
+"""The range both prompts ask for (inclusive)."""
 
 
-class JudgeError(ValueError):
-    """A judge reply that holds no usable score (the message quotes the start of the reply)."""
+class JudgeError(MetricError):
+    """A judge reply that holds no usable score (the message quotes the start of the reply; the metric's metadata
+    keeps the reply)."""
+
+    code = "judge_reply_unreadable"
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -83,12 +96,12 @@ def clamp(score: float) -> float:
 
 
 def parse_score(text: str | None) -> float:
-    """The score in [0, 1] that a judge's reply gives.
+    """The score a judge's reply gives, as given (not checked against a range: see :func:`judged_score`).
 
     Read, in order (after removing a ``<think>...</think>`` block): a JSON object with a numeric ``score`` (or
     ``rating``, ``similarity``, ``value``); a number right after the word score/rating/similarity/grade; the only
     number in the reply (several that all agree count as one). ``8/10`` and ``8 out of 10`` read as 0.8, ``80%``
-    as 0.8. The result is clamped to [0, 1].
+    as 0.8; a bare ``8`` reads as 8.
 
     Raises:
         JudgeError: an empty reply, no number, or several different numbers with none marked as the score.
@@ -105,30 +118,60 @@ def parse_score(text: str | None) -> float:
         for key in _JSON_KEYS:
             value = parsed.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return clamp(float(value))
+                return float(value)
     for keyed in _KEYED.finditer(stripped):
         match = _NUMBER.match(stripped, keyed.end())
         if match:
-            return clamp(_value(match))
+            return _value(match)
     values = {_value(match) for match in _NUMBER.finditer(stripped)}
     if len(values) == 1:
-        return clamp(values.pop())
+        return values.pop()
     if not values:
         raise JudgeError(f"no score in the judge's reply {preview!r}")
     raise JudgeError(f"several numbers and none marked as the score in the judge's reply {preview!r}")
 
 
-async def ask_judge(judge: ChatModel, prompt: str) -> tuple[float, str]:
-    """One judge call at temperature 0 (as BeeAI's ``DeepEvalLLM`` does): the parsed score and the reply text.
+def judged_score(text: str | None, metadata: dict[str, Any], clamp_to_range: bool = False) -> float:
+    """The score of a judge's reply (:func:`parse_score`) checked against :data:`SCORE_RANGE`.
+
+    Args:
+        text: the reply's content.
+        metadata: the result's metadata (the judge and its reply); kept by the errors, and given ``clamped_from``
+            when a score is clamped.
+        clamp_to_range: BeeAI's rule: a score outside the range is clamped into it instead of refused.
+
+    Raises:
+        JudgeError: no usable score in the reply.
+        JudgeScoreOutOfRange: a score outside the range, without ``clamp_to_range``.
+    """
+    try:
+        score = parse_score(text)
+    except JudgeError as exc:
+        exc.metadata = metadata
+        raise
+    low, high = SCORE_RANGE
+    if low <= score <= high:
+        return score
+    if not clamp_to_range:
+        raise JudgeScoreOutOfRange(score, low, high, metadata)
+    metadata[CLAMPED_FROM] = score
+    return clamp(score)
+
+
+async def ask_judge(judge: ChatModel, prompt: str, clamp_to_range: bool = False) -> tuple[float, dict[str, Any]]:
+    """One judge call at temperature 0 (as BeeAI's ``DeepEvalLLM`` does): the score (:func:`judged_score`) and the
+    result's metadata (``judge``, the start of its ``reply``, and ``clamped_from`` when it was clamped).
 
     Its tokens are recorded for the current item under the judge's name (the model layer does that).
 
     Raises:
         JudgeError: a reply without a usable score.
+        JudgeScoreOutOfRange: a score outside [0, 1], without ``clamp_to_range``.
         ModelError: the call failed for good after the model layer's retries.
     """
     reply = await judge.chat([user_message(prompt)], temperature=0.0)
-    return parse_score(reply.content), reply.text
+    metadata: dict[str, Any] = {"judge": judge.name, "reply": _preview(reply.text)}
+    return judged_score(reply.content, metadata, clamp_to_range), metadata
 
 
 def _preview(text: str) -> str:
@@ -140,22 +183,25 @@ class AnswerLLMJudge(MetricBase):
     ``AnswerLLMJudgeMetric``).
 
     Rules: an empty gold answer scores 1.0 when the answer is empty too, else 0.0 (BeeAI's rule); an empty or
-    missing answer scores 0.0 without asking the judge; otherwise the judge's number, clamped to [0, 1].
+    missing answer scores 0.0 without asking the judge; otherwise the judge's number in [0, 1].
 
     Args:
         record: the HotpotQA record (question and gold answer).
         judge: the judge model.
+        clamp: clamp a score outside [0, 1] into it, as BeeAI does, instead of refusing it.
 
     Raises (when called, so that the engine records a metric error):
         JudgeError: the judge's reply has no score.
+        JudgeScoreOutOfRange: the judge's score is outside [0, 1] (and ``clamp`` is off).
         ModelError: the judge could not be reached after retries.
     """
 
-    def __init__(self, record: HotpotRecord, judge: ChatModel) -> None:
+    def __init__(self, record: HotpotRecord, judge: ChatModel, clamp: bool = False) -> None:
         super().__init__(name="answer_llm_judge", metric_type=MetricType.NUMERICAL,
                          description="LLM judge: the answer's meaning against the gold answer, 0 to 1 (BeeAI)")
         self.record = record
         self.judge = judge
+        self.clamp = clamp
 
     async def __call__(self, solution: SolutionOutput) -> MetricResult:
         actual = (parse_prediction(solution.output, self.record).answer or "").strip()
@@ -164,8 +210,8 @@ class AnswerLLMJudge(MetricBase):
             score = 1.0 if not expected and not actual else 0.0
             return MetricResult(name=self.name, result=score, message="decided without the judge (an empty answer)")
         prompt = ANSWER_PROMPT.format(question=self.record.question, actual=actual, expected=expected)
-        score, reply = await ask_judge(self.judge, prompt)
-        return MetricResult(name=self.name, result=score, metadata={"judge": self.judge.name, "reply": _preview(reply)})
+        score, metadata = await ask_judge(self.judge, prompt, self.clamp)
+        return MetricResult(name=self.name, result=score, metadata=metadata)
 
 
 def predicted_sentences(output: Any, record: HotpotRecord) -> list[str]:
@@ -190,20 +236,21 @@ class FactsSimilarity(MetricBase):
 
     Rules (BeeAI's): no gold sentences scores 1.0 when the solution gives none either, else 0.0; no sentences from
     the solution scores 0.0. Otherwise, with an ``embedder``, the embedding score of
-    :func:`runner.benchmarks.hotpotqa.embeddings.facts_cosine`; else the judge model's number, clamped to [0, 1].
+    :func:`runner.benchmarks.hotpotqa.embeddings.facts_cosine`; else the judge model's number in [0, 1].
 
     Args:
         record: the HotpotQA record (gold supporting sentences).
         judge: the judge model (used when there is no embedder).
         embedder: a local sentence-embedding model, or ``None``.
+        clamp: clamp a judge's score outside [0, 1] into it, as BeeAI does, instead of refusing it.
 
     Raises:
         ValueError: neither a judge nor an embedder.
-        JudgeError, ModelError: when called, as for :class:`AnswerLLMJudge`.
+        JudgeError, JudgeScoreOutOfRange, ModelError: when called, as for :class:`AnswerLLMJudge`.
     """
 
     def __init__(self, record: HotpotRecord, judge: ChatModel | None = None,
-                 embedder: SentenceEmbedder | None = None) -> None:
+                 embedder: SentenceEmbedder | None = None, clamp: bool = False) -> None:
         if judge is None and embedder is None:
             raise ValueError("facts_similarity needs a judge model or an embedding model")
         method = f"cosine similarity of {embedder.name} embeddings" if embedder else "LLM judge"
@@ -212,6 +259,7 @@ class FactsSimilarity(MetricBase):
         self.record = record
         self.judge = judge
         self.embedder = embedder
+        self.clamp = clamp
 
     async def __call__(self, solution: SolutionOutput) -> MetricResult:
         actual = predicted_sentences(solution.output, self.record)
@@ -227,5 +275,5 @@ class FactsSimilarity(MetricBase):
             return MetricResult(name=self.name, result=score, metadata={"embedding_model": self.embedder.name})
         assert self.judge is not None
         prompt = FACTS_PROMPT.format(actual=actual, expected=expected)
-        score, reply = await ask_judge(self.judge, prompt)
-        return MetricResult(name=self.name, result=score, metadata={"judge": self.judge.name, "reply": _preview(reply)})
+        score, metadata = await ask_judge(self.judge, prompt, self.clamp)
+        return MetricResult(name=self.name, result=score, metadata=metadata)

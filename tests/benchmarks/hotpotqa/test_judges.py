@@ -11,7 +11,9 @@ import pytest
 from runner import FileEvaluatorStorage, GeneralEvaluator, SolutionOutput
 from runner.benchmarks.hotpotqa import HotpotQABenchmark
 from runner.benchmarks.hotpotqa.embeddings import cosine, facts_cosine
-from runner.benchmarks.hotpotqa.judges import JudgeError, parse_score
+from runner.benchmarks.hotpotqa.judges import JudgeError, judged_score, parse_score
+from runner.core.errors import BenchmarkError
+from runner.core.metric import JudgeScoreOutOfRange
 from runner.models import MockReply, MockRule, MockScript
 
 
@@ -20,23 +22,51 @@ from runner.models import MockReply, MockRule, MockScript
     ("1", 1.0),
     (" 0.7.\n", 0.7),
     ("Score: 8/10", 0.8),
+    ("7 out of 10", 0.7),
     ("I rate it 3 out of 4", 0.75),
     ("80%", 0.8),
-    ('{"score": 1.3, "reason": "exceeds"}', 1.0),
-    ("-0.5", 0.0),
     ("<think>Maybe 0.2, maybe 1.</think>\n0.9", 0.9),
     ("The answers match; both name 2 magazines. Rating: 0.6", 0.6),
     ("```\n0.25\n```", 0.25),
+    # read as given, not clamped: judged_score decides what a score outside [0, 1] is
+    ("Score: 2", 2.0),
+    ('{"score": 1.3, "reason": "exceeds"}', 1.3),
+    ("-0.5", -0.5),
+    ("150%", 1.5),
+    ("12/10", 1.2),
 ])
-def test_judge_replies_are_parsed_tolerantly_and_clamped(reply, score):
+def test_judge_replies_are_parsed_tolerantly_and_as_given(reply, score):
     assert parse_score(reply) == pytest.approx(score)
 
 
 @pytest.mark.parametrize("reply", ["", None, "The answer is correct.", "between 0 and 1 I would say 0.6",
-                                   "<think>0.5</think>"])
+                                   "<think>0.5</think>", "eight", "high", "0.8 or 0.9"])
 def test_replies_without_a_clear_score_are_errors(reply):
     with pytest.raises(JudgeError):
         parse_score(reply)
+
+
+@pytest.mark.parametrize(("reply", "score"), [
+    ("Score: 2", 2.0), ("8", 8.0), ("-0.5", -0.5), ("150%", 1.5), ('{"score": 1.3}', 1.3), ("12/10", 1.2),
+    ("Rating: 7 out of 5", 1.4),
+])
+def test_a_score_outside_zero_to_one_is_refused_with_the_reply_or_clamped_on_request(reply, score):
+    metadata = {"judge": "vllm:j", "reply": reply}
+    with pytest.raises(JudgeScoreOutOfRange) as refused:
+        judged_score(reply, dict(metadata))
+    assert refused.value.code == "judge_score_out_of_range"
+    assert refused.value.metadata == {**metadata, "score": pytest.approx(score), "range": [0.0, 1.0]}
+    assert f"the judge's score {score:g} is outside the metric's range [0, 1]" in str(refused.value)
+    clamped = dict(metadata)
+    assert judged_score(reply, clamped, clamp_to_range=True) == (1.0 if score > 1 else 0.0)
+    assert clamped["clamped_from"] == pytest.approx(score)
+
+
+def test_an_unreadable_reply_keeps_the_reply_in_its_metadata():
+    metadata = {"judge": "vllm:j", "reply": "eight"}
+    with pytest.raises(JudgeError) as unreadable:
+        judged_score("eight", metadata, clamp_to_range=True)
+    assert unreadable.value.code == "judge_reply_unreadable" and unreadable.value.metadata == metadata
 
 
 def _judge_script(answer_reply: str, facts_reply: str) -> MockScript:
@@ -86,6 +116,47 @@ async def test_an_unparseable_judge_reply_is_a_metric_error_not_a_zero(model_ser
     assert judged["facts_similarity"]["result"] == 0.5 and judged["f1"]["result"] == 1.0
     assert records[0]["status"] == "error" and records[0]["error"]["type"] == "MetricError"
     assert summary.metrics["answer_llm_judge"].n == 0 and summary.metrics["answer_llm_judge"].errors == 2
+
+
+def _wrong(task):
+    return {"answer": "Nobody", "supporting_sentences": ["The moon is made of cheese."]}
+
+
+async def test_a_judge_on_another_scale_is_an_error_of_its_metric_never_full_marks(model_server, beeai_file,
+                                                                                   tmp_path):
+    """The judge answers "Score: 2" (2 of 10) for a wrong answer: before, clamped to 1.0 on every task while exact
+    match and F1 were 0; now an error of the metric with the reply kept, counted per metric."""
+    model_server.set_policy(_judge_script("Score: 2", "Score: 3"))
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url)
+    summary, records = await _run(benchmark, _wrong, tmp_path)
+    judge = summary.metrics["answer_llm_judge"]
+    assert (judge.mean, judge.n, judge.errors) == (None, 0, 2)
+    assert judge.unusable == {"error": 0, "non_finite": 0, "not_a_number": 0, "judge_score_out_of_range": 2}
+    assert summary.metrics["facts_similarity"].unusable["judge_score_out_of_range"] == 2
+    assert summary.metrics["f1"].mean == 0.0 and summary.metrics["exact_match"].mean == 0.0
+    assert "metric 'answer_llm_judge': 2 of 2 results could not be used and are left out of its mean (2 " \
+           "judge_score_out_of_range)" in summary.notes
+    judged = {m["name"]: m for m in records[0]["metrics"]}["answer_llm_judge"]
+    assert judged["result"] is None
+    assert judged["error"]["type"] == "JudgeScoreOutOfRange"
+    assert judged["error"]["code"] == "judge_score_out_of_range"
+    assert judged["metadata"] == {"judge": "vllm:scripted", "reply": "Score: 2", "score": 2.0, "range": [0.0, 1.0]}
+
+
+async def test_beeai_s_clamp_only_on_request_and_every_clamp_counted(model_server, beeai_file, tmp_path):
+    model_server.set_policy(_judge_script("Score: 2", "0.5"))
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url,
+                                  judge_clamp=True)
+    summary, records = await _run(benchmark, _wrong, tmp_path)
+    judge = summary.metrics["answer_llm_judge"]
+    assert (judge.mean, judge.n, judge.errors, judge.clamped) == (1.0, 2, 0, 2)
+    assert summary.metrics["facts_similarity"].clamped == 0
+    assert "metric 'answer_llm_judge': 2 result(s) were clamped into the metric's range (the value before is the " \
+           "result's metadata 'clamped_from')" in summary.notes
+    judged = {m["name"]: m for m in records[0]["metrics"]}["answer_llm_judge"]
+    assert judged["result"] == 1.0 and judged["metadata"]["clamped_from"] == 2.0
+    with pytest.raises(BenchmarkError, match="judge_clamp must be true or false, got 'yes'"):
+        HotpotQABenchmark(beeai_file, judge_model="mock", judge_clamp="yes")
 
 
 async def test_a_judge_server_that_keeps_failing_is_a_metric_error_after_retries(model_server, beeai_file, tmp_path,

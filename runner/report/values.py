@@ -1,0 +1,44 @@
+"""Which metric results a report can use, and why not the others.
+
+A ``NUMERICAL`` result is used when it is a boolean (0/1) or a finite number, or an infinity of a metric that
+allows them (``MetricBase(allows_infinite=True)``, kept in each record as ``allows_infinite``); a ``CATEGORY`` result
+when the metric did not raise. Everything else is counted per metric by reason (``unusable`` in ``summary.json``),
+never silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from runner.core.metric import MetricType
+from runner.core.record import MetricRecord
+
+UNUSABLE_REASONS = ("error", "non_finite", "not_a_number")
+"""Why a metric's result was left out, always listed in ``unusable``: the metric raised (``error``; an error with
+a code, such as ``judge_score_out_of_range``, is counted under its code instead), the result is NaN or an
+infinity the metric does not allow (``non_finite``), or a ``NUMERICAL`` result is no number (``not_a_number``:
+``None``, a string)."""
+
+
+def number(value: Any, infinite_ok: bool = False) -> float | None:
+    """A ``NUMERICAL`` result as a usable float (booleans as 0/1), or ``None``: not a number, NaN, or an infinity
+    the metric does not allow (``infinite_ok``)."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if not isinstance(value, (int, float)):
+        return None
+    result = float(value)
+    if math.isnan(result) or (math.isinf(result) and not infinite_ok):
+        return None
+    return result
+
+
+def unusable_reason(metric: MetricRecord) -> str | None:
+    """Why a report cannot use ``metric``'s result (one of :data:`UNUSABLE_REASONS`, or the code of a coded
+    error), or ``None`` when it can."""
+    if metric.error is not None:
+        return metric.error.code or "error"
+    if metric.type is not MetricType.NUMERICAL or number(metric.result, metric.allows_infinite) is not None:
+        return None
+    return "non_finite" if isinstance(metric.result, float) else "not_a_number"
