@@ -25,7 +25,7 @@ from rich.console import Console
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings, WorkerSpec, format_validation_error
-from runner.core.errors import ConfigError
+from runner.core.errors import BudgetExhausted, ConfigError
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
 from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
@@ -49,8 +49,17 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; the same call resumes).
+        BudgetExhausted: the run's budget is spent (``summary.json`` holds the records written so far; the same
+            call with a larger budget resumes).
     """
-    outcome = await execute_run(request, executor)
+    try:
+        outcome = await execute_run(request, executor)
+    except BudgetExhausted:
+        # The records written so far are the run's results until it resumes: report them.
+        summary = build_report(request.store, request.benchmark)
+        if show:
+            render(summary, Console(), storage=request.store.uri)
+        raise
     summary = build_report(request.store, request.benchmark)
     if show:
         render(summary, Console(), storage=request.store.uri)

@@ -1,7 +1,8 @@
 """``python -m runner``: run, report, status, list, submit (Kubernetes) and k8s.
 
 No subcommand means ``run``. Bad input ends with exit status 2 and one line on stderr naming the problem and the
-way out; an unexpected failure keeps its traceback (exit status 1).
+way out; a spent budget with exit status 4 and one line (what was spent, how many items are done, how to resume);
+an unexpected failure keeps its traceback (exit status 1).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from runner._version import __version__
 from runner.cli.args import add_run_arguments, json_object
-from runner.core.errors import RunnerError
+from runner.core.errors import BudgetExhausted, RunnerError
 
 COMMANDS = ("run", "report", "status", "list", "submit", "k8s")
 
@@ -72,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunnerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BudgetExhausted as exc:
+        print(f"stopped: {exc}", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         print("interrupted: finished records are kept; run the same command again to resume", file=sys.stderr)
         return 130

@@ -1,7 +1,8 @@
 """Errors that reach the user.
 
 Every error a user can fix by changing their input derives from :class:`RunnerError`. The CLI turns one into a
-single line on stderr and exit status 2, without a traceback; anything else is a bug and keeps its traceback.
+single line on stderr and exit status 2, without a traceback; :class:`BudgetExhausted` into one line and exit
+status 4; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ class BenchmarkError(RunnerError):
 class InvalidTask(BenchmarkError, ValueError):
     """A task that cannot be built (an empty id, two metrics with one name). A ``ValueError`` too, as
     :class:`~runner.core.task.Task` has always raised; the plan adds the task's position to the message."""
+
+
+class BudgetExhausted(Exception):
+    """The run stopped because its budget (``--max-tokens``, ``--max-cost``) is spent: no new item started, the
+    items in flight finished and were written. Not a :class:`RunnerError`: the input was fine and results were
+    written; the message is one line saying what was spent, how many items are done and that the same command with
+    a larger budget resumes."""
 
 
 _RAISED_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning): ")

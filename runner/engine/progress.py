@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -22,11 +23,15 @@ class Progress:
         bar: draw a rich progress bar (on a terminal); otherwise emit a ``run.progress`` event at most every
             ``interval`` seconds, with ``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s``.
         interval: seconds between progress events.
+        details: more fields for each progress event (the run's model traffic: rates, 429s, pauses, spend).
     """
 
-    def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S) -> None:
+    def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S,
+                 details: Callable[[], dict[str, Any]] | None = None) -> None:
         self.total = total
+        self.details = details
         self.done = 0
+        self.skipped = 0
         self.errors = 0
         self.duplicates = 0
         self.started = time.monotonic()
@@ -55,7 +60,11 @@ class Progress:
 
     def advance(self, status: str, duplicate: bool = False) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
-        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`)."""
+        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`). An item
+        the budget kept from starting (status ``skipped``) is counted in :attr:`skipped`, not as done."""
+        if status == "skipped":
+            self.skipped += 1
+            return
         self.done += 1
         self.duplicates += duplicate
         if self._first_done is None:
@@ -68,7 +77,7 @@ class Progress:
         now = time.monotonic()
         if now - self._last_event >= self.interval:
             self._last_event = now
-            self._log.info("run.progress", **self.snapshot())
+            self._log.info("run.progress", **self.snapshot(), **(self.details() if self.details else {}))
 
     def snapshot(self) -> dict[str, Any]:
         """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``).

@@ -64,7 +64,12 @@ class Summary(BaseModel):
         by_repeat: repeat index -> metric -> ``{"mean", "n"}``.
         pass_at_k, pass_hat_k: metric -> k -> value, for metrics whose values are all 0/1, when repeats > 1.
         score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
-        usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records.
+        usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records, with
+            ``calls_without_usage``, ``cached_calls`` (response cache hits: no call made) and ``cache_misses`` when
+            not 0.
+        limits: the model traffic of the run's latest invocation (``limits.json``, written by the driver): per
+            endpoint its rate, 429s seen and pauses; the budget's spend. ``None`` for a run without model endpoints
+            or budget.
         duration_s: seconds from the first item's start to the last item's end; ``item_seconds`` the sum of
             per-item times.
     """
@@ -91,6 +96,7 @@ class Summary(BaseModel):
     score: float | None = None
     score_components: dict[str, float] = Field(default_factory=dict)
     usage: dict[str, dict[str, int]] = Field(default_factory=dict)
+    limits: dict[str, Any] | None = None
     duration_s: float | None = None
     item_seconds: float = 0.0
     runner_version: str = __version__
