@@ -16,8 +16,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Protocol
 
 CachePolicy = Literal["always", "deterministic", "off"]
-"""Which requests the cache answers: ``always`` every one, ``deterministic`` (the default) those whose reply does
-not depend on chance (temperature 0, or a seed set), ``off`` none."""
+"""Which requests the cache answers: ``always`` every one (a sampled one per repeat of its task, see
+:func:`cache_key`), ``deterministic`` (the default) those whose reply does not depend on chance (temperature 0, or
+a seed set), ``off`` none."""
 
 
 def cacheable(policy: CachePolicy, temperature: float | None, seed: int | None) -> bool:
@@ -26,15 +27,24 @@ def cacheable(policy: CachePolicy, temperature: float | None, seed: int | None) 
     if policy == "always":
         return True
     if policy == "deterministic":
-        return temperature == 0 or seed is not None
+        return deterministic(temperature, seed)
     return False
 
 
-def cache_key(provider: str, base_url: str, model: str, body: Mapping[str, Any]) -> str:
+def deterministic(temperature: float | None, seed: int | None) -> bool:
+    """Whether a request's reply does not depend on chance: temperature 0, or a seed set."""
+    return temperature == 0 or seed is not None
+
+
+def cache_key(provider: str, base_url: str, model: str, body: Mapping[str, Any], repeat: int | None = None) -> str:
     """The cache key of a request: sha256 (hex) of the canonical JSON (sorted keys, no whitespace) of the provider,
-    the API root, the model and the full request body (messages, tools, sampling parameters, seed...)."""
-    canonical = json.dumps({"provider": provider, "base_url": base_url, "model": model, "body": body},
-                           sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    the API root, the model and the full request body (messages, tools, sampling parameters, seed...), and of the
+    ``repeat`` when one is given: a sampled request is cached per repeat, so that the repeats of a task (pass@k)
+    stay independent samples while a rerun of the run finds each of them."""
+    fields: dict[str, Any] = {"provider": provider, "base_url": base_url, "model": model, "body": body}
+    if repeat is not None:
+        fields["repeat"] = repeat
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -55,19 +65,28 @@ class ResponseCache(Protocol):
         ...
 
 
-_cache: contextvars.ContextVar[ResponseCache | None] = contextvars.ContextVar("runner_cache", default=None)
+_scope: contextvars.ContextVar[tuple[ResponseCache, int] | None] = contextvars.ContextVar("runner_cache",
+                                                                                          default=None)
 
 
 @contextlib.contextmanager
-def cache_scope(cache: ResponseCache | None) -> Iterator[None]:
-    """Make ``cache`` the current one inside the block (``None``: no cache)."""
-    token = _cache.set(cache)
+def cache_scope(cache: ResponseCache | None, repeat: int = 0) -> Iterator[None]:
+    """Make ``cache`` the current one inside the block (``None``: no cache), for the calls of a work item of repeat
+    ``repeat``."""
+    token = _scope.set((cache, repeat) if cache is not None else None)
     try:
         yield
     finally:
-        _cache.reset(token)
+        _scope.reset(token)
 
 
 def current_cache() -> ResponseCache | None:
     """The response cache the engine installed for the current work item, or ``None``."""
-    return _cache.get()
+    scope = _scope.get()
+    return scope[0] if scope is not None else None
+
+
+def current_repeat() -> int:
+    """The repeat of the current work item (0 outside one)."""
+    scope = _scope.get()
+    return scope[1] if scope is not None else 0

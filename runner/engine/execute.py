@@ -146,7 +146,7 @@ async def execute_one(
     """
     task = item.task
     with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt):
-        with usage_scope() as usage, context.traffic.scope():
+        with usage_scope() as usage, context.traffic.scope(item.repeat):
             try:
                 fresh, outcome = await _solve(item, solution, context, attempt, worker, slots, sync_in_thread, owned)
             except _NotStarted:

@@ -41,10 +41,13 @@ HOLD_S = 1.0
 """Seconds after a decrease during which further refusals (sent before it took effect) do not decrease again."""
 WINDOW_S = 2.0
 """Seconds of answers the observed request rate counts."""
+MIN_OBSERVED = 10
+"""Answers the observed request rate needs to be trusted over the endpoint's rate."""
 MIN_RATE = 1 / 60
 """The lowest request rate a decrease goes to: one request per minute."""
 LEASE_S = 0.5
-"""Seconds of an endpoint's rate one lease may cover, shared among the clients asking (see :meth:`TrafficState.lease`)."""
+"""Seconds of an endpoint's rate the clients sharing it hold reserved ahead, in equal shares (see
+:meth:`TrafficState.lease`)."""
 ACTIVE_S = 2.0
 """Seconds after its last lease a client still counts as one of an endpoint's clients."""
 MAX_LEASE = 256
@@ -133,28 +136,19 @@ class EndpointTraffic:
         """The configured request rate (requests/s), or ``None``."""
         return self.limits.max_rpm / 60 if self.limits.max_rpm else None
 
-    def reserve(self, count: int, tokens_each: float, now: float, horizon: float | None = None) -> list[float]:
-        """Start times (``>= now``, in order) for up to ``count`` requests of ``tokens_each`` estimated tokens.
-
-        Args:
-            horizon: seconds ahead: the requests that would start later are not reserved (the first always is),
-                so that one caller cannot book the next minute while others wait.
-        """
+    def reserve(self, count: int, tokens_each: float, now: float) -> list[float]:
+        """Start times (``>= now``, in order) for ``count`` requests of ``tokens_each`` estimated tokens each."""
         self.grow(now)
         floor = max(now, self.paused_until)
         starts: list[float] = []
-        while len(starts) < count:
+        for _ in range(count):
             start = floor
             if self.requests is not None:
                 start = self.requests.start(1, start)
             if self.tokens is not None and tokens_each > 0:
-                start = self.tokens.start(tokens_each, start)
-            if starts and horizon is not None and start > now + horizon:
-                break
+                start = self.tokens.take(tokens_each, start)
             if self.requests is not None:
                 self.requests.take(1, start)
-            if self.tokens is not None and tokens_each > 0:
-                self.tokens.take(tokens_each, start)
             starts.append(start)
         return starts
 
@@ -176,10 +170,11 @@ class EndpointTraffic:
         if pause:
             self._pause(now + pause, now)
 
-    def _observed_rate(self, now: float) -> float:
-        """Answers per second over the last :data:`WINDOW_S` seconds (over at least one second)."""
-        if not self._recent:
-            return 0.0
+    def _observed_rate(self, now: float) -> float | None:
+        """Answers per second over the last :data:`WINDOW_S` seconds (over at least one second), or ``None`` with
+        fewer than :data:`MIN_OBSERVED` of them."""
+        if len(self._recent) < MIN_OBSERVED:
+            return None
         span = min(WINDOW_S, max(1.0, now - self._recent[0]))
         return len(self._recent) / span
 
@@ -187,7 +182,10 @@ class EndpointTraffic:
         if now - self._last_decrease < HOLD_S:
             return
         observed = self._observed_rate(now)
-        base = min(self.rate, observed) if self.rate is not None and observed > 0 else (self.rate or observed)
+        if self.rate is None:
+            base = observed if observed is not None else len(self._recent) / WINDOW_S
+        else:
+            base = min(self.rate, observed) if observed is not None else self.rate
         rate = max(MIN_RATE, base * DECREASE)
         if self._step is None:
             # No configured rate: the rate the server refused is the guess of its limit, probed from half of it.
@@ -337,13 +335,17 @@ class TrafficState:
     Args:
         settings: the run's limits, budget and prices.
         budget: the budget (default: from ``settings``, nothing spent yet).
+        clients: the clients expected to share each endpoint (a run's workers), so that the first to ask gets no
+            more than its share (see :meth:`lease`).
     """
 
-    def __init__(self, settings: RunSettings, budget: Budget | None = None) -> None:
+    def __init__(self, settings: RunSettings, budget: Budget | None = None, clients: int = 1) -> None:
         self.settings = settings
+        self.clients = clients
         self.budget = budget if budget is not None else Budget.of(settings)
         self.endpoints: dict[str, EndpointTraffic] = {}
         self._clients: dict[str, dict[str, float]] = {}
+        self._held: dict[str, dict[str, deque[float]]] = {}
 
     def endpoint(self, key: str, model: str, now: float) -> EndpointTraffic:
         """The state of the endpoint ``key`` of ``model`` (``provider:model``), created with the model's limits."""
@@ -352,33 +354,47 @@ class TrafficState:
             found = self.endpoints[key] = EndpointTraffic(self.settings.limits_for(model), now)
         return found
 
-    def reserve(self, key: str, model: str, count: int, tokens_each: float, now: float,
-                horizon: float | None = None) -> list[float]:
+    def reserve(self, key: str, model: str, count: int, tokens_each: float, now: float) -> list[float]:
         """:meth:`EndpointTraffic.reserve` on the endpoint ``key``."""
-        return self.endpoint(key, model, now).reserve(count, tokens_each, now, horizon)
+        return self.endpoint(key, model, now).reserve(count, tokens_each, now)
 
-    def lease(self, client: str, key: str, model: str, want: int, tokens_each: float, now: float) -> list[float]:
+    def lease(self, client: str, key: str, model: str, want: int, tokens_each: float,
+              now: float) -> tuple[list[float], float | None]:
         """Reservations for one of several clients sharing the endpoint ``key`` (the workers of a run), each asking
         for what it expects to send soon.
 
-        Fair by construction: reservations are handed out in the order the clients ask, one lease covers at most
-        :data:`LEASE_S` seconds ahead, and a client gets at most its share of them: ``ceil(rate * LEASE_S /
-        clients)`` reservations, ``clients`` being those that asked in the last :data:`ACTIVE_S` seconds (without a
-        rate: up to :data:`MAX_LEASE`). Always at least one, so that no client starves during a pause.
+        Fair by construction: reservations are handed out in the order the clients ask, and a client holds at most
+        its share of the reservations still ahead: ``ceil(rate * LEASE_S / clients)``, ``clients`` being those that
+        asked in the last :data:`ACTIVE_S` seconds, and at least the number expected (without a rate: up to
+        :data:`MAX_LEASE` at a time). So the
+        schedule reaches about :data:`LEASE_S` seconds ahead, and a worker with many requests waiting cannot book
+        it for itself.
 
         Args:
             client: the asking client's id.
-            want: reservations it asks for (at least 1 is given).
+            want: reservations it asks for (at least one is considered).
             tokens_each: the estimated tokens of each request.
+
+        Returns:
+            the reserved starts (at least one), or, for a client that holds its share already, no start and the
+            time its first reservation starts (when it may ask again).
         """
         seen = self._clients.setdefault(key, {})
         seen[client] = now
         for other in [name for name, last in seen.items() if last < now - ACTIVE_S]:
             del seen[other]
+            self._held.get(key, {}).pop(other, None)
+        held = self._held.setdefault(key, {}).setdefault(client, deque())
+        while held and held[0] <= now:
+            held.popleft()
         state = self.endpoint(key, model, now)
         state.grow(now)
-        share = MAX_LEASE if state.rate is None else math.ceil(state.rate * LEASE_S / len(seen))
-        return state.reserve(max(1, min(want, share)), tokens_each, now, horizon=LEASE_S)
+        share = MAX_LEASE if state.rate is None else math.ceil(state.rate * LEASE_S / max(len(seen), self.clients))
+        if len(held) >= share:
+            return [], held[0]
+        starts = state.reserve(max(1, min(want, share - len(held))), tokens_each, now)
+        held.extend(start for start in starts if start > now)
+        return starts, None
 
     def observe(self, key: str, model: str, signal: RateSignal, booked: float, tokens: int | None,
                 now: float) -> None:

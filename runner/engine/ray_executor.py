@@ -109,7 +109,7 @@ class RayExecutor:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
             # The run's limiter actor first: the workers find it in the context they receive.
             self._traffic = context.traffic
-            await ray_limiter.start(context.traffic)
+            await ray_limiter.start(context.traffic, self.size)
             nodes = len(ray_cluster.cluster_nodes())
             if nodes > 1 and context.store.is_local:
                 structlog.get_logger("runner").warning(

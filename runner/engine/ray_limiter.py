@@ -56,19 +56,25 @@ class TrafficActor:
     Args:
         settings: the run's limits, budget and prices.
         budget: the budget, with what earlier invocations spent.
+        clients: the workers expected (each gets its share of an endpoint's schedule from the start).
     """
 
-    def __init__(self, settings: RunSettings, budget: Budget) -> None:
-        self.state = TrafficState(settings, budget)
+    def __init__(self, settings: RunSettings, budget: Budget, clients: int = 1) -> None:
+        self.state = TrafficState(settings, budget, clients)
         self._slots: dict[str, Slots] = {}
 
     async def lease(self, client: str, key: str, model: str, want: int,
                     tokens_each: float) -> tuple[list[float], float, bool]:
         """Reserved starts for ``client``'s next requests to ``key`` (:meth:`TrafficState.lease`), as seconds from
-        now; the seconds of the endpoint's pause left; whether the budget is reached."""
-        now = time.monotonic()
-        starts = self.state.lease(client, key, model, want, tokens_each, now)
-        return [start - now for start in starts], self._pause_left(key, now), self.state.budget.reached
+        now; the seconds of the endpoint's pause left; whether the budget is reached. A client that holds its share
+        of the schedule waits here until it has room."""
+        while True:
+            now = time.monotonic()
+            starts, retry_at = self.state.lease(client, key, model, want, tokens_each, now)
+            if starts:
+                return [start - now for start in starts], self._pause_left(key, now), self.state.budget.reached
+            assert retry_at is not None
+            await asyncio.sleep(retry_at - now)
 
     async def report(self, answers: list[tuple[str, str, RateSignal, float, int | None]],
                      spends: list[tuple[str, int | None, int | None]]) -> tuple[dict[str, float], bool]:
@@ -98,8 +104,8 @@ class TrafficActor:
         return max(0.0, self.state.paused_until(key) - now)
 
 
-async def start(control: TrafficControl) -> None:
-    """Start the run's limiter actor (on this node, no CPU reserved) and set ``control.actor``; the driver then
+async def start(control: TrafficControl, workers: int = 1) -> None:
+    """Start the run's limiter actor for a pool of ``workers`` (on this node, no CPU reserved) and set ``control.actor``; the driver then
     looks at its state every :data:`POLL_S` seconds (``control.view``) until :func:`stop`.
 
     Must be called after ``ray.init``.
@@ -113,7 +119,7 @@ async def start(control: TrafficControl) -> None:
     here = ray.get_runtime_context().get_node_id()
     actor_class = ray.remote(TrafficActor).options(
         num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
-    control.actor = actor_class.remote(control.settings, control.budget)
+    control.actor = actor_class.remote(control.settings, control.budget, workers)
     control.view = await _await(control.actor.snapshot.remote())
     control.poller = asyncio.ensure_future(_poll(control))
 

@@ -162,9 +162,10 @@ class TrafficControl:
         return limiter
 
     @contextlib.contextmanager
-    def scope(self) -> Iterator[None]:
-        """Install the run's limiter and cache for the model calls inside the block (a work item)."""
-        with limiter_scope(self.limiter()), cache_scope(self.cache):
+    def scope(self, repeat: int = 0) -> Iterator[None]:
+        """Install the run's limiter and cache for the model calls inside the block (a work item of repeat
+        ``repeat``)."""
+        with limiter_scope(self.limiter()), cache_scope(self.cache, repeat):
             yield
 
     def flush(self) -> None:

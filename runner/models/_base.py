@@ -14,7 +14,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
-from runner.core.cache import ResponseCache, cache_key, cacheable, current_cache
+from runner.core.cache import ResponseCache, cache_key, cacheable, current_cache, current_repeat, deterministic
 from runner.core.limits import Endpoint, spend
 from runner.core.usage import record_usage
 from runner.models._errors import StructuredOutputError, one_line
@@ -191,12 +191,13 @@ class ChatModel(ABC):
         return reply
 
     def _cache_for(self, request: ChatRequest) -> tuple[ResponseCache | None, str | None]:
-        """The run's cache and the request's key in it, when the model has a server and the cache's policy takes
-        the request (``(None, None)`` otherwise)."""
+        """The run's cache and the request's key in it (a sampled request's per repeat of the item), when the model
+        has a server and the cache's policy takes the request (``(None, None)`` otherwise)."""
         cache = current_cache()
         if cache is None or self.base_url is None or not cacheable(cache.policy, request.temperature, request.seed):
             return None, None
-        return cache, cache_key(self.provider, self.base_url, self.model, request.to_openai_kwargs())
+        repeat = None if deterministic(request.temperature, request.seed) else current_repeat()
+        return cache, cache_key(self.provider, self.base_url, self.model, request.to_openai_kwargs(), repeat)
 
     async def _cached(self, cache: ResponseCache, key: str) -> ChatReply | None:
         """The reply stored under ``key``, or ``None`` (also when the cache cannot be read: logged, then the server
