@@ -105,7 +105,9 @@ class RunSettings(BaseModel):
             ones above (e.g. a judge with its own quota).
         max_tokens: the run's token budget: input + output tokens of every model, as the servers reported them,
             counted across every invocation of the run (not a per-reply limit: that is a solution argument).
-        max_cost: the run's budget in USD, from ``prices``; every model the run names needs a price.
+        max_cost: the run's budget in USD, from ``prices``; every model the run names needs a price (a model without
+            one that spends tokens anyway, e.g. one a solution builds itself, counts as USD 0 and is named in
+            ``summary.json``'s ``limits``).
         prices: USD per million tokens by model (``provider:model`` -> ``{"input", "output"}``); no built-in list.
         cache: a response cache shared through storage (any fsspec URL); ``None``: no cache.
         cache_policy: which requests the cache answers (:data:`~runner.core.cache.CachePolicy`).
@@ -181,12 +183,6 @@ class RunSettings(BaseModel):
         if value is not None and not value.strip():
             raise ValueError("must be a path or URL (e.g. s3://bucket/cache), or left out")
         return value.strip() if value is not None else None
-
-    @model_validator(mode="after")
-    def _priced(self) -> RunSettings:
-        if self.max_cost is not None and not self.prices:
-            raise ValueError("max_cost needs the models' prices: --price MODEL=IN,OUT (USD per million tokens)")
-        return self
 
     def limits_for(self, model: str) -> EndpointLimits:
         """The limits of the endpoints of ``model`` (``provider:model``): the run's, with its ``model_limits``

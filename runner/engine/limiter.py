@@ -268,16 +268,18 @@ class Budget:
     def add(self, model: str, input_tokens: int | None, output_tokens: int | None) -> None:
         """Count one call of ``model`` (an unknown count adds nothing, see :attr:`calls_without_usage`)."""
         self.tokens += int(input_tokens or 0) + int(output_tokens or 0)
-        self.cost += self._cost(model, int(input_tokens or 0), int(output_tokens or 0))
+        self.cost += self.cost_of(model, int(input_tokens or 0), int(output_tokens or 0))
         self.calls_without_usage += input_tokens is None or output_tokens is None
 
     def add_earlier(self, usage: dict[str, TokenUsage]) -> None:
         """Count the usage of one record written by an earlier invocation."""
         for model, counts in usage.items():
             self.earlier_tokens += counts.input_tokens + counts.output_tokens
-            self.earlier_cost += self._cost(model, counts.input_tokens, counts.output_tokens)
+            self.earlier_cost += self.cost_of(model, counts.input_tokens, counts.output_tokens)
 
-    def _cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+    def cost_of(self, model: str, input_tokens: int, output_tokens: int) -> float:
+        """USD of ``model``'s tokens at its price (0 without one: with ``max_cost``, the model is noted in
+        :attr:`unpriced`)."""
         price = self.prices.get(model_key(model))
         if price is None:
             if self.max_cost is not None and (input_tokens or output_tokens):

@@ -49,6 +49,10 @@ STALE_S = 0.25
 POLL_S = 0.5
 """Seconds between the driver's looks at the actor's state (budget, progress log)."""
 
+Spent = tuple[bool, int, float, int]
+"""What the actor tells a client of the budget: whether it is reached, the tokens and USD spent, and the number of
+the client's latest report counted in them."""
+
 
 class TrafficActor:
     """The run's traffic state, for every worker (methods run one at a time on the actor's event loop).
@@ -62,31 +66,38 @@ class TrafficActor:
     def __init__(self, settings: RunSettings, budget: Budget, clients: int = 1) -> None:
         self.state = TrafficState(settings, budget, clients)
         self._slots: dict[str, Slots] = {}
+        self._batches: dict[str, int] = {}
 
     async def lease(self, client: str, key: str, model: str, want: int,
-                    tokens_each: float) -> tuple[list[float], float, bool]:
+                    tokens_each: float) -> tuple[list[float], float, Spent]:
         """Reserved starts for ``client``'s next requests to ``key`` (:meth:`TrafficState.lease`), as seconds from
-        now; the seconds of the endpoint's pause left; whether the budget is reached. A client that holds its share
+        now; the seconds of the endpoint's pause left; the budget's :data:`Spent`. A client that holds its share
         of the schedule waits here until it has room."""
         while True:
             now = time.monotonic()
             starts, retry_at = self.state.lease(client, key, model, want, tokens_each, now)
             if starts:
-                return [start - now for start in starts], self._pause_left(key, now), self.state.budget.reached
+                return [start - now for start in starts], self._pause_left(key, now), self._spent(client)
             assert retry_at is not None
             await asyncio.sleep(retry_at - now)
 
-    async def report(self, answers: list[tuple[str, str, RateSignal, float, int | None]],
-                     spends: list[tuple[str, int | None, int | None]]) -> tuple[dict[str, float], bool]:
-        """Account for ``answers`` (endpoint key, model, signal, tokens booked, tokens used) and ``spends`` (model,
-        input and output tokens); the pause left of each endpoint answered, and whether the budget is reached."""
+    async def report(self, client: str, batch: int, answers: list[tuple[str, str, RateSignal, float, int | None]],
+                     spends: list[tuple[str, int | None, int | None]]) -> tuple[dict[str, float], Spent]:
+        """Account for ``client``'s report number ``batch``: ``answers`` (endpoint key, model, signal, tokens
+        booked, tokens used) and ``spends`` (model, input and output tokens); the pause left of each endpoint
+        answered, and the budget's :data:`Spent`."""
         now = time.monotonic()
         for key, model, signal, booked, tokens in answers:
             self.state.observe(key, model, signal, booked, tokens, now)
         for model, input_tokens, output_tokens in spends:
             self.state.budget.add(model, input_tokens, output_tokens)
+        self._batches[client] = max(self._batches.get(client, -1), batch)
         keys = {answer[0] for answer in answers}
-        return {key: self._pause_left(key, now) for key in keys}, self.state.budget.reached
+        return {key: self._pause_left(key, now) for key in keys}, self._spent(client)
+
+    def _spent(self, client: str) -> Spent:
+        budget = self.state.budget
+        return budget.reached, budget.spent_tokens, budget.spent_cost, self._batches.get(client, -1)
 
     async def connect(self, key: str, limit: int) -> None:
         """Take one of the ``limit`` connection slots of ``key``, waiting in line for one."""
@@ -175,7 +186,11 @@ class LeasedLimiter:
         self._answers: list[tuple[str, str, RateSignal, float, int | None]] = []
         self._spends: list[tuple[str, int | None, int | None]] = []
         self._sent_at = clock()
-        self.stopped = False
+        self._batch = 0
+        # The budget as this worker knows it: the actor's latest totals, and its own spend they do not hold yet.
+        self._prices = Budget.of(settings)
+        self._spent: Spent = (False, 0, 0.0, -1)
+        self._unsent: dict[int, list[float]] = {}
 
     async def acquire(self, endpoint: Endpoint, tokens: int) -> Permit:
         """A connection slot (with ``max_connections``), then a reserved start of the endpoint; waits until it and
@@ -206,10 +221,28 @@ class LeasedLimiter:
         self._send(urgent=bool(pause))
 
     def spend(self, model: str, input_tokens: int | None, output_tokens: int | None) -> None:
-        """Queue one call's tokens for the budget."""
+        """Queue one call's tokens for the budget (sent at once when the run has one)."""
         with self._lock:
             self._spends.append((model, input_tokens, output_tokens))
-        self._send(urgent=False)
+            own = self._unsent.setdefault(self._batch, [0, 0.0])
+            own[0] += int(input_tokens or 0) + int(output_tokens or 0)
+            own[1] += self._prices.cost_of(model, int(input_tokens or 0), int(output_tokens or 0))
+        self._send(urgent=self._settings.budgeted)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the budget is reached: as the actor last said, or counting this worker's spend it has not
+        counted yet (a lower bound of the run's spend, so a worker never stops before the run's budget is
+        reached)."""
+        with self._lock:
+            reached, tokens, cost, _ = self._spent
+            if reached:
+                return True
+            tokens += sum(own[0] for own in self._unsent.values())
+            cost += sum(own[1] for own in self._unsent.values())
+        limits = self._settings
+        return ((limits.max_tokens is not None and tokens >= limits.max_tokens)
+                or (limits.max_cost is not None and cost >= limits.max_cost))
 
     def flush(self) -> None:
         """Send the queued reports now."""
@@ -274,28 +307,38 @@ class LeasedLimiter:
             self._leasing.pop(key, None)
             if done.cancelled() or done.exception() is not None:
                 return
-            delays, pause, stopped = done.result()
+            delays, pause, spent = done.result()
             arrived = self._clock()
             self._ready[key].extend((arrived + delay, float(tokens)) for delay in delays)
             self._lease_size[key] = len(delays)
             self._paused[key] = max(self._paused.get(key, -math.inf), arrived + pause)
-            self.stopped = self.stopped or stopped
+            self._counted(spent)
 
     def _send(self, urgent: bool) -> None:
         with self._lock:
             now = self._clock()
             if not (self._answers or self._spends) or (not urgent and now - self._sent_at < REPORT_S):
                 return
-            answers, spends = self._answers, self._spends
-            self._answers, self._spends, self._sent_at = [], [], now
-        self._actor.report.remote(answers, spends).future().add_done_callback(self._reported)
+            answers, spends, batch = self._answers, self._spends, self._batch
+            self._answers, self._spends, self._sent_at, self._batch = [], [], now, batch + 1
+        self._actor.report.remote(self._client, batch, answers, spends).future().add_done_callback(self._reported)
 
     def _reported(self, done: concurrent.futures.Future[Any]) -> None:
         if done.cancelled() or done.exception() is not None:
             return
-        pauses, stopped = done.result()
+        pauses, spent = done.result()
         now = self._clock()
         with self._lock:
             for key, left in pauses.items():
                 self._paused[key] = max(self._paused.get(key, -math.inf), now + left)
-            self.stopped = self.stopped or stopped
+            self._counted(spent)
+
+    def _counted(self, spent: Spent) -> None:
+        """Take the actor's budget totals when they are newer than the ones held (called with the lock held), and
+        forget this worker's reports they count."""
+        if spent[1:] >= self._spent[1:]:
+            self._spent = (spent[0] or self._spent[0], *spent[1:])
+        elif spent[0]:
+            self._spent = (True, *self._spent[1:])
+        for batch in [batch for batch in self._unsent if batch <= self._spent[3]]:
+            del self._unsent[batch]

@@ -231,10 +231,16 @@ class TrafficControl:
 
     def write(self, store: ResultStore) -> None:
         """Write the traffic's final state into the run's ``limits.json`` (when a model endpoint was used or the
-        run has a budget), for ``summary.json``."""
+        run has a budget), for ``summary.json``; warn about models that spent tokens without a price under
+        ``max_cost``."""
         snapshot = self.snapshot()
         if snapshot.get("endpoints") or "budget" in snapshot:
             store.write_file(LIMITS_FILE, json.dumps(snapshot, indent=2).encode())
+        unpriced = (snapshot.get("budget") or {}).get("unpriced")
+        if unpriced:
+            structlog.get_logger("runner").warning(
+                "run.unpriced_models", models=unpriced,
+                detail="these models spent tokens without a --price; --max-cost counted them as USD 0")
 
 
 def _protocol(uri: str) -> str:

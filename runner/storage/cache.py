@@ -53,14 +53,14 @@ class StoredCache:
         return f"{type(self).__name__}({self._files.uri!r}, policy={self.policy!r})"
 
     def check(self) -> None:
-        """Reach the cache once (a listing of its top folder), so a wrong URI or missing credentials stop the run
-        before anything is written.
+        """Reach the cache once (a read of an entry that is not there), so an endpoint that does not answer or
+        refused credentials stop the run before anything is written.
 
         Raises:
             StorageError: the cache cannot be reached.
         """
         try:
-            self._files.fs.exists(self._files.root)
+            self._files.read_file(_name("check"))
         except StorageError:
             raise
         except Exception as exc:  # noqa: BLE001 - any backend failure becomes one line

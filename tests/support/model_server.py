@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -44,12 +44,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One HTTP request the server received: ``method``, ``path``, lower-cased ``headers`` and the JSON ``body``."""
+    """One HTTP request the server received: ``method``, ``path``, lower-cased ``headers``, the JSON ``body`` and
+    when it arrived (``received_at``, :func:`time.monotonic` seconds)."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any
+    received_at: float = field(default_factory=time.monotonic)
 
 
 class _Server(ThreadingHTTPServer):
