@@ -1,8 +1,13 @@
-"""Progress: counts, errors, and a rate that leaves start-up out."""
+"""Progress: counts, errors, a rate that leaves start-up out, and the run's model traffic."""
 
 import time
 
+import structlog
+
+from runner.core.config import RunSettings
+from runner.core.limits import RateSignal
 from runner.engine.progress import Progress
+from runner.engine.traffic import TrafficControl
 
 
 def test_rate_counts_from_the_first_finished_item():
@@ -18,3 +23,23 @@ def test_rate_counts_from_the_first_finished_item():
     # two items in the ~0.05 s since the first one, not three in the ~0.35 s since the start
     assert snap["rate"] > 3 / 0.35
     assert snap["eta_s"] == round(2 / snap["rate"], 1)
+
+
+def test_progress_events_carry_the_model_traffic_and_skipped_items_are_not_done():
+    traffic = TrafficControl(RunSettings(max_rpm=600, max_tokens=100))
+    state = traffic.limiter().state  # type: ignore[attr-defined]
+    state.reserve("vllm:m@http://gpu/v1", "vllm:m", 1, 0, time.monotonic())
+    state.observe("vllm:m@http://gpu/v1", "vllm:m", RateSignal.from_answer(429, {"retry-after": "30"}), 0, 7,
+                  time.monotonic())
+    traffic.limiter().spend("vllm:m", 5, 2)
+    progress = Progress(total=3, bar=False, interval=0, details=traffic.progress_fields)
+    with structlog.testing.capture_logs() as logs:
+        progress.advance("ok")
+        progress.advance("skipped")
+    assert (progress.done, progress.skipped) == (1, 1)
+    [event] = [entry for entry in logs if entry["event"] == "run.progress"]
+    assert event["done"] == 1
+    assert event["limits"]["vllm:m@http://gpu/v1"]["rate_limited"] == 1
+    assert event["limits"]["vllm:m@http://gpu/v1"]["rate_rpm"] == 300.0
+    assert 29 < event["limits"]["vllm:m@http://gpu/v1"]["paused_for_s"] <= 30
+    assert event["spent"] == {"tokens": 7, "cost_usd": 0.0}
