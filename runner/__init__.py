@@ -10,6 +10,7 @@ changed::
 from runner._version import __version__
 from runner.core import (
     BenchmarkBase,
+    BudgetExhausted,
     Headline,
     MetricBase,
     MetricResult,
@@ -33,6 +34,7 @@ from runner.storage import FileEvaluatorStorage, ResultStore
 
 __all__ = [
     "BenchmarkBase",
+    "BudgetExhausted",
     "FileEvaluatorStorage",
     "GeneralEvaluator",
     "Headline",

@@ -86,7 +86,10 @@ class EvaluatorBase:
         config: the configuration stored in ``run.json``.
         **settings: any other :class:`RunSettings` field: ``timeout`` (seconds per solution call), ``limit``,
             ``solution_retries``, ``force``, ``rerun_failed`` (``retry_errors`` and ``rerun_errors``, their former
-            names, still work with a deprecation warning).
+            names, still work with a deprecation warning), model traffic (``max_rpm``, ``max_tpm``,
+            ``max_connections``, ``model_limits``, ``max_tokens``, ``max_cost``, ``prices``, ``cache``,
+            ``cache_policy``: a spent budget raises :class:`~runner.core.errors.BudgetExhausted` after the summary
+            is written).
 
     Raises:
         ConfigError: a missing benchmark, ``n_repeat < 1``, a setting that does not validate, or no solution at

@@ -8,12 +8,14 @@ from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunConfig, RunSettings, WorkerSpec
 from runner.core.errors import (
     BenchmarkError,
+    BudgetExhausted,
     ConfigError,
     FingerprintMismatch,
     PluginError,
     RunnerError,
     StorageError,
 )
+from runner.core.limits import EndpointLimits, ModelPrice
 from runner.core.metric import MetricBase, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.results import Headline, ResultRow, RunResults
@@ -24,7 +26,9 @@ from runner.core.usage import record_usage, usage_scope
 __all__ = [
     "BenchmarkBase",
     "BenchmarkError",
+    "BudgetExhausted",
     "ConfigError",
+    "EndpointLimits",
     "ErrorInfo",
     "FingerprintMismatch",
     "Headline",
@@ -32,6 +36,7 @@ __all__ = [
     "MetricRecord",
     "MetricResult",
     "MetricType",
+    "ModelPrice",
     "PluginError",
     "ResultRow",
     "RunConfig",

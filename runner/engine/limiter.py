@@ -13,10 +13,10 @@ per run.
 - Tokens are booked at their estimate and corrected by the reply's usage (a debt, or a refund).
 - A refusal for rate (429, or 503 with ``Retry-After``) halves the endpoint's request rate (from the rate observed
   over the last :data:`WINDOW_S` seconds when that is lower, or when the endpoint had no limit), at most once per
-  :data:`HOLD_S` seconds, and the rate then grows back by :data:`INCREASE_S`-ths of its ceiling per second: additive
-  increase, multiplicative decrease, as TCP's congestion control (RFC 5681). A refusal, or an answer that says a
-  limit is used up (``x-ratelimit-remaining-*: 0``), also pauses the endpoint for every worker until the time the
-  server gave (:class:`~runner.core.limits.RateSignal`).
+  :data:`HOLD_S` seconds, and the rate then grows back by its ceiling (or, without one, the rate refused) divided by
+  :data:`INCREASE_S` each second: additive increase, multiplicative decrease, as TCP's congestion control
+  (RFC 5681). A refusal, or an answer that says a limit is used up (``x-ratelimit-remaining-*: 0``), also pauses
+  the endpoint for every worker until the time the server gave (:class:`~runner.core.limits.RateSignal`).
 - The budget counts tokens and USD across the run, those of earlier invocations included.
 """
 

@@ -116,8 +116,9 @@ class TrafficActor:
 
 
 async def start(control: TrafficControl, workers: int = 1) -> None:
-    """Start the run's limiter actor for a pool of ``workers`` (on this node, no CPU reserved) and set ``control.actor``; the driver then
-    looks at its state every :data:`POLL_S` seconds (``control.view``) until :func:`stop`.
+    """Start the run's limiter actor for a pool of ``workers`` (on this node, no CPU reserved) and set
+    ``control.actor``; the driver then looks at its state every :data:`POLL_S` seconds (``control.view``) until
+    :func:`stop`.
 
     Must be called after ``ray.init``.
 
@@ -259,8 +260,8 @@ class LeasedLimiter:
             raise
 
     async def _reserved(self, endpoint: Endpoint, tokens: int) -> tuple[float, float]:
-        """The next reserved start for ``endpoint`` (and its booked tokens), leasing more when this worker's run
-        low."""
+        """The next reserved start for ``endpoint`` (and its booked tokens), leasing more when this worker's reserved
+        starts run low."""
         key = endpoint.key
         with self._lock:
             now = self._clock()

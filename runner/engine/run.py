@@ -181,8 +181,8 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; rerun to resume).
-        BudgetExhausted: the run's budget was reached: no new item started, items in flight were written
-            (the same request with a larger budget resumes).
+        BudgetExhausted: the run's budget was reached with items left: no new item started, items in flight were
+            written (the same request with a larger budget resumes). A run whose last item reaches it ends as usual.
     """
     settings = request.settings
     executor = executor if executor is not None else make_executor(settings)
@@ -240,7 +240,7 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
                 manifest.benchmark = manifest.benchmark.model_copy(update=counted)
                 store.write_manifest(manifest)
         seconds = time.monotonic() - started
-        if progress.done == 0 and not traffic.stopped:
+        if progress.done == 0 and plan.exhausted:
             log.info("run.nothing_to_do", detail="every item already has a record; nothing was executed")
         if progress.duplicates:
             log.warning("run.duplicates", items=progress.duplicates,
@@ -249,7 +249,7 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
                         "repeat) keeps one record")
         log.info("run.finished", executed=progress.done, errors=progress.errors, duplicates=progress.duplicates,
                  seconds=round(seconds, 3))
-        if traffic.stopped:
+        if traffic.stopped and (progress.skipped or not plan.exhausted):
             done = already_done + progress.done
             total = f" of {already_done + expected}" if expected is not None else ""
             raise BudgetExhausted(f"the budget is spent: {traffic.budget_line()}; {done}{total} items are done; run "

@@ -37,6 +37,7 @@ from runner.storage.cache import StoredCache
 from runner.storage.keys import encode_key
 from runner.storage.store import LIMITS_FILE, ResultStore
 
+
 class LocalLimiter:
     """The :class:`~runner.core.limits.Limiter` of a run in this process (the sequential executor, tests): every
     request reserves its start in the run's :class:`TrafficState` at once.

@@ -76,6 +76,15 @@ def test_resuming_counts_what_earlier_invocations_spent(cli, tmp_path):
     assert len(_spent(storage)) == 100
 
 
+def test_a_run_whose_last_item_reaches_the_budget_is_complete(cli, tmp_path):
+    measured = _budget_run(cli, tmp_path / "measure", "--limit", "3")
+    assert measured.returncode == 0, measured.stderr
+    exact = sum(_spent(tmp_path / "measure"))
+    result = _budget_run(cli, tmp_path / "run", "--limit", "3", "--max-tokens", str(exact))
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["limits"]["budget"]["reached"] is True
+
+
 def test_a_cost_budget_from_prices(cli, tmp_path):
     storage = tmp_path / "run"
     result = _budget_run(cli, storage, "--max-cost", "0.001", "--price", "mock=10,10")

@@ -6,7 +6,6 @@ the engine's in-process one on a fake clock, the cache the stored one on a tempo
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
