@@ -89,6 +89,9 @@ class LocalLimiter:
         with self._lock:
             return self.state.snapshot(self._clock())
 
+    def flush(self) -> None:
+        """Nothing to send: answers and spend are counted as they come."""
+
     def _slots_of(self, endpoint: Endpoint) -> Slots | None:
         limit = self.state.settings.limits_for(endpoint.name).max_connections
         if limit is None:
@@ -171,16 +174,17 @@ class TrafficControl:
 
     def flush(self) -> None:
         """Send what this process's limiter still holds back (reports of a worker's last calls)."""
-        flush = getattr(self._limiter, "flush", None)
-        if flush is not None:
-            flush()
+        if self._limiter is not None:
+            self._limiter.flush()
 
     def snapshot(self) -> dict[str, Any]:
         """The traffic's state: :meth:`TrafficState.snapshot` of this process's limiter, or the latest view of the
         run's actor (empty before the first)."""
         if self.actor is not None:
             return self.view or {"endpoints": {}}
-        return self.limiter().snapshot()  # type: ignore[attr-defined, no-any-return]
+        local = self.limiter()
+        assert isinstance(local, LocalLimiter)
+        return local.snapshot()
 
     @property
     def stopped(self) -> bool:

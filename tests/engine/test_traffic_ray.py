@@ -64,6 +64,15 @@ def test_a_429_one_worker_gets_holds_back_every_worker(cli, model_server, tmp_pa
     assert summary["errors"] == 0 and len(_workers(tmp_path / "run")) == 2
 
 
+def test_two_workers_share_the_connections_of_an_endpoint(cli, model_server, tmp_path):
+    model_server.set_policy("echo")
+    model_server.latency = 0.1
+    result = _chat(cli, model_server, tmp_path / "run", 24, "--max-connections", "3")
+    assert result.returncode == 0, result.stderr
+    assert len(_arrivals(model_server)) == 24 and len(_workers(tmp_path / "run")) == 2
+    assert 2 <= model_server.max_in_flight <= 3  # without the limit, 16 could be in flight
+
+
 def test_what_two_workers_cached_answers_a_rerun(cli, model_server, tmp_path):
     model_server.set_policy("echo")
     model_server.latency = 0.05  # long enough for both workers to take items

@@ -25,13 +25,14 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -112,6 +113,7 @@ class ScriptedModelServer:
             speak another server's dialect with the policy's answers; ``None`` sends them as OpenAI does.
         latency: seconds each chat request within the rate limit waits before its answer (a model's work).
         rate_limited: chat requests answered 429 by :meth:`limit_rate`.
+        max_in_flight: the most chat requests waiting out their :attr:`latency` at once.
     """
 
     def __init__(self, policy: MockPolicySource | None = None, *, models: list[str] | None = None) -> None:
@@ -125,6 +127,8 @@ class ScriptedModelServer:
         self._standing: dict[str, RawAnswer] = {}
         self.latency = 0.0
         self.rate_limited = 0
+        self.max_in_flight = 0
+        self._in_flight = 0
         self._rate: tuple[float, str] | None = None
         self._full_at = 0.0
         self._lock = threading.Lock()
@@ -173,6 +177,18 @@ class ScriptedModelServer:
                 return retry_after
             self._full_at = max(self._full_at, now) + 1.0 / rate
             return None
+
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        """Count a chat request as in flight (for :attr:`max_in_flight`)."""
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def stall(self, seconds: float, times: int = 1) -> None:
         """Wait ``seconds`` before answering each of the next ``times`` chat requests (for client timeouts)."""
@@ -334,7 +350,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(429, "rate limit reached: too many requests per second", {"Retry-After": refused})
             return
         if self.owner.latency:
-            time.sleep(self.owner.latency)
+            with self.owner._serving():
+                time.sleep(self.owner.latency)
         answer = self.owner._raw("chat")
         if answer is not None:
             self._send_raw(answer)
