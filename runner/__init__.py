@@ -10,6 +10,7 @@ changed::
 from runner._version import __version__
 from runner.core import (
     BenchmarkBase,
+    BudgetExhausted,
     Headline,
     JudgeScoreOutOfRange,
     MetricBase,
@@ -35,6 +36,7 @@ from runner.storage import FileEvaluatorStorage, ResultStore
 
 __all__ = [
     "BenchmarkBase",
+    "BudgetExhausted",
     "FileEvaluatorStorage",
     "GeneralEvaluator",
     "Headline",

@@ -17,6 +17,7 @@ Ray itself is imported only when a ``RayEvaluator`` runs, so ``from runner impor
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any
 
@@ -25,7 +26,7 @@ from rich.console import Console
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings, WorkerSpec, format_validation_error
-from runner.core.errors import ConfigError
+from runner.core.errors import ConfigError, RunnerError, StorageError
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
 from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
@@ -51,9 +52,26 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; the same call resumes).
-        RunStopped: the model server speaks another protocol (:mod:`runner.engine.watch`); records stay, no report.
+        RunStopped: the run stopped itself after writing started (a model server that speaks another protocol, a
+            storage outage: exit status 3); the summary of the records written so far is written when the store
+            can be reached.
+        BudgetExhausted: the run's budget is spent (``summary.json`` holds the records written so far; the same
+            call with a larger budget resumes).
     """
-    outcome = await execute_run(request, executor)
+    try:
+        outcome = await execute_run(request, executor)
+    except RunnerError as stopped:
+        if stopped.exit_status == 2:
+            raise
+        # The records written so far are the run's results until it resumes: report them if the store answers.
+        with contextlib.suppress(StorageError):
+            _report(request, show, html)
+        raise
+    return _report(request, show, html), outcome
+
+
+def _report(request: RunRequest, show: bool, html: bool) -> Summary:
+    """``summary.json`` and ``results.csv`` of the run's records (and ``report.html``), printed with ``show``."""
     summary = build_report(request.store, request.benchmark)
     page = write_html_report(request.store, summary) if html else None
     if show:
@@ -61,7 +79,7 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
         render(summary, console, storage=request.store.uri)
         if page:
             console.print(f"report: {page}", markup=False, soft_wrap=True)
-    return summary, outcome
+    return summary
 
 
 _RENAMED = {"retry_errors": "solution_retries", "rerun_errors": "rerun_failed"}
@@ -84,7 +102,10 @@ class EvaluatorBase:
         config: the configuration stored in ``run.json``.
         **settings: any other :class:`RunSettings` field: ``timeout`` (seconds per solution call), ``limit``,
             ``solution_retries``, ``force``, ``rerun_failed`` (``retry_errors`` and ``rerun_errors``, their former
-            names, still work with a deprecation warning).
+            names, still work with a deprecation warning), model traffic (``max_rpm``, ``max_tpm``,
+            ``max_connections``, ``model_limits``, ``max_tokens``, ``max_cost``, ``prices``, ``cache``,
+            ``cache_policy``: a spent budget raises :class:`~runner.core.errors.BudgetExhausted` after the summary
+            is written).
 
     Raises:
         ConfigError: a missing benchmark, ``n_repeat < 1``, a setting that does not validate, or no solution at

@@ -1,4 +1,5 @@
-"""Speed and scale of the Ray executor: workloads W1-W4 of issue 3, on an embedded Ray, local storage.
+"""Speed and scale of the Ray executor: workloads W1-W4 of issue 3 and W6 of issue 14, on an embedded Ray, local
+storage.
 
 Each workload is a synthetic benchmark of N tasks (task i asks for i; one numerical exact-match metric) and runs in
 its own process, so the driver's peak RSS is that workload's alone::
@@ -12,6 +13,15 @@ its own process, so the driver's peak RSS is that workload's alone::
 - W3 resume: W1 again on W1's finished storage. Seconds (including the report, which reads every record).
 - W4 scale: N = 100,000 no-op tasks. Driver peak RSS while executing (and after the report, which aggregates every
   record) and tasks/s.
+
+- W6 model traffic (issue 14): 1,000 items of the ``chat`` solution (temperature 0) against the scripted
+  OpenAI-compatible server of ``tests/support/model_server.py``, which admits 50 requests/s (a token bucket holding
+  one second of them; beyond it: 429 with ``Retry-After: 1``), answers each request after 100 ms with the echo
+  policy (so task i scores 1 with the answer "i"), and runs in this process; 4 workers x 32 in flight. Three runs,
+  each into a new run directory: ``W6`` without limits; ``W6rpm`` with ``--max-rpm 3000`` and a new ``--cache``
+  (every request misses and is stored); ``W6cache``, the same run again with that cache. Targets: ``W6rpm`` at most
+  1 % of requests answered 429 and at least 0.9 x 50 successful requests/s (after start-up); ``W6cache`` zero
+  requests and the same score. Run it with ``--only W6``.
 
 Each workload does what ``RayEvaluator.run`` does: ``execute_run`` with a :class:`RayExecutor` (default worker spec:
 one worker per CPU), then ``build_report``; the driver's peak RSS is read between the two.
@@ -36,11 +46,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from runner import BenchmarkBase, ResultStore, RunSettings, SolutionSpec, Task, WorkerSpec, log
+from runner import BenchmarkBase, ResultStore, RunSettings, SolutionSpec, Task, WorkerSpec, log, registry
 from runner.benchmarks.toy import NumericMatch
 from runner.engine import RunRequest, execute_run
 from runner.report import build_report
+
+REPO = Path(__file__).resolve().parents[1]
 
 W2_SLEEP_S = 0.2
 W2_IN_FLIGHT = 32
@@ -55,6 +68,10 @@ WORKLOADS = {
     "W1s": (2000, "instant", {}),
 }
 DEFAULT = ["W1", "W2", "W3", "W4"]
+W6_ITEMS, W6_RATE, W6_LATENCY_S = 1000, 50, 0.1
+W6_WORKER = {"num_workers": 4, "num_cpus": 0.5, "max_concurrency": 32}  # 4 workers fit the 2-core machine
+W6_RUNS = {"W6": {}, "W6rpm": {"max_rpm": 3000}, "W6cache": {"max_rpm": 3000}}
+"""W6's runs and their limits; ``W6rpm`` and ``W6cache`` share one response cache."""
 
 
 class Synthetic(BenchmarkBase):
@@ -117,9 +134,12 @@ async def _run(name: str, storage: str) -> dict[str, float | int | str]:
             "driver_peak_rss_with_report_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
-def child(name: str, storage: str) -> dict[str, float | int | str]:
+def child(name: str, storage: str, url: str | None = None, cache: str | None = None) -> dict[str, Any]:
     """Run workload ``name`` in this process; its measurements."""
     log.configure("json")  # as the CLI does: INFO and up, so no per-item debug lines
+    if name in W6_RUNS:
+        assert url is not None
+        return asyncio.run(_run_w6(name, storage, url, cache))
     result = asyncio.run(_run(name, storage))
     if name == "W3":
         return result
@@ -132,6 +152,74 @@ def child(name: str, storage: str) -> dict[str, float | int | str]:
         ideal = n * W2_SLEEP_S / W2_IN_FLIGHT
         result.update(ideal_s=ideal, efficiency=round(ideal / span, 3))
     return result
+
+
+async def _run_w6(name: str, storage: str, url: str, cache: str | None) -> dict[str, Any]:
+    """One run of W6 against the server at ``url``: what its records and summary say."""
+    benchmark, store = Synthetic(W6_ITEMS), ResultStore(storage)
+    spec = registry.solution_spec("chat", {"temperature": 0}, "vllm:bench", benchmark, url)
+    settings = RunSettings(worker=WorkerSpec(**W6_WORKER), cache=cache, **W6_RUNS[name])
+    request = RunRequest(benchmark=benchmark, solution=spec, store=store, settings=settings, progress_bar=False,
+                         fingerprint_fields={"benchmark": benchmark.name, "solution": "chat"})
+    started = time.perf_counter()
+    outcome = await execute_run(request)
+    wall = time.perf_counter() - started
+    summary = build_report(store, benchmark)
+    usage = summary.usage.get("vllm:bench", {})
+    endpoints = (summary.limits or {}).get("endpoints", {})
+    limiter = next(iter(endpoints.values()), {})
+    return {"workload": name, "n": W6_ITEMS, "wall_s": round(wall, 3), "executed": outcome.executed,
+            "errors": summary.errors, "score": summary.metrics["exact-match"].mean, "calls": usage.get("calls", 0),
+            "cached_calls": usage.get("cached_calls", 0), "limiter_429s": limiter.get("rate_limited", 0),
+            "limiter_pauses": limiter.get("pauses", 0), "limiter_rate_rpm": limiter.get("rate_rpm")}
+
+
+def run_w6(tmp: str, env: dict[str, str]) -> dict[str, dict]:
+    """W6's three runs, each in a process of its own, against one rate-limited server in this process."""
+    sys.path.insert(0, str(REPO))
+    from tests.support.model_server import ScriptedModelServer
+
+    results: dict[str, dict] = {}
+    with ScriptedModelServer("echo") as server:
+        server.limit_rate(W6_RATE, retry_after="1")
+        server.latency = W6_LATENCY_S
+        for name in W6_RUNS:
+            before, refused_before = len(server.requests), server.rate_limited
+            command = [sys.executable, __file__, "--child", name, "--storage", str(Path(tmp) / name),
+                       "--server-url", server.url]
+            if name != "W6":
+                command += ["--cache", str(Path(tmp) / "W6-cache")]
+            done = subprocess.run(command, check=True, env=env, capture_output=True, text=True)
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            requests = len(server.requests) - before
+            refused = server.rate_limited - refused_before
+            span, _ = _span_s(ResultStore(str(Path(tmp) / name)))
+            result.update(requests=requests, refused=refused, span_s=round(span, 3),
+                          refused_share=round(refused / requests, 4) if requests else 0.0,
+                          ok_per_s=round((requests - refused) / span, 1))
+            results[name] = result
+            print(json.dumps(result), file=sys.stderr)
+    return results
+
+
+def w6_table(results: dict[str, dict]) -> str:
+    """The Markdown table of W6's runs, with each target and whether it was met."""
+    rows = ["| run | items | wall (with start-up) | requests | 429s | after start-up | score | errors | target | met |",
+            "|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
+    rpm_score = results.get("W6rpm", {}).get("score")
+    for name, r in results.items():
+        if name == "W6rpm":
+            target = "<= 1 % 429s, >= 45 requests/s"
+            met = r["refused_share"] <= 0.01 and r["ok_per_s"] >= 0.9 * W6_RATE
+        elif name == "W6cache":
+            target, met = "0 requests, the same score", r["requests"] == 0 and r["score"] == rpm_score
+        else:
+            target, met = "(reference: 429s and wall time)", True
+        after = f"{r['span_s']:.2f} s, {r['ok_per_s']:.1f} ok requests/s"
+        rows.append(f"| {name} | {r['n']} | {r['wall_s']:.2f} s | {r['requests']} | {r['refused']} "
+                    f"({100 * r['refused_share']:.1f} %) | {after} | {r['score']:.3f} | {r['errors']} | {target} | "
+                    f"{'yes' if met else 'no'} |")
+    return "\n".join(rows)
 
 
 def table(results: dict[str, dict]) -> str:
@@ -165,17 +253,21 @@ def table(results: dict[str, dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), default=DEFAULT)
-    parser.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="+", choices=sorted([*WORKLOADS, "W6"]), default=DEFAULT)
+    parser.add_argument("--child", choices=sorted([*WORKLOADS, *W6_RUNS]), help=argparse.SUPPRESS)
     parser.add_argument("--storage", help=argparse.SUPPRESS)
+    parser.add_argument("--server-url", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.storage)))
+        print(json.dumps(child(args.child, args.storage, args.server_url, args.cache)))
         return 0
     results: dict[str, dict] = {}
     env = {**os.environ, "RAY_DEDUP_LOGS": "1"}
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
-        for name in args.only:
+        if "W6" in args.only:
+            print(w6_table(run_w6(tmp, env)), flush=True)
+        for name in (name for name in args.only if name != "W6"):
             storage = str(Path(tmp) / ("W1" if name in ("W1", "W3") else name))  # W3 resumes W1's run
             if name == "W3" and "W1" not in results:
                 subprocess.run([sys.executable, __file__, "--child", "W1", "--storage", storage], check=True,
@@ -185,7 +277,8 @@ def main() -> int:
             results[name] = json.loads(done.stdout.strip().splitlines()[-1])
             print(json.dumps(results[name]), file=sys.stderr)
         # Before the clean-up, which takes minutes for W4's 100,000 record folders.
-        print(table(results), flush=True)
+        if results:
+            print(table(results), flush=True)
     return 0
 
 

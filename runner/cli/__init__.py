@@ -1,8 +1,9 @@
 """``python -m runner``: run, report, status, compare, list, submit (Kubernetes) and k8s.
 
 No subcommand means ``run``. Bad input ends with exit status 2 and one line on stderr naming the problem and the
-way out; a run that stopped itself after writing started (a model server that speaks another protocol) with exit
-status 3 and one line; an unexpected failure keeps its traceback (exit status 1).
+way out; a run that stopped after writing started (a model server that speaks another protocol, a storage outage)
+with exit status 3, a spent budget with exit status 4, each with one line; an unexpected failure keeps its traceback
+(exit status 1).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _warning_line
             return handler(args)
     except RunnerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{exc.label}: {exc}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         print("interrupted: finished records are kept; run the same command again to resume", file=sys.stderr)

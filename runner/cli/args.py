@@ -47,7 +47,13 @@ RUN_FLAGS = (
     "rerun_failed",
     "ray_address",
     "log_format",
+    "max_tokens",
+    "max_cost",
+    "cache",
+    "cache_policy",
 )
+# flag dest -> EndpointLimits field; each flag takes N (every endpoint) or MODEL=N (that model's endpoints)
+LIMIT_FLAGS = ("max_rpm", "max_tpm", "max_connections")
 
 
 def parse_value(text: str) -> Any:
@@ -75,6 +81,30 @@ def json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"key\": 1}}', got {text!r}")
     return value
+
+
+def model_limit(text: str) -> tuple[str | None, Any]:
+    """argparse type for a limit: ``N`` (every model endpoint) or ``MODEL=N`` (the endpoints of ``MODEL``); the
+    number is validated with the run config."""
+    model, sep, value = text.rpartition("=")
+    if sep and not model.strip():
+        raise argparse.ArgumentTypeError(f"expected N or MODEL=N, got {text!r}")
+    return (model.strip() or None), parse_value(value.strip())
+
+
+def model_price(text: str) -> tuple[str, dict[str, float]]:
+    """argparse type for ``--price MODEL=IN,OUT``: USD per million input and output tokens."""
+    model, sep, value = text.rpartition("=")
+    numbers = value.split(",")
+    try:
+        if not sep or not model.strip() or len(numbers) != 2:
+            raise ValueError
+        prices = {"input": float(numbers[0]), "output": float(numbers[1])}
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected MODEL=IN,OUT (USD per million input and output tokens, e.g. openai:gpt-4o=2.5,10), "
+            f"got {text!r}") from None
+    return model.strip(), prices
 
 
 class _Deprecated(argparse.Action):
@@ -161,6 +191,26 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      "an attempt, a solution that raises does not: see --solution-retries)")
     how.add_argument("--log-format", choices=("console", "json"), help="default: console on a terminal, else json")
 
+    traffic = parser.add_argument_group("model traffic (shared by every worker; see docs/models.md)")
+    traffic.add_argument("--max-rpm", action="append", type=model_limit, metavar="[MODEL=]N",
+                         help="requests per minute to each model endpoint, or to MODEL's (repeatable)")
+    traffic.add_argument("--max-tpm", action="append", type=model_limit, metavar="[MODEL=]N",
+                         help="tokens (input + output) per minute to each model endpoint, or to MODEL's (repeatable)")
+    traffic.add_argument("--max-connections", action="append", type=model_limit, metavar="[MODEL=]N",
+                         help="requests in flight to each model endpoint, or to MODEL's (repeatable)")
+    traffic.add_argument("--max-tokens", type=int, metavar="N",
+                         help="the run's token budget (input + output, every model, resumes included); when spent, "
+                         "no new item starts and the run ends with exit status 4")
+    traffic.add_argument("--max-cost", type=float, metavar="USD",
+                         help="the run's budget in USD, from --price; as --max-tokens otherwise")
+    traffic.add_argument("--price", dest="prices", action="append", type=model_price, metavar="MODEL=IN,OUT",
+                         help="USD per million input and output tokens of MODEL (repeatable; no built-in prices)")
+    traffic.add_argument("--cache", metavar="URI",
+                         help="a response cache shared through storage (a path or any fsspec URL, e.g. "
+                         "s3://bucket/cache); a hit makes no call and costs nothing")
+    traffic.add_argument("--cache-policy", choices=("always", "deterministic", "off"),
+                         help="which requests the cache answers (default deterministic: temperature 0 or a seed)")
+
 
 def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> RunConfig:
     """The :class:`RunConfig` of the config file (if any) overridden by the flags that were given.
@@ -188,6 +238,7 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
             merged = dict(data.get(field) or {})
             merged.update(dict(pairs))
             data[field] = merged
+    _traffic_flags(args, data, given)
     worker = dict(data.get("worker") or {})
     for flag, field in WORKER_FLAGS.items():
         value = getattr(args, flag, None)
@@ -199,6 +250,26 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     if not data.get("benchmark"):
         raise ConfigError("no benchmark: pass --benchmark NAME (see 'python -m runner list') or --config FILE")
     return build_config(data, source, given)
+
+
+def _traffic_flags(args: argparse.Namespace, data: dict[str, Any], given: dict[str, str]) -> None:
+    """Merge the limit and price flags into ``data`` (a bare limit sets the run's, ``MODEL=N`` the model's) and
+    note which flag set each field."""
+    model_limits = {name: dict(limits) for name, limits in (data.get("model_limits") or {}).items()}
+    for name in LIMIT_FLAGS:
+        for model, value in getattr(args, name, None) or ():
+            if model is None:
+                data[name] = value
+                given[name] = _flag(name)
+            else:
+                model_limits.setdefault(model, {})[name] = value
+                given[f"model_limits.{model}.{name}"] = _flag(name)
+    if model_limits:
+        data["model_limits"] = model_limits
+    prices = getattr(args, "prices", None)
+    if prices:
+        data["prices"] = {**(data.get("prices") or {}), **dict(prices)}
+        given.update({f"prices.{model}": "--price" for model, _ in prices})
 
 
 def _flag(dest: str) -> str:

@@ -8,6 +8,7 @@ from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunConfig, RunSettings, WorkerSpec
 from runner.core.errors import (
     BenchmarkError,
+    BudgetExhausted,
     ConfigError,
     FingerprintMismatch,
     PluginError,
@@ -15,6 +16,7 @@ from runner.core.errors import (
     RunStopped,
     StorageError,
 )
+from runner.core.limits import EndpointLimits, ModelPrice
 from runner.core.metric import JudgeScoreOutOfRange, MetricBase, MetricError, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.results import Headline, ResultRow, RunResults
@@ -25,7 +27,9 @@ from runner.core.usage import record_usage, usage_scope
 __all__ = [
     "BenchmarkBase",
     "BenchmarkError",
+    "BudgetExhausted",
     "ConfigError",
+    "EndpointLimits",
     "ErrorInfo",
     "FingerprintMismatch",
     "Headline",
@@ -35,6 +39,7 @@ __all__ = [
     "MetricRecord",
     "MetricResult",
     "MetricType",
+    "ModelPrice",
     "PluginError",
     "ResultRow",
     "RunConfig",

@@ -15,7 +15,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from runner.core.cache import CachePolicy
 from runner.core.errors import ConfigError
+from runner.core.limits import EndpointLimits, ModelPrice, model_key
 
 
 _BUILTIN_RESOURCES = {"CPU": "--num-cpus (num_cpus)", "GPU": "--num-gpus (num_gpus)", "memory": "--memory (memory)",
@@ -96,6 +98,19 @@ class RunSettings(BaseModel):
         ray_address: the Ray cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded local Ray.
         worker: the spec of each worker (resources, concurrency, attempts after a worker death).
         log_format: ``console`` or ``json``; default: console on a terminal, JSON lines otherwise.
+        max_rpm, max_tpm, max_connections: limits of every model endpoint (provider, API root, model), shared by all
+            workers: requests per minute, tokens (input + output) per minute, requests in flight
+            (:class:`~runner.core.limits.EndpointLimits`); ``None``: no limit. A 429 slows an endpoint in any case.
+        model_limits: limits of one model's endpoints (``provider:model`` -> :class:`EndpointLimits`), over the
+            ones above (e.g. a judge with its own quota).
+        max_tokens: the run's token budget: input + output tokens of every model, as the servers reported them,
+            counted across every invocation of the run (not a per-reply limit: that is a solution argument).
+        max_cost: the run's budget in USD, from ``prices``; every model the run names needs a price (a model without
+            one that spends tokens anyway, e.g. one a solution builds itself, counts as USD 0 and is named in
+            ``summary.json``'s ``limits``).
+        prices: USD per million tokens by model (``provider:model`` -> ``{"input", "output"}``); no built-in list.
+        cache: a response cache shared through storage (any fsspec URL); ``None``: no cache.
+        cache_policy: which requests the cache answers (:data:`~runner.core.cache.CachePolicy`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -110,6 +125,15 @@ class RunSettings(BaseModel):
     ray_address: str | None = None
     worker: WorkerSpec = Field(default_factory=WorkerSpec)
     log_format: Literal["console", "json"] | None = None
+    max_rpm: float | None = Field(default=None, gt=0)
+    max_tpm: float | None = Field(default=None, gt=0)
+    max_connections: int | None = Field(default=None, ge=1)
+    model_limits: dict[str, EndpointLimits] = Field(default_factory=dict)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    cache: str | None = None
+    cache_policy: CachePolicy = "deterministic"
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +167,33 @@ class RunSettings(BaseModel):
         if not value.strip():
             raise ValueError("must name an executor (ray, sequential)")
         return value.strip()
+
+    @field_validator("model_limits", "prices")
+    @classmethod
+    def _model_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Keys as usage names models (``provider:model``, the provider in lower case)."""
+        keys = {model_key(name): item for name, item in value.items()}
+        if "" in keys:
+            raise ValueError("a model name is empty; use provider:model")
+        return keys
+
+    @field_validator("cache")
+    @classmethod
+    def _cache_uri(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must be a path or URL (e.g. s3://bucket/cache), or left out")
+        return value.strip() if value is not None else None
+
+    def limits_for(self, model: str) -> EndpointLimits:
+        """The limits of the endpoints of ``model`` (``provider:model``): the run's, with its ``model_limits``
+        over them."""
+        run = EndpointLimits(max_rpm=self.max_rpm, max_tpm=self.max_tpm, max_connections=self.max_connections)
+        return run.merged(self.model_limits.get(model_key(model)))
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether the run has a budget (``max_tokens`` or ``max_cost``)."""
+        return self.max_tokens is not None or self.max_cost is not None
 
 
 class _WhatToRun(BaseModel):
@@ -200,6 +251,14 @@ class RunConfig(RunSettings, _WhatToRun):
         storage_options: fsspec options for the storage backend (credentials stay out of logs and manifests).
         (the rest): :class:`RunSettings`.
     """
+
+    def unpriced_models(self) -> list[str]:
+        """With ``max_cost``, the models this configuration names (agent, simulated user, judge) that have no price;
+        without it, none."""
+        if self.max_cost is None:
+            return []
+        named = [self.model, self.user_model, self.judge_model]
+        return [name for name in dict.fromkeys(filter(None, named)) if model_key(name) not in self.prices]
 
     def settings(self) -> RunSettings:
         """The :class:`RunSettings` part of this configuration."""

@@ -1,8 +1,9 @@
 """Errors that reach the user.
 
-Every error a user can fix by changing their input derives from :class:`RunnerError`. The CLI turns one into a
-single line on stderr and its :attr:`~RunnerError.exit_status` (2, or 3 for a run that stopped after writing
-started), without a traceback; anything else is a bug and keeps its traceback.
+Every error that ends a run as one line derives from :class:`RunnerError`: the CLI prints ``<label>: <message>``
+on stderr and returns its :attr:`~RunnerError.exit_status`, without a traceback (ARCHITECTURE.md's statuses: 2 bad
+input with nothing written, 3 a fault after writing started, 4 a spent budget). Anything else is a bug and keeps
+its traceback (exit status 1).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from typing import ClassVar
 
 
 class RunnerError(Exception):
-    """Bad input the user can fix: the message names the problem and the way out, in one line."""
+    """An error the user can act on: the message names the problem and the way out, in one line. As such, bad input
+    found before anything is written (exit status 2); subclasses stand for the other ends of a run."""
 
     exit_status: ClassVar[int] = 2
-    """The CLI's exit status for this error (ARCHITECTURE.md: 2 is bad input, nothing written)."""
+    """The CLI's exit status for this error."""
+    label: ClassVar[str] = "error"
+    """The word before the message on the CLI's line."""
 
 
 class RunStopped(RunnerError):
@@ -54,6 +58,15 @@ class InvalidTask(BenchmarkError, ValueError):
 
 class CompareError(RunnerError):
     """Runs that cannot be compared: fewer than two, or of different benchmarks or benchmark versions."""
+
+
+class BudgetExhausted(RunnerError):
+    """The run stopped because its budget (``--max-tokens``, ``--max-cost``) is spent: no new item started, the
+    items in flight finished and were written. Exit status 4; the message is one line saying what was spent, how
+    many items are done and that the same command with a larger budget resumes."""
+
+    exit_status: ClassVar[int] = 4
+    label: ClassVar[str] = "stopped"
 
 
 _RAISED_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning): ")

@@ -80,21 +80,26 @@ class Timings(BaseModel):
 class TokenUsage(BaseModel):
     """Tokens one model spent on one item (as reported by the model server) and the number of calls.
 
-    ``calls_without_usage`` counts the calls whose server did not report a count (their known counts, if any, are
-    in the sums; their unknown ones are not). It is left out of the JSON while it is 0, so records and summaries of
-    servers that always report usage keep their shape.
+    ``calls`` counts the calls that reached the server. ``calls_without_usage`` counts those whose server did not
+    report a count (their known counts, if any, are in the sums; their unknown ones are not). With a response cache
+    (``--cache``), ``cached_calls`` counts the calls answered from it (no call made, no tokens spent: they are not
+    in ``calls``) and ``cache_misses`` the cacheable calls it did not hold (they are in ``calls``). Each of these
+    three is left out of the JSON while it is 0, so records and summaries without them keep their shape.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
     calls_without_usage: int = 0
+    cached_calls: int = 0
+    cache_misses: int = 0
 
     @model_serializer(mode="wrap")
-    def _omit_zero_unknown(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _omit_zero_counts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if not data.get("calls_without_usage"):
-            data.pop("calls_without_usage", None)
+        for name in ("calls_without_usage", "cached_calls", "cache_misses"):
+            if not data.get(name):
+                data.pop(name, None)
         return data
 
 
@@ -121,7 +126,7 @@ class TaskRecord(BaseModel):
         error: what went wrong, for ``error`` and ``timeout``.
         started_at, finished_at: ISO-8601 UTC.
         timings: seconds.
-        usage: model name -> tokens.
+        usage: model name -> tokens and calls (cached calls marked, see :class:`TokenUsage`).
         worker: host, pid and, on Ray, node and actor ids.
     """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
+from typing import Literal
 
 from runner.core.record import TokenUsage
 
@@ -28,18 +29,28 @@ def usage_scope(usage: dict[str, TokenUsage] | None = None) -> Iterator[dict[str
         _current.reset(token)
 
 
-def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | None = 0) -> None:
+def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | None = 0, *,
+                 cache: Literal["hit", "miss"] | None = None) -> None:
     """Add one model call's tokens to the current item; outside an item it does nothing.
 
     A count of ``None`` is unknown (the server reported none): the call is counted in ``calls_without_usage``, and
     the unknown count adds nothing to its sum, so a reader sees how many calls the sums leave out.
+
+    Args:
+        cache: ``"hit"``: the response cache answered, no call was made (counted in ``cached_calls`` only, the
+            tokens are ignored); ``"miss"``: a cacheable call the cache did not hold (counted in ``calls`` and
+            ``cache_misses``); ``None``: a call the cache was not asked about.
     """
     usage = _current.get()
     if usage is None:
         return
     entry = usage.setdefault(model, TokenUsage())
+    if cache == "hit":
+        entry.cached_calls += 1
+        return
     entry.input_tokens += int(input_tokens or 0)
     entry.output_tokens += int(output_tokens or 0)
     entry.calls += 1
+    entry.cache_misses += cache == "miss"
     if input_tokens is None or output_tokens is None:
         entry.calls_without_usage += 1

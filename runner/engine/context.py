@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
+from runner.engine.traffic import TrafficControl
 from runner.storage.store import ResultStore
 
 
@@ -21,6 +22,7 @@ class RunContext:
         run_id: the run's id, written into every record.
         settings: the run's settings; :func:`~runner.engine.execute.execute_one` reads ``timeout`` (seconds per
             solution call) and ``solution_retries`` from it.
+        traffic: the run's limiter, budget and response cache (default: from ``settings``, nothing spent yet).
 
     It pickles (the store without live connections), so the Ray executor puts it in the object store once and every
     worker receives it from there.
@@ -31,3 +33,8 @@ class RunContext:
     store: ResultStore
     run_id: str
     settings: RunSettings = field(default_factory=RunSettings)
+    traffic: TrafficControl = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.traffic is None:
+            object.__setattr__(self, "traffic", TrafficControl(self.settings))

@@ -32,13 +32,23 @@ from runner.engine.solution import Solution
 from runner.storage.manifest import utc_now
 
 
+SKIPPED = "skipped"
+"""The :attr:`ItemResult.status` of an item that did not start because the run's budget was reached."""
+
+
+class _NotStarted(BaseException):
+    """Raised where an item gets its solution slot once the budget is reached; a ``BaseException`` so that the
+    handlers that turn a solution's exceptions into its record let it through."""
+
+
 @dataclass(frozen=True)
 class ItemResult:
     """The small acknowledgement an executor gets back for one item (never the record itself).
 
     Args:
         task_id, repeat: the item.
-        status: the record's status (``ok``, ``error``, ``timeout``).
+        status: the record's status (``ok``, ``error``, ``timeout``), or :data:`SKIPPED`: the run's budget was
+            reached before the item could start, nothing was written.
         written: ``False`` when a record already existed (another attempt won, or, at ``attempt`` 1, the task id is
             a duplicate: see :attr:`duplicate`), so nothing was written.
         attempt: the attempt that produced the record.
@@ -59,7 +69,7 @@ class ItemResult:
     @property
     def duplicate(self) -> bool:
         """A first attempt whose record existed already: a duplicate task id, or another driver on this run."""
-        return not self.written and self.attempt == 1
+        return not self.written and self.attempt == 1 and self.status != SKIPPED
 
 
 def worker_identity(**extra: Any) -> dict[str, Any]:
@@ -140,20 +150,31 @@ async def execute_one(
         owned: the caller hands over ``item.task``, a private copy nothing else holds (a Ray worker's task was just
             deserialised for this item): without solution retries the one try uses it as is instead of a deep copy.
 
+    The model calls of the item (the solution's and the metrics') go through the run's limiter and response cache
+    (:meth:`TrafficControl.scope <runner.engine.traffic.TrafficControl.scope>`); once the run's budget is reached,
+    an item that has not got its solution slot yet does not start.
+
     Returns:
-        an :class:`ItemResult`; solution and metric failures are inside the record, never raised.
+        an :class:`ItemResult`; solution and metric failures are inside the record, never raised. Its status is
+        :data:`SKIPPED` for an item the budget kept from starting.
 
     Raises:
         StorageError: the record cannot be written (the item is then not done and may be retried).
     """
     task = item.task
     with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt):
-        with usage_scope() as usage:
+        with usage_scope() as usage, context.traffic.scope(item.repeat):
             # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
             given_input = _jsonable_input(task.input)
-            fresh, outcome = await _solve(item, solution, context, attempt, worker, slots, sync_in_thread, owned)
+            try:
+                fresh, outcome = await _solve(item, solution, context, attempt, worker, slots, sync_in_thread, owned)
+            except _NotStarted:
+                return ItemResult(task.id, item.repeat, SKIPPED, False, attempt, 0.0)
             outcome.task_input = given_input
-            return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage)
+            try:
+                return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage)
+            finally:
+                context.traffic.flush()
 
 
 async def _solve(
@@ -182,6 +203,8 @@ async def _solve(
         try:
             async with slots or contextlib.nullcontext():
                 if not outcome.started_at:
+                    if not context.traffic.may_start():
+                        raise _NotStarted
                     outcome.started_at, outcome.t_start = utc_now(), time.perf_counter()
                 t_solution = time.perf_counter()
                 output = await asyncio.wait_for(solution(fresh, solution_context, in_thread=in_thread), timeout)

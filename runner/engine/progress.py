@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -26,11 +27,15 @@ class Progress:
         bar: draw a rich progress bar (on a terminal); otherwise emit a ``run.progress`` event at most every
             ``interval`` seconds, with ``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s``.
         interval: seconds between progress events.
+        details: more fields for each progress event (the run's model traffic: rates, 429s, pauses, spend).
     """
 
-    def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S) -> None:
+    def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S,
+                 details: Callable[[], dict[str, Any]] | None = None) -> None:
         self.total = total
+        self.details = details
         self.done = 0
+        self.skipped = 0
         self.errors = 0
         self.duplicates = 0
         self.started = time.monotonic()
@@ -61,12 +66,16 @@ class Progress:
     def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
         already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`); ``error``:
-        what ended it (:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`).
+        what ended it (:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`). An item
+        the budget kept from starting (status ``skipped``) is counted in :attr:`skipped`, not as done.
 
         Raises:
             RunStopped: the model server keeps speaking another protocol (:class:`ProtocolWatch`); the item is
                 counted first.
         """
+        if status == "skipped":
+            self.skipped += 1
+            return
         self.done += 1
         self.duplicates += duplicate
         if self._first_done is None:
@@ -77,7 +86,7 @@ class Progress:
             self._bar.update(self._bar_task, advance=1, errors=self.errors)
         elif time.monotonic() - self._last_event >= self.interval:
             self._last_event = time.monotonic()
-            self._log.info("run.progress", **self.snapshot())
+            self._log.info("run.progress", **self.snapshot(), **(self.details() if self.details else {}))
         self.watch.observe(status, error)
 
     def snapshot(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from runner.engine.execute import SolutionOutcome, finish_item, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.pool import WorkerPool
 from runner.engine.progress import Progress
+from runner.engine.traffic import TrafficControl
 
 
 class WorkerDied(Exception):
@@ -64,6 +65,7 @@ class RayExecutor:
         self.workers: list[dict[str, Any]] = []
         self.deaths = 0
         self._pool: WorkerPool | None = None
+        self._traffic: TrafficControl | None = None
         self._started_ray = False
         self.size = 0
 
@@ -86,9 +88,11 @@ class RayExecutor:
         store the workers cannot write to, attach to the cluster (or start the embedded Ray), size the pool, start
         its actors and wait until one has built the solution.
 
+        The run's limiter actor starts first (:mod:`runner.engine.ray_limiter`).
+
         Raises:
-            ConfigError: a store in this process's memory (``memory://``), no node fits one worker, or the solution
-                cannot be built on a worker.
+            ConfigError: a store or response cache in this process's memory (``memory://``), no node fits one
+                worker, or the solution cannot be built on a worker.
             RayUnavailable: Ray cannot start or attach.
         """
         if context.store.is_process_local:
@@ -96,12 +100,16 @@ class RayExecutor:
                 f"storage {context.store.uri!r} lives in this process's memory, where Ray workers cannot write "
                 "(their records would be lost); use --sequential, a path, or shared storage such as s3://bucket/run"
             )
+        from runner.engine import ray_limiter
         from runner.engine.ray_pool import RayBackend
 
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
+            # The run's limiter actor first: the workers find it in the context they receive.
+            self._traffic = context.traffic
+            await ray_limiter.start(context.traffic, self.size)
             nodes = len(ray_cluster.cluster_nodes())
             if nodes > 1 and context.store.is_local:
                 structlog.get_logger("runner").warning(
@@ -135,12 +143,18 @@ class RayExecutor:
         await self._pool.run(iter(items), progress)
 
     async def close(self) -> None:
-        """Kill the pool's actors, and shut Ray down if :meth:`start` initialised it (stops an embedded Ray;
-        detaches from a cluster)."""
+        """Kill the pool's actors and the run's limiter actor (its final state stays in the run's
+        :class:`~runner.engine.traffic.TrafficControl`), and shut Ray down if :meth:`start` initialised it (stops an
+        embedded Ray; detaches from a cluster)."""
         if self._pool is not None:
             self._pool.close()
             self.workers, self.deaths = self._pool.book.descriptions, self._pool.book.deaths
             self._pool = None
+        if self._traffic is not None:
+            from runner.engine import ray_limiter
+
+            await ray_limiter.stop(self._traffic)
+            self._traffic = None
         if self._started_ray:
             ray_cluster.shutdown()
             self._started_ray = False

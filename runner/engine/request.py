@@ -67,13 +67,17 @@ class RunRequest:
             PluginError: an unknown benchmark, solution or executor, or an import path that does not import.
             BenchmarkError: benchmark arguments it does not accept.
             ConfigError: solution arguments it does not take, a missing model, a judge for a benchmark without
-                judged metrics.
+                judged metrics, ``max_cost`` without a price for one of the run's models.
         """
         registry.executor_class(config.executor)
         # The judge decides which metrics the tasks carry, so the model and judge are settled from the benchmark's
         # class before the benchmark is built with them.
         target, _ = registry.resolve(config.benchmark, registry.available_benchmarks(), "benchmark")
         config = with_judge_default(with_model_default(config, target), target)
+        unpriced = config.unpriced_models()
+        if unpriced:
+            raise ConfigError(f"--max-cost needs a price for every model of the run, and {unpriced[0]} has none; add "
+                              f"--price {unpriced[0]}=IN,OUT (USD per million input and output tokens)")
         benchmark = registry.build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)},
                                              config.data_dir)
         spec = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,

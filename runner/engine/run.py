@@ -9,7 +9,7 @@ import datetime as _dt
 import itertools
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,11 +18,12 @@ import structlog
 from runner import registry
 from runner._version import __version__
 from runner.core.config import RunSettings, fingerprint
-from runner.core.errors import FingerprintMismatch
+from runner.core.errors import BudgetExhausted, FingerprintMismatch
 from runner.engine.context import RunContext
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
+from runner.engine.traffic import TrafficControl
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
 from runner.core.secrets import redact
 
@@ -175,9 +176,14 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
         request: what to run.
         executor: who runs it; default: the one ``request.settings.executor`` names (:func:`make_executor`).
 
+    Model traffic goes through the run's :class:`~runner.engine.traffic.TrafficControl` (limits, budget, response
+    cache); its final state is written to ``limits.json``.
+
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; rerun to resume).
+        BudgetExhausted: the run's budget was reached with items left: no new item started, items in flight were
+            written (the same request with a larger budget resumes). A run whose last item reaches it ends as usual.
     """
     settings = request.settings
     executor = executor if executor is not None else make_executor(settings)
@@ -194,9 +200,11 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
         already_done = sum(1 for _, repeat in resumable if repeat < settings.repeats)
         plan = Plan(request.benchmark, settings.repeats, settings.limit, resumable)
         expected = plan.expected_items()
-        items = iter(plan)
+        items: Iterator[WorkItem] = iter(plan)
+        traffic = TrafficControl.for_run(settings, store, kept=resumable)
+        items = traffic.gate(items)
         first = next(items, None)
-        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings)
+        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings, traffic)
         if first is not None:
             await executor.start(context, expected)
         try:
@@ -216,7 +224,7 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
                 already_done=already_done,
                 to_run=expected,
             )
-            progress = Progress(expected, bar=request.progress_bar)
+            progress = Progress(expected, bar=request.progress_bar, details=traffic.progress_fields)
             try:
                 if first is not None:
                     await executor.execute(itertools.chain([first], items), context, progress)
@@ -225,6 +233,7 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
         finally:
             if first is not None:
                 await executor.close()
+        traffic.write(store)
         if plan.exhausted:
             # Every duplicate position's items were planned and refused (see Plan), so this pass counted them all.
             counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": progress.duplicates // settings.repeats}
@@ -232,7 +241,7 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
                 manifest.benchmark = manifest.benchmark.model_copy(update=counted)
                 store.write_manifest(manifest)
         seconds = time.monotonic() - started
-        if progress.done == 0:
+        if progress.done == 0 and plan.exhausted:
             log.info("run.nothing_to_do", detail="every item already has a record; nothing was executed")
         if progress.duplicates:
             log.warning("run.duplicates", items=progress.duplicates,
@@ -241,4 +250,9 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
                         "repeat) keeps one record")
         log.info("run.finished", executed=progress.done, errors=progress.errors, duplicates=progress.duplicates,
                  seconds=round(seconds, 3))
+        if traffic.stopped and (progress.skipped or not plan.exhausted):
+            done = already_done + progress.done
+            total = f" of {already_done + expected}" if expected is not None else ""
+            raise BudgetExhausted(f"the budget is spent: {traffic.budget_line()}; {done}{total} items are done; run "
+                                  "the same command with a larger budget to resume")
         return RunOutcome(manifest, progress.done, plan.skipped, progress.errors, seconds)

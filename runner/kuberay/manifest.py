@@ -38,7 +38,7 @@ POD_LOCAL_PROTOCOLS = ("file", "local", "memory")
 CLUSTER_FIELDS = ("executor", "ray_address", "force")
 # Run config fields that can carry a credential (runner.core.secrets): fsspec options, by name or value, and URLs.
 MAY_HOLD_SECRETS = ("storage", "storage_options", "data_dir", "model_base_url", "user_model_base_url",
-                    "judge_base_url")
+                    "judge_base_url", "cache")
 
 
 def entrypoint(extra_args: list[str] | tuple[str, ...] = ()) -> str:

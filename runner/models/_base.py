@@ -14,6 +14,8 @@ import structlog
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
+from runner.core.cache import ResponseCache, cache_key, cacheable, current_cache, current_repeat, deterministic
+from runner.core.limits import Endpoint, spend
 from runner.core.usage import record_usage
 from runner.models._errors import StructuredOutputError, one_line
 from runner.models._json import parse_json, schema_instructions
@@ -50,7 +52,10 @@ class ChatModel(ABC):
     client, which is rebuilt on first use, so it can travel to Ray workers inside a task or metric.
 
     Every call records its tokens with :func:`runner.core.usage.record_usage` under :attr:`name`, so the usage lands
-    in the current item's record and is summed in ``summary.json``.
+    in the current item's record and is summed in ``summary.json``, and counts them against the run's budget
+    (:func:`runner.core.limits.spend`). A model with a server (:attr:`base_url`) answers a cacheable request from the
+    run's response cache when it holds it (:mod:`runner.core.cache`: no call, no tokens) and stores the replies of
+    those it calls.
 
     Subclasses implement :meth:`_generate` (and may override :meth:`check` and :meth:`aclose`).
 
@@ -73,6 +78,7 @@ class ChatModel(ABC):
     ) -> None:
         self.provider = provider
         self.model = model
+        self.base_url: str | None = None
         self.defaults: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         self.structured_mode: StructuredMode = structured_mode
 
@@ -80,6 +86,11 @@ class ChatModel(ABC):
     def name(self) -> str:
         """``provider:model``: how usage is keyed in records and ``summary.json``."""
         return f"{self.provider}:{self.model}" if self.model else self.provider
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where this model's calls go (provider, API root, model): the unit of the run's rate limits."""
+        return Endpoint(self.provider, self.base_url or "", self.model)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -133,7 +144,8 @@ class ChatModel(ABC):
             extra_body: extra request fields passed as they are (e.g. ``{"top_k": 20}`` for vLLM).
 
         Returns:
-            the :class:`ChatReply`; its tokens are also recorded for the current item.
+            the :class:`ChatReply` (from the run's response cache when it holds the request); its tokens are also
+            recorded for the current item and counted against the run's budget (a cached reply's are not).
 
         Raises:
             ModelError: the call failed for good (after retries); the message is one line with the fix.
@@ -154,8 +166,18 @@ class ChatModel(ABC):
             **settings,
         )
         started = time.perf_counter()
-        reply = await self._generate(request)
-        record_usage(self.name, reply.usage.input_tokens, reply.usage.output_tokens)
+        cache, key = self._cache_for(request)
+        cached = await self._cached(cache, key) if cache is not None and key is not None else None
+        if cached is not None:
+            record_usage(self.name, cache="hit")
+            reply = cached
+        else:
+            reply = await self._generate(request)
+            if cache is not None and key is not None:
+                await self._store(cache, key, reply)
+            record_usage(self.name, reply.usage.input_tokens, reply.usage.output_tokens,
+                         cache="miss" if key is not None else None)
+            spend(self.name, reply.usage.input_tokens, reply.usage.output_tokens)
         structlog.get_logger("runner.models").debug(
             "model.call",
             model=self.name,
@@ -164,8 +186,39 @@ class ChatModel(ABC):
             output_tokens=reply.usage.output_tokens,
             tool_calls=len(reply.tool_calls),
             finish_reason=reply.finish_reason,
+            cached=cached is not None,
         )
         return reply
+
+    def _cache_for(self, request: ChatRequest) -> tuple[ResponseCache | None, str | None]:
+        """The run's cache and the request's key in it (a sampled request's per repeat of the item), when the model
+        has a server and the cache's policy takes the request (``(None, None)`` otherwise)."""
+        cache = current_cache()
+        if cache is None or self.base_url is None or not cacheable(cache.policy, request.temperature, request.seed):
+            return None, None
+        repeat = None if deterministic(request.temperature, request.seed) else current_repeat()
+        return cache, cache_key(self.provider, self.base_url, self.model, request.to_openai_kwargs(), repeat)
+
+    async def _cached(self, cache: ResponseCache, key: str) -> ChatReply | None:
+        """The reply stored under ``key``, or ``None`` (also when the cache cannot be read: logged, then the server
+        is called)."""
+        try:
+            entry = await asyncio.to_thread(cache.get, key)
+            return ChatReply.model_validate(entry["reply"]) if entry is not None else None
+        except Exception as exc:  # noqa: BLE001 - a broken cache must not fail the call
+            structlog.get_logger("runner.models").warning("model.cache_unreadable", model=self.name, key=key,
+                                                          error=one_line(exc, 200), detail="calling the server")
+            return None
+
+    async def _store(self, cache: ResponseCache, key: str, reply: ChatReply) -> None:
+        """Store ``reply`` under ``key`` (a cache that cannot be written is logged; the reply stands)."""
+        entry = {"provider": self.provider, "base_url": self.base_url, "model": self.model,
+                 "reply": reply.model_dump(mode="json"), "created_at": time.time()}
+        try:
+            await asyncio.to_thread(cache.put, key, entry)
+        except Exception as exc:  # noqa: BLE001 - the reply is good even when it cannot be cached
+            structlog.get_logger("runner.models").warning("model.cache_unwritable", model=self.name, key=key,
+                                                          error=one_line(exc, 200))
 
     async def chat_structured(
         self,

@@ -17,6 +17,7 @@ import openai
 import structlog
 
 from runner.core.errors import ConfigError
+from runner.core.limits import Answer, estimate_tokens, request_slot
 from runner.core.secrets import mask
 from runner.models import _retry
 from runner.models._base import ChatModel
@@ -149,11 +150,22 @@ class OpenAICompatibleModel(ChatModel):
         kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
         turn = request.count("assistant")
 
-        async def once() -> ChatReply:
-            answer = await self._http().chat.completions.with_raw_response.create(**kwargs)
-            return self._reply(answer.http_response, turn)
+        async def once(answer: Answer) -> ChatReply:
+            raw = await self._http().chat.completions.with_raw_response.create(**kwargs)
+            response = raw.http_response
+            answer.set(response.status_code, response.headers)
+            try:
+                reply = self._reply(response, turn)
+            except ModelError as exc:
+                if exc.status is not None:
+                    # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
+                    answer.set(exc.status, response.headers)
+                raise
+            answer.tokens = reply.usage.total_tokens
+            return reply
 
-        return await self._with_retries(once, uses_tools=bool(request.tools))
+        tokens = estimate_tokens(kwargs, request.max_tokens)
+        return await self._with_retries(once, uses_tools=bool(request.tools), tokens=tokens)
 
     def _reply(self, response: httpx.Response, turn: int) -> ChatReply:
         """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`).
@@ -195,9 +207,15 @@ class OpenAICompatibleModel(ChatModel):
             return "check that --model-base-url is the root of an OpenAI-compatible API"
         return f"is the URL missing /v1? (e.g. --model-base-url {self.url}/v1)"
 
-    async def _with_retries(self, call: Callable[[], Awaitable[R]], *, uses_tools: bool = False) -> R:
-        """``await call()``, retried on 408/409/429/5xx, connection failures and retryable model errors
+    async def _with_retries(self, call: Callable[[Answer], Awaitable[R]], *, uses_tools: bool = False,
+                            tokens: int = 0) -> R:
+        """``await call(answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
         (an error body with such a code) per :attr:`retry`.
+
+        Each try holds a permit of the run's limiter (:func:`runner.core.limits.request_slot`: the endpoint's rate,
+        tokens per minute, connections and pauses, shared by every worker) for a request of about ``tokens`` tokens;
+        ``call`` fills in the :class:`~runner.core.limits.Answer` (status, headers, tokens used), and a failed status
+        is filled in here, so a 429 slows every worker, not only this one.
 
         Raises:
             ModelError: a failure that is not retried, or the last attempt's failure.
@@ -207,7 +225,12 @@ class OpenAICompatibleModel(ChatModel):
         attempts = self.retry.max_attempts
         for attempt in range(1, attempts + 1):
             try:
-                return await call()
+                async with request_slot(self.endpoint, tokens) as answer:
+                    try:
+                        return await call(answer)
+                    except openai.APIStatusError as exc:
+                        answer.set(exc.status_code, exc.response.headers)
+                        raise
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 wait = retry_after_seconds(exc.response.headers)

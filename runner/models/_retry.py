@@ -13,12 +13,13 @@ reason and delay, and so that attempts and delays are settings of the run.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
-import time
-from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from runner.core.limits import retry_after_seconds
+
+__all__ = ["RETRYABLE_STATUS", "RetryPolicy", "is_retryable_status", "retry_after_seconds", "sleep"]
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 
@@ -29,35 +30,6 @@ _sleep = asyncio.sleep
 def is_retryable_status(status: int) -> bool:
     """Whether an HTTP status is worth another try: 408, 409, 429 or any 5xx."""
     return status in RETRYABLE_STATUS or status >= 500
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait, from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date).
-
-    Args:
-        headers: response headers (a case-insensitive mapping such as the HTTP client's, or lower-case keys).
-        now: the current Unix time for an HTTP-date value (default: ``time.time()``).
-
-    Returns:
-        seconds (never negative), or ``None`` when neither header is present or parses.
-    """
-    if not headers:
-        return None
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) / divisor)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    parsed = email.utils.parsedate_tz(value)
-    if parsed is None:
-        return None
-    return max(0.0, email.utils.mktime_tz(parsed) - (time.time() if now is None else now))
 
 
 class RetryPolicy(BaseModel):

@@ -87,7 +87,12 @@ class Summary(BaseModel):
         by_repeat: repeat index -> metric -> ``{"mean", "stderr", "n"}``.
         pass_at_k, pass_hat_k: metric -> k -> value, for metrics whose values are all 0/1, when repeats > 1.
         score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
-        usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records.
+        usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records, with
+            ``calls_without_usage``, ``cached_calls`` (response cache hits: no call made) and ``cache_misses`` when
+            not 0.
+        limits: the model traffic of the run's latest invocation (``limits.json``, written by the driver): per
+            endpoint its rate, 429s seen and pauses; the budget's spend. ``None`` for a run without model endpoints
+            or budget.
         tokens_per_item: model -> ``{"input_tokens", "output_tokens", "calls"}`` per completed item (the sums of
             ``usage`` over ``completed``: what an item costs on average, items that never called the model included).
         latency: ``{"solution_s": {"p50", "p90", "p99"}, "total_s": {...}, "n"}``: percentiles of the seconds items
@@ -129,6 +134,7 @@ class Summary(BaseModel):
     latency: dict[str, Any] = Field(default_factory=dict)
     latency_by_category: dict[str, dict[str, Any]] = Field(default_factory=dict)
     error_types: dict[str, int] = Field(default_factory=dict)
+    limits: dict[str, Any] | None = None
     duration_s: float | None = None
     item_seconds: float = 0.0
     runner_version: str = __version__

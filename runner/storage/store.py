@@ -5,6 +5,7 @@ Layout under the run URI::
     run.json                          RunManifest
     records/<task-key>/<repeat>.json  one TaskRecord each, written once and whole
     summary.json  results.csv         written by the report
+    limits.json                       the model traffic of the latest invocation (rates, 429s, budget)
 
 Promises: a record's existence means "done"; a reader never sees half a record (local disk: temp file then
 ``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``); resume
@@ -34,7 +35,9 @@ _log = structlog.get_logger("runner")
 MANIFEST = "run.json"
 RECORDS = "records"
 RETIRED = "retired"
-REPORT_FILES = ("summary.json", "results.csv")
+LIMITS_FILE = "limits.json"
+"""The model traffic of the run's latest invocation (rates, 429s, pauses, budget), written by the driver."""
+REPORT_FILES = ("summary.json", "results.csv", LIMITS_FILE)
 _LOCAL_PROTOCOLS = {"file", "local"}
 _READ_BATCH = 256
 

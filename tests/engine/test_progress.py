@@ -1,13 +1,17 @@
-"""Progress: counts, errors, a rate that leaves start-up out, and the watch that stops a run whose model server
-speaks another protocol."""
+"""Progress: counts, errors, a rate that leaves start-up out, the watch that stops a run whose model server speaks
+another protocol, and the run's model traffic."""
 
 import time
 
 import pytest
+import structlog
 
+from runner.core.config import RunSettings
 from runner.core.errors import RunStopped
+from runner.core.limits import RateSignal
 from runner.core.record import ErrorInfo
 from runner.engine.progress import Progress
+from runner.engine.traffic import TrafficControl
 from runner.engine.watch import ProtocolWatch
 
 PROTOCOL = ErrorInfo(type="ModelProtocolError", code="protocol_error",
@@ -55,3 +59,23 @@ def test_progress_counts_the_item_then_stops_the_run():
     with pytest.raises(RunStopped):
         progress.advance("error", error=PROTOCOL)
     assert (progress.done, progress.errors) == (3, 3)
+
+
+def test_progress_events_carry_the_model_traffic_and_skipped_items_are_not_done():
+    traffic = TrafficControl(RunSettings(max_rpm=600, max_tokens=100))
+    state = traffic.limiter().state  # type: ignore[attr-defined]
+    state.reserve("vllm:m@http://gpu/v1", "vllm:m", 1, 0, time.monotonic())
+    state.observe("vllm:m@http://gpu/v1", "vllm:m", RateSignal.from_answer(429, {"retry-after": "30"}), 0, 7,
+                  time.monotonic())
+    traffic.limiter().spend("vllm:m", 5, 2)
+    progress = Progress(total=3, bar=False, interval=0, details=traffic.progress_fields)
+    with structlog.testing.capture_logs() as logs:
+        progress.advance("ok")
+        progress.advance("skipped")
+    assert (progress.done, progress.skipped) == (1, 1)
+    [event] = [entry for entry in logs if entry["event"] == "run.progress"]
+    assert event["done"] == 1
+    assert event["limits"]["vllm:m@http://gpu/v1"]["rate_limited"] == 1
+    assert event["limits"]["vllm:m@http://gpu/v1"]["rate_rpm"] == 300.0
+    assert 29 < event["limits"]["vllm:m@http://gpu/v1"]["paused_for_s"] <= 30
+    assert event["spent"] == {"tokens": 7, "cost_usd": 0.0}

@@ -7,7 +7,9 @@ provider (:class:`runner.models.MockScript`, a callable, a list of replies); the
 the next requests with an HTTP status (429 with ``Retry-After``, 500...) or to stall, to answer with a raw body of
 any shape (:meth:`ScriptedModelServer.answer`: an HTML page, a broken body, another API's reply), to reshape every
 scripted reply into another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning
-fields, no usage), and it records every request it received.
+fields, no usage), to enforce a rate limit as a provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with
+``Retry-After`` beyond it) and to take a fixed time per answer (:attr:`ScriptedModelServer.latency`), and it records
+every request it received.
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``; the paths are matched by their end,
 so a base URL without ``/v1`` reaches them too (as a web server that answers every path would).
@@ -23,14 +25,15 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -42,16 +45,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One HTTP request the server received: ``method``, ``path``, lower-cased ``headers`` and the JSON ``body``."""
+    """One HTTP request the server received: ``method``, ``path``, lower-cased ``headers``, the JSON ``body`` and
+    when it arrived (``received_at``, :func:`time.monotonic` seconds)."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any
+    received_at: float = field(default_factory=time.monotonic)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # Room for every connection of a run's workers arriving at once (the default backlog is 5).
+    request_queue_size = 256
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay quiet when a client hung up first (as one that timed out does); report anything else."""
@@ -104,6 +111,9 @@ class ScriptedModelServer:
     Attributes:
         reshape: a function applied to every scripted ``/chat/completions`` body (a dict) before it is sent, to
             speak another server's dialect with the policy's answers; ``None`` sends them as OpenAI does.
+        latency: seconds each chat request within the rate limit waits before its answer (a model's work).
+        rate_limited: chat requests answered 429 by :meth:`limit_rate`.
+        max_in_flight: the most chat requests waiting out their :attr:`latency` at once.
     """
 
     def __init__(self, policy: MockPolicySource | None = None, *, models: list[str] | None = None) -> None:
@@ -115,6 +125,12 @@ class ScriptedModelServer:
         self._faults: deque[_Fault] = deque()
         self._answers: dict[str, deque[RawAnswer]] = {"chat": deque(), "models": deque()}
         self._standing: dict[str, RawAnswer] = {}
+        self.latency = 0.0
+        self.rate_limited = 0
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._rate: tuple[float, str] | None = None
+        self._full_at = 0.0
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -140,6 +156,39 @@ class ScriptedModelServer:
         """Answer the next ``times`` chat requests with HTTP ``status`` (and a ``Retry-After`` header if given)."""
         with self._lock:
             self._faults.extend(_Fault(status, retry_after, 0.0, message) for _ in range(times))
+
+    def limit_rate(self, per_second: float, *, retry_after: str = "1") -> None:
+        """Admit at most ``per_second`` chat requests per second, as a token bucket holding one second of them (a
+        provider's per-minute limit enforced per second); answer the others 429 with ``Retry-After``."""
+        with self._lock:
+            self._rate = (per_second, retry_after)
+            self._full_at = time.monotonic()
+
+    def _admitted(self) -> str | None:
+        """``None`` when a chat request is within the rate limit (it takes its place), else its ``Retry-After``."""
+        with self._lock:
+            if self._rate is None:
+                return None
+            rate, retry_after = self._rate
+            now = time.monotonic()
+            # The bucket is kept as the time it is full again (it holds `rate` requests, one second of them).
+            if self._full_at - now > 1.0 - 1.0 / rate:
+                self.rate_limited += 1
+                return retry_after
+            self._full_at = max(self._full_at, now) + 1.0 / rate
+            return None
+
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        """Count a chat request as in flight (for :attr:`max_in_flight`)."""
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def stall(self, seconds: float, times: int = 1) -> None:
         """Wait ``seconds`` before answering each of the next ``times`` chat requests (for client timeouts)."""
@@ -296,6 +345,13 @@ class _Handler(BaseHTTPRequestHandler):
                 extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
                 self._error(fault.status, fault.message, extra)
                 return
+        refused = self.owner._admitted()
+        if refused is not None:
+            self._error(429, "rate limit reached: too many requests per second", {"Retry-After": refused})
+            return
+        if self.owner.latency:
+            with self.owner._serving():
+                time.sleep(self.owner.latency)
         answer = self.owner._raw("chat")
         if answer is not None:
             self._send_raw(answer)

@@ -1,0 +1,92 @@
+"""The response cache interface between the model layer and the engine: which requests are cached, under which
+key, and the cache the engine installs for the calls of a work item.
+
+:meth:`ChatModel.chat <runner.models.ChatModel.chat>` looks a request up in the current cache
+(:func:`current_cache`) before calling the server, and stores the reply after; the engine installs the run's cache
+(``--cache URI``, kept in storage by :mod:`runner.storage.cache`) with :func:`cache_scope` around each work item.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, Protocol
+
+CachePolicy = Literal["always", "deterministic", "off"]
+"""Which requests the cache answers: ``always`` every one (a sampled one per repeat of its task, see
+:func:`cache_key`), ``deterministic`` (the default) those whose reply does not depend on chance (temperature 0, or
+a seed set), ``off`` none."""
+
+
+def cacheable(policy: CachePolicy, temperature: float | None, seed: int | None) -> bool:
+    """Whether a request with ``temperature`` and ``seed`` (``None``: the server's default, which samples) is
+    cached under ``policy``."""
+    if policy == "always":
+        return True
+    if policy == "deterministic":
+        return deterministic(temperature, seed)
+    return False
+
+
+def deterministic(temperature: float | None, seed: int | None) -> bool:
+    """Whether a request's reply does not depend on chance: temperature 0, or a seed set."""
+    return temperature == 0 or seed is not None
+
+
+def cache_key(provider: str, base_url: str, model: str, body: Mapping[str, Any], repeat: int | None = None) -> str:
+    """The cache key of a request: sha256 (hex) of the canonical JSON (sorted keys, no whitespace) of the provider,
+    the API root, the model and the full request body (messages, tools, sampling parameters, seed...), and of the
+    ``repeat`` when one is given: a sampled request is cached per repeat, so that the repeats of a task (pass@k)
+    stay independent samples while a rerun of the run finds each of them."""
+    fields: dict[str, Any] = {"provider": provider, "base_url": base_url, "model": model, "body": body}
+    if repeat is not None:
+        fields["repeat"] = repeat
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ResponseCache(Protocol):
+    """Replies stored by key, each written once. Calls block (storage I/O): the model layer runs them in a thread.
+
+    A cache that cannot be read or written raises; the model layer then logs it and calls the server.
+    """
+
+    policy: CachePolicy
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The entry stored under ``key``, or ``None``."""
+        ...
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        """Store ``entry`` under ``key`` unless an entry is there already (the first one stays)."""
+        ...
+
+
+_scope: contextvars.ContextVar[tuple[ResponseCache, int] | None] = contextvars.ContextVar("runner_cache",
+                                                                                          default=None)
+
+
+@contextlib.contextmanager
+def cache_scope(cache: ResponseCache | None, repeat: int = 0) -> Iterator[None]:
+    """Make ``cache`` the current one inside the block (``None``: no cache), for the calls of a work item of repeat
+    ``repeat``."""
+    token = _scope.set((cache, repeat) if cache is not None else None)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def current_cache() -> ResponseCache | None:
+    """The response cache the engine installed for the current work item, or ``None``."""
+    scope = _scope.get()
+    return scope[0] if scope is not None else None
+
+
+def current_repeat() -> int:
+    """The repeat of the current work item (0 outside one)."""
+    scope = _scope.get()
+    return scope[1] if scope is not None else 0

@@ -1,0 +1,345 @@
+"""One limiter per run on Ray: an actor that holds the run's :class:`~runner.engine.limiter.TrafficState`, and the
+client each worker installs for its model calls.
+
+A call usually costs no round trip to the actor: a worker keeps a small lease of reserved request starts per
+endpoint (:meth:`TrafficState.lease <runner.engine.limiter.TrafficState.lease>`: its share of the next
+:data:`~runner.engine.limiter.LEASE_S` seconds), takes one per request, and asks for the next lease in the background
+when half of it is used. Answers and usage are reported in batches every :data:`REPORT_S` seconds, at once for a 429
+or a pause; every answer of the actor carries the endpoint's pause and whether the budget is reached, so one worker's
+429 holds back every worker within a report's round trip. With ``max_connections``, a request also takes one of the
+endpoint's connection slots from the actor (one round trip, first come, first served).
+
+The actor runs on the driver's node (its loss ends the run anyway) and reserves no CPU. Example::
+
+    control = TrafficControl(settings)
+    await start(control)        # the actor; workers unpickling ``control`` talk to it
+    ...
+    await stop(control)         # its final state in control.view; the actor is gone
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import math
+import threading
+import time
+import uuid
+from collections import defaultdict, deque
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from runner.core.config import RunSettings
+from runner.core.errors import ConfigError
+from runner.core.limits import Endpoint, Permit, RateSignal
+from runner.engine.limiter import Budget, TrafficState
+from runner.engine.slots import Slots, wait_until
+
+if TYPE_CHECKING:
+    from runner.engine.traffic import TrafficControl
+
+REPORT_S = 0.2
+"""Seconds a worker holds reports back to send them in one batch (a 429 or a pause goes at once)."""
+STALE_S = 0.25
+"""Seconds after its start a reserved request is dropped unused (sending it later could burst)."""
+POLL_S = 0.5
+"""Seconds between the driver's looks at the actor's state (budget, progress log)."""
+
+Spent = tuple[bool, int, float, int]
+"""What the actor tells a client of the budget: whether it is reached, the tokens and USD spent, and the number of
+the client's latest report counted in them."""
+
+
+class TrafficActor:
+    """The run's traffic state, for every worker (methods run one at a time on the actor's event loop).
+
+    Args:
+        settings: the run's limits, budget and prices.
+        budget: the budget, with what earlier invocations spent.
+        clients: the workers expected (each gets its share of an endpoint's schedule from the start).
+    """
+
+    def __init__(self, settings: RunSettings, budget: Budget, clients: int = 1) -> None:
+        self.state = TrafficState(settings, budget, clients)
+        self._slots: dict[str, Slots] = {}
+        self._batches: dict[str, int] = {}
+
+    async def lease(self, client: str, key: str, model: str, want: int,
+                    tokens_each: float) -> tuple[list[float], float, Spent]:
+        """Reserved starts for ``client``'s next requests to ``key`` (:meth:`TrafficState.lease`), as seconds from
+        now; the seconds of the endpoint's pause left; the budget's :data:`Spent`. A client that holds its share
+        of the schedule waits here until it has room."""
+        while True:
+            now = time.monotonic()
+            starts, retry_at = self.state.lease(client, key, model, want, tokens_each, now)
+            if starts:
+                return [start - now for start in starts], self._pause_left(key, now), self._spent(client)
+            assert retry_at is not None
+            await asyncio.sleep(retry_at - now)
+
+    async def report(self, client: str, batch: int, answers: list[tuple[str, str, RateSignal, float, int | None]],
+                     spends: list[tuple[str, int | None, int | None]]) -> tuple[dict[str, float], Spent]:
+        """Account for ``client``'s report number ``batch``: ``answers`` (endpoint key, model, signal, tokens
+        booked, tokens used) and ``spends`` (model, input and output tokens); the pause left of each endpoint
+        answered, and the budget's :data:`Spent`."""
+        now = time.monotonic()
+        for key, model, signal, booked, tokens in answers:
+            self.state.observe(key, model, signal, booked, tokens, now)
+        for model, input_tokens, output_tokens in spends:
+            self.state.budget.add(model, input_tokens, output_tokens)
+        self._batches[client] = max(self._batches.get(client, -1), batch)
+        keys = {answer[0] for answer in answers}
+        return {key: self._pause_left(key, now) for key in keys}, self._spent(client)
+
+    def _spent(self, client: str) -> Spent:
+        budget = self.state.budget
+        return budget.reached, budget.spent_tokens, budget.spent_cost, self._batches.get(client, -1)
+
+    async def connect(self, key: str, limit: int) -> None:
+        """Take one of the ``limit`` connection slots of ``key``, waiting in line for one."""
+        await self._slots.setdefault(key, Slots(limit)).acquire()
+
+    async def disconnect(self, key: str) -> None:
+        """Give a connection slot of ``key`` back."""
+        self._slots[key].release()
+
+    async def snapshot(self) -> dict[str, Any]:
+        """:meth:`TrafficState.snapshot` now."""
+        return self.state.snapshot(time.monotonic())
+
+    def _pause_left(self, key: str, now: float) -> float:
+        return max(0.0, self.state.paused_until(key) - now)
+
+
+async def start(control: TrafficControl, workers: int = 1) -> None:
+    """Start the run's limiter actor for a pool of ``workers`` (on this node, no CPU reserved) and set
+    ``control.actor``; the driver then looks at its state every :data:`POLL_S` seconds (``control.view``) until
+    :func:`stop`.
+
+    Must be called after ``ray.init``.
+
+    Raises:
+        ConfigError: a response cache in this process's memory, which workers cannot reach.
+    """
+    if control.cache is not None and control.cache.is_process_local:
+        raise ConfigError(f"the cache {control.cache.uri!r} lives in this process's memory, where Ray workers cannot "
+                          "reach it; use a path or shared storage such as s3://bucket/cache, or --sequential")
+    here = ray.get_runtime_context().get_node_id()
+    actor_class = ray.remote(TrafficActor).options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
+    control.actor = actor_class.remote(control.settings, control.budget, workers)
+    control.view = await _await(control.actor.snapshot.remote())
+    control.poller = asyncio.ensure_future(_poll(control))
+
+
+async def stop(control: TrafficControl) -> None:
+    """Stop looking, keep the actor's final state in ``control.view`` and kill the actor (``control.actor`` stays
+    set: the view is the run's traffic state from now on)."""
+    poller, control.poller = control.poller, None
+    if poller is not None:
+        poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller
+    if control.actor is not None:
+        # A dead actor (its node lost) leaves the last state the driver saw.
+        with contextlib.suppress(RayError):
+            control.view = await _await(control.actor.snapshot.remote())
+            ray.kill(control.actor, no_restart=True)
+
+
+async def _poll(control: TrafficControl) -> None:
+    while True:
+        await asyncio.sleep(POLL_S)
+        control.view = await _await(control.actor.snapshot.remote())
+
+
+async def _await(ref: Any) -> Any:
+    return await asyncio.wrap_future(ref.future())
+
+
+class LeasedLimiter:
+    """A worker's :class:`~runner.core.limits.Limiter`: leases of reserved starts from the run's actor (see the
+    module's docstring). Safe from any thread and event loop of the worker.
+
+    Args:
+        actor: the run's :class:`TrafficActor`.
+        settings: the run's settings (each endpoint's ``max_connections``).
+        clock: monotonic seconds.
+    """
+
+    def __init__(self, actor: Any, settings: RunSettings, clock: Any = time.monotonic) -> None:
+        self._actor = actor
+        self._settings = settings
+        self._clock = clock
+        self._client = uuid.uuid4().hex
+        # Re-entrant: a Ray future already done runs its callback (which takes the lock) where it is added.
+        self._lock = threading.RLock()
+        self._ready: dict[str, deque[tuple[float, float]]] = defaultdict(deque)
+        self._leasing: dict[str, concurrent.futures.Future[Any]] = {}
+        self._lease_size: dict[str, int] = defaultdict(lambda: 1)
+        self._waiting: dict[str, int] = defaultdict(int)
+        self._recent: dict[str, deque[float]] = defaultdict(deque)
+        self._paused: dict[str, float] = {}
+        self._answers: list[tuple[str, str, RateSignal, float, int | None]] = []
+        self._spends: list[tuple[str, int | None, int | None]] = []
+        self._sent_at = clock()
+        self._batch = 0
+        # The budget as this worker knows it: the actor's latest totals, and its own spend they do not hold yet.
+        self._prices = Budget.of(settings)
+        self._spent: Spent = (False, 0, 0.0, -1)
+        self._unsent: dict[int, list[float]] = {}
+
+    async def acquire(self, endpoint: Endpoint, tokens: int) -> Permit:
+        """A connection slot (with ``max_connections``), then a reserved start of the endpoint; waits until it and
+        any pause the worker knows of are over."""
+        limit = self._settings.limits_for(endpoint.name).max_connections
+        if limit is not None:
+            await self._connect(endpoint.key, limit)
+        try:
+            start, booked = await self._reserved(endpoint, tokens)
+            await wait_until(start, lambda: self._paused.get(endpoint.key, -math.inf), self._clock, asyncio.sleep)
+        except BaseException:
+            if limit is not None:
+                self._actor.disconnect.remote(endpoint.key)
+            raise
+        return Permit(endpoint, tokens, booked=booked, connection=limit is not None)
+
+    def report(self, permit: Permit, signal: RateSignal, tokens: int | None) -> None:
+        """Queue the answer for the actor (sent at once for a 429 or a pause, which also holds this worker's
+        requests back right away); release the connection slot."""
+        key = permit.endpoint.key
+        pause = signal.pause_s
+        with self._lock:
+            self._answers.append((key, permit.endpoint.name, signal, permit.booked, tokens))
+            if pause:
+                self._paused[key] = max(self._paused.get(key, -math.inf), self._clock() + pause)
+        if permit.connection:
+            self._actor.disconnect.remote(key)
+        self._send(urgent=bool(pause))
+
+    def spend(self, model: str, input_tokens: int | None, output_tokens: int | None) -> None:
+        """Queue one call's tokens for the budget (sent at once when the run has one)."""
+        with self._lock:
+            self._spends.append((model, input_tokens, output_tokens))
+            own = self._unsent.setdefault(self._batch, [0, 0.0])
+            own[0] += int(input_tokens or 0) + int(output_tokens or 0)
+            own[1] += self._prices.cost_of(model, int(input_tokens or 0), int(output_tokens or 0))
+        self._send(urgent=self._settings.budgeted)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the budget is reached: as the actor last said, or counting this worker's spend it has not
+        counted yet (a lower bound of the run's spend, so a worker never stops before the run's budget is
+        reached)."""
+        with self._lock:
+            reached, tokens, cost, _ = self._spent
+            if reached:
+                return True
+            tokens += sum(own[0] for own in self._unsent.values())
+            cost += sum(own[1] for own in self._unsent.values())
+        limits = self._settings
+        return ((limits.max_tokens is not None and tokens >= limits.max_tokens)
+                or (limits.max_cost is not None and cost >= limits.max_cost))
+
+    def flush(self) -> None:
+        """Send the queued reports now."""
+        self._send(urgent=True)
+
+    async def _connect(self, key: str, limit: int) -> None:
+        granted = self._actor.connect.remote(key, limit).future()
+        try:
+            await asyncio.shield(asyncio.wrap_future(granted))
+        except asyncio.CancelledError:
+            # A slot granted after the caller gave up goes back.
+            granted.add_done_callback(
+                lambda done: None if done.cancelled() or done.exception() else self._actor.disconnect.remote(key))
+            raise
+
+    async def _reserved(self, endpoint: Endpoint, tokens: int) -> tuple[float, float]:
+        """The next reserved start for ``endpoint`` (and its booked tokens), leasing more when this worker's reserved
+        starts run low."""
+        key = endpoint.key
+        with self._lock:
+            now = self._clock()
+            recent = self._recent[key]
+            recent.append(now)
+            while recent and recent[0] < now - 1.0:
+                recent.popleft()
+        while True:
+            with self._lock:
+                now = self._clock()
+                ready = self._ready[key]
+                while ready and ready[0][0] < now - STALE_S:
+                    ready.popleft()
+                if ready:
+                    reserved = ready.popleft()
+                    if len(ready) < self._lease_size[key] // 2:
+                        self._lease(endpoint, tokens)
+                    return reserved
+                self._waiting[key] += 1
+                leasing = self._lease(endpoint, tokens)
+            try:
+                await asyncio.shield(asyncio.wrap_future(leasing))
+            finally:
+                with self._lock:
+                    self._waiting[key] -= 1
+
+    def _lease(self, endpoint: Endpoint, tokens: int) -> concurrent.futures.Future[Any]:
+        """The lease in flight for ``endpoint``, asked for now if there is none (called with the lock held): room for
+        the requests waiting and this worker's requests of the last second."""
+        key = endpoint.key
+        leasing = self._leasing.get(key)
+        if leasing is not None:
+            return leasing
+        want = self._waiting[key] + len(self._recent[key])
+        leasing = self._actor.lease.remote(self._client, key, endpoint.name, want, float(tokens)).future()
+        self._leasing[key] = leasing
+        leasing.add_done_callback(lambda done: self._leased(key, tokens, done))
+        return leasing
+
+    def _leased(self, key: str, tokens: int, done: concurrent.futures.Future[Any]) -> None:
+        """Keep a lease's reserved starts as times of this worker's clock, counted from the reply's arrival (so its
+        travel only delays them: the actor's schedule is never overtaken)."""
+        with self._lock:
+            self._leasing.pop(key, None)
+            if done.cancelled() or done.exception() is not None:
+                return
+            delays, pause, spent = done.result()
+            arrived = self._clock()
+            self._ready[key].extend((arrived + delay, float(tokens)) for delay in delays)
+            self._lease_size[key] = len(delays)
+            self._paused[key] = max(self._paused.get(key, -math.inf), arrived + pause)
+            self._counted(spent)
+
+    def _send(self, urgent: bool) -> None:
+        with self._lock:
+            now = self._clock()
+            if not (self._answers or self._spends) or (not urgent and now - self._sent_at < REPORT_S):
+                return
+            answers, spends, batch = self._answers, self._spends, self._batch
+            self._answers, self._spends, self._sent_at, self._batch = [], [], now, batch + 1
+        self._actor.report.remote(self._client, batch, answers, spends).future().add_done_callback(self._reported)
+
+    def _reported(self, done: concurrent.futures.Future[Any]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            return
+        pauses, spent = done.result()
+        now = self._clock()
+        with self._lock:
+            for key, left in pauses.items():
+                self._paused[key] = max(self._paused.get(key, -math.inf), now + left)
+            self._counted(spent)
+
+    def _counted(self, spent: Spent) -> None:
+        """Take the actor's budget totals when they are newer than the ones held (called with the lock held), and
+        forget this worker's reports they count."""
+        if spent[1:] >= self._spent[1:]:
+            self._spent = (spent[0] or self._spent[0], *spent[1:])
+        elif spent[0]:
+            self._spent = (True, *self._spent[1:])
+        for batch in [batch for batch in self._unsent if batch <= self._spent[3]]:
+            del self._unsent[batch]

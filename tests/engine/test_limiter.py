@@ -1,0 +1,247 @@
+"""The run's traffic state and the in-process limiter, with a fake clock (no sleeping): request schedules, fairness
+between the workers sharing an endpoint, the shared reaction to 429s and rate-limit headers, tokens per minute,
+connections, and the budget."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from runner.core.config import RunSettings
+from runner.core.limits import (Endpoint, EndpointLimits, ModelPrice, RateSignal, duration_seconds, limiter_scope,
+                                request_slot)
+from runner.core.record import TokenUsage
+from runner.engine.limiter import HOLD_S, INCREASE_S, LEASE_S, Budget, EndpointTraffic, TrafficState
+from runner.engine.traffic import LocalLimiter
+
+KEY, MODEL = "vllm:m@http://gpu:8000/v1", "vllm:m"
+REFUSED = RateSignal.from_answer(429, {"retry-after": "2"})
+OK = RateSignal.from_answer(200, {})
+
+
+class FakeClock:
+    """Seconds that pass only when a test (or :meth:`sleep`) says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def endpoint(now: float = 0.0, **limits: float) -> EndpointTraffic:
+    return EndpointTraffic(EndpointLimits(**limits), now)
+
+
+def test_requests_follow_the_rate_after_a_burst_of_a_tenth_of_a_second():
+    state = endpoint(max_rpm=6000)  # 100 requests/s: a burst of 10
+    starts = state.reserve(15, 0, now=0.0)
+    assert starts[:10] == [0.0] * 10
+    assert starts[10:] == pytest.approx([0.01, 0.02, 0.03, 0.04, 0.05])
+    assert endpoint(max_rpm=60).reserve(3, 0, now=5.0) == [5.0, 6.0, 7.0]
+
+
+def test_an_endpoint_without_limits_lets_every_request_go_at_once():
+    assert endpoint().reserve(4, 1000, now=3.0) == [3.0] * 4
+
+
+def test_tokens_per_minute_space_requests_by_their_estimate_and_replies_correct_it():
+    state = endpoint(max_tpm=60_000)  # 1000 tokens/s, holding 100
+    assert state.reserve(3, 500, now=0.0) == pytest.approx([0.0, 0.5, 1.0])
+    # The three used 100 tokens each, not 500: the refund lets the next one go at once.
+    for _ in range(3):
+        state.observe(OK, booked=500, tokens=100, now=0.1)
+    assert state.reserve(1, 100, now=0.4) == [0.4]
+    assert state.tokens_used == 300
+
+
+def test_a_429_pauses_the_endpoint_until_retry_after_and_halves_its_rate():
+    state = endpoint(max_rpm=600)  # 10 requests/s
+    state.reserve(1, 0, now=0.0)
+    state.observe(REFUSED, 0, None, now=0.5)
+    assert (state.rate_limited, state.pauses, state.decreases) == (1, 1, 1)
+    assert state.rate == pytest.approx(5.0)
+    assert state.reserve(1, 0, now=0.6) == [2.5]  # nothing before the server's Retry-After of 2 s
+    # Refusals of requests sent before the pause took effect do not halve the rate again.
+    state.observe(REFUSED, 0, None, now=0.5 + HOLD_S / 2)
+    assert (state.rate_limited, state.decreases, state.rate) == (2, 1, pytest.approx(5.0))
+
+
+def test_the_rate_grows_back_additively_after_the_pause():
+    state = endpoint(max_rpm=600)
+    state.observe(REFUSED, 0, None, now=0.0)  # paused until 2.0, at 5 requests/s
+    state.grow(2.0)
+    assert state.rate == pytest.approx(5.0)
+    state.grow(2.0 + INCREASE_S / 4)  # a quarter of the ceiling per INCREASE_S / 4 seconds
+    assert state.rate == pytest.approx(7.5)
+    state.grow(2.0 + INCREASE_S)
+    assert state.rate == pytest.approx(10.0)  # never over --max-rpm
+    assert state.snapshot(100.0)["rate_rpm"] == 600.0
+
+
+def test_without_a_limit_a_429_sets_the_rate_to_half_of_what_the_server_refused():
+    state = endpoint()
+    for i in range(40):  # 20 answers/s over the last two seconds
+        state.observe(OK, 0, 10, now=i * 0.05)
+    state.observe(RateSignal.from_answer(429, {}), 0, None, now=2.0)
+    assert state.rate == pytest.approx(41 / 2.0 / 2)
+    assert state.paused_until == pytest.approx(3.0)  # no Retry-After: one second
+    assert state.reserve(1, 0, now=2.1) == [3.0]
+
+
+@pytest.mark.parametrize(("headers", "pause"), [
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}, 1.0),
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms"}, 0.02),
+    ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"}, 60.0),  # capped
+    ({"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s"}, None),
+    ({"retry-after-ms": "250"}, None),  # a success that asks nothing
+])
+def test_rate_limit_headers_of_an_answer_pause_the_endpoint(headers, pause):
+    signal = RateSignal.from_answer(200, headers)
+    assert not signal.limited
+    assert signal.pause_s == pause
+
+
+def test_a_503_with_retry_after_is_a_refusal_for_rate_and_one_without_is_not():
+    assert RateSignal.from_answer(503, {"retry-after": "3"}).limited
+    assert RateSignal.from_answer(503, {"retry-after": "3"}).pause_s == 3.0
+    assert not RateSignal.from_answer(503, {}).limited
+    assert RateSignal.from_answer(503, {}).pause_s is None
+
+
+def test_openai_durations():
+    assert duration_seconds("6m0s") == 360.0
+    assert duration_seconds("1h2m3.5s") == 3723.5
+    assert duration_seconds("12ms") == pytest.approx(0.012)
+    assert duration_seconds("7") == 7.0
+    assert duration_seconds("soon") is None and duration_seconds("5x") is None and duration_seconds(None) is None
+
+
+def test_leases_are_shared_fairly_and_handed_out_in_order():
+    """Four workers each asking for far more than there is, every 0.1 s: each holds at most a quarter of half a
+    second of the schedule, so over every second each gets a quarter of the requests, and none more than the
+    rate."""
+    state = TrafficState(RunSettings(max_rpm=6000), clients=4)  # 100 requests/s
+    share = math.ceil(100 * LEASE_S / 4)
+    now, got = 0.0, {f"w{i}": [] for i in range(4)}
+    for _ in range(40):
+        for client in got:
+            starts, retry_at = state.lease(client, KEY, MODEL, want=64, tokens_each=0, now=now)
+            assert bool(starts) != (retry_at is not None)
+            assert sum(1 for start in got[client] + starts if start > now) <= share
+            got[client].extend(starts)
+        now += 0.1
+    ordered = sorted((start, client) for client, starts in got.items() for start in starts)
+    for second in range(1, 4):
+        window = [client for start, client in ordered if second <= start < second + 1]
+        assert len(window) == pytest.approx(100, abs=2)
+        assert {client: window.count(client) for client in got} == pytest.approx(
+            {client: 25 for client in got}, abs=share)
+    assert max(start for start, _ in ordered) <= now + LEASE_S
+
+
+def test_a_worker_holding_its_share_is_told_when_to_ask_again():
+    state = TrafficState(RunSettings(max_rpm=600))  # 10 requests/s: a lone worker holds 5 starts ahead
+    starts, _ = state.lease("a", KEY, MODEL, 100, 0, now=0.0)
+    assert starts == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])  # the first one is not ahead: it goes now
+    assert state.lease("a", KEY, MODEL, 100, 0, now=0.0)[0] == pytest.approx([0.5])
+    assert state.lease("a", KEY, MODEL, 100, 0, now=0.05) == ([], pytest.approx(0.1))
+    assert state.lease("a", KEY, MODEL, 100, 0, now=0.15)[0] == pytest.approx([0.6])
+
+
+def test_a_paused_endpoint_still_leases_one_request_after_the_pause():
+    state = TrafficState(RunSettings(max_rpm=600))
+    state.observe(KEY, MODEL, RateSignal.from_answer(429, {"retry-after": "30"}), 0, None, now=0.1)
+    starts, _ = state.lease("a", KEY, MODEL, 100, 0, now=0.2)
+    assert starts[0] == pytest.approx(30.1)
+
+
+def test_an_endpoint_has_the_run_limits_with_its_model_limits_over_them():
+    settings = RunSettings(max_rpm=600, max_connections=8,
+                           model_limits={"OpenAI:gpt-4o-mini": EndpointLimits(max_rpm=60)})
+    state = TrafficState(settings)
+    judge = state.endpoint("openai:gpt-4o-mini@https://api.openai.com/v1", "openai:gpt-4o-mini", 0.0)
+    agent = state.endpoint(KEY, MODEL, 0.0)
+    assert (judge.limits.max_rpm, judge.limits.max_connections) == (60, 8)
+    assert (agent.limits.max_rpm, agent.limits.max_connections) == (600, 8)
+
+
+def test_the_budget_counts_tokens_and_cost_with_earlier_spend():
+    budget = Budget(max_tokens=1000, max_cost=0.01, prices={"openai:gpt-4o": ModelPrice(input=2.5, output=10)})
+    budget.add_earlier({"openai:gpt-4o": _usage(300, 100)})
+    assert (budget.spent_tokens, budget.spent_cost) == (400, pytest.approx(0.00175))
+    budget.add("openai:gpt-4o", 500, None)  # output unknown: counted as 0
+    assert (budget.spent_tokens, budget.calls_without_usage, budget.reached) == (900, 1, False)
+    budget.add("openai:gpt-4o", 50, 50)
+    assert budget.reached
+    assert budget.snapshot()["tokens"] == 1000
+
+
+def test_the_cost_budget_is_reached_by_cost_alone():
+    budget = Budget(max_cost=1.0, prices={"vllm:m": ModelPrice(input=1_000_000, output=0)})
+    budget.add("vllm:m", 1, 0)
+    assert budget.reached and budget.spent_tokens == 1
+
+
+def _usage(input_tokens: int, output_tokens: int) -> TokenUsage:
+    return TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens, calls=1)
+
+
+async def _call(limiter: LocalLimiter, ep: Endpoint, status: int = 200, headers: dict | None = None) -> None:
+    with limiter_scope(limiter):
+        async with request_slot(ep, 10) as answer:
+            answer.set(status, headers or {}, tokens=10)
+
+
+async def test_the_local_limiter_waits_out_the_schedule_and_a_shared_pause():
+    clock = FakeClock()
+    limiter = LocalLimiter(TrafficState(RunSettings(max_rpm=120)), clock=clock, sleep=clock.sleep)  # 2/s
+    ep = Endpoint("vllm", "http://gpu:8000/v1", "m")
+    for _ in range(3):
+        await _call(limiter, ep)
+    assert clock.slept == pytest.approx([0.5, 0.5])
+    await _call(limiter, ep, 429, {"retry-after": "5"})
+    clock.slept.clear()
+    await _call(limiter, ep)
+    assert sum(clock.slept) == pytest.approx(5.0)  # the pause, not the schedule
+    snapshot = limiter.snapshot()["endpoints"][ep.key]
+    assert (snapshot["requests"], snapshot["rate_limited"], snapshot["pauses"]) == (5, 1, 1)
+
+
+async def test_connections_are_limited_and_served_in_order():
+    limiter = LocalLimiter(TrafficState(RunSettings(max_connections=1)))
+    ep = Endpoint("vllm", "http://gpu:8000/v1", "m")
+    first = await limiter.acquire(ep, 1)
+    order: list[str] = []
+
+    async def second() -> None:
+        permit = await limiter.acquire(ep, 1)
+        order.append("second")
+        limiter.report(permit, OK, 1)
+
+    waiting = asyncio.ensure_future(second())
+    await asyncio.sleep(0.01)
+    assert order == []  # the only connection is held
+    order.append("first done")
+    limiter.report(first, OK, 1)
+    await waiting
+    assert order == ["first done", "second"]
+
+
+async def test_a_waiter_that_gives_up_passes_its_connection_on():
+    limiter = LocalLimiter(TrafficState(RunSettings(max_connections=1)))
+    ep = Endpoint("vllm", "http://gpu:8000/v1", "m")
+    held = await limiter.acquire(ep, 1)
+    gave_up = asyncio.ensure_future(limiter.acquire(ep, 1))
+    await asyncio.sleep(0.01)
+    gave_up.cancel()
+    limiter.report(held, OK, 1)
+    permit = await asyncio.wait_for(limiter.acquire(ep, 1), 1)
+    assert permit.connection

@@ -1,0 +1,111 @@
+"""Model traffic on a real local Ray with two workers: one rate limit for both (the run's limiter actor), a 429
+that one worker gets holds back the other, the response cache answers both workers, and the budget stops the pool.
+
+The scripted server stands in for a model server (no model can run here); it records when each request arrived."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.storage import ResultStore
+from tests.support.model_server import ScriptedModelServer
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def _chat(cli, server: ScriptedModelServer, storage: Path, items: int, *flags: str):
+    return cli("--benchmark", "toy", "--solution", "chat", "--model", "vllm:scripted", "--model-base-url",
+               server.url, "-S", "temperature=0", "--storage", str(storage), "--limit", str(items), "--workers", "2",
+               "--concurrency", "8", "--log-format", "json", *flags)
+
+
+def _arrivals(server: ScriptedModelServer) -> list[float]:
+    return sorted(r.received_at for r in server.requests if r.path.endswith("/chat/completions"))
+
+
+def _workers(storage: Path) -> set[str]:
+    return {r.worker["actor_id"] for r in ResultStore(str(storage)).iter_records()}
+
+
+def test_two_workers_share_one_rate_limit(cli, model_server, tmp_path):
+    model_server.set_policy("echo")
+    model_server.limit_rate(20)
+    model_server.latency = 0.05
+    result = _chat(cli, model_server, tmp_path / "run", 60, "--max-rpm", "1200")  # 20 requests/s, as the server
+    assert result.returncode == 0, result.stderr
+    assert model_server.rate_limited == 0
+    arrivals = _arrivals(model_server)
+    assert len(arrivals) == 60
+    # A burst of 2, then 20 requests/s (unlimited, 16 requests in flight of 50 ms each would take 0.2 s).
+    assert arrivals[-1] - arrivals[0] >= 2.5
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    [endpoint] = summary["limits"]["endpoints"].values()
+    assert (endpoint["requests"], endpoint["rate_rpm"], endpoint["rate_limited"]) == (60, 1200.0, 0)
+    assert len(_workers(tmp_path / "run")) == 2
+
+
+def test_a_429_one_worker_gets_holds_back_every_worker(cli, model_server, tmp_path):
+    model_server.set_policy("echo")
+    model_server.latency = 0.05
+    model_server.fail(429, retry_after="3")
+    result = _chat(cli, model_server, tmp_path / "run", 40)
+    assert result.returncode == 0, result.stderr
+    arrivals = _arrivals(model_server)
+    refused_at = arrivals[0]
+    # Requests already sent may still arrive; after that, nothing from either worker until the pause ends.
+    assert [t - refused_at for t in arrivals if refused_at + 1.0 <= t < refused_at + 3.0] == []
+    assert len(arrivals) == 41
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    [endpoint] = summary["limits"]["endpoints"].values()
+    assert endpoint["rate_limited"] == 1 and endpoint["paused_s"] == pytest.approx(3.0, abs=0.2)
+    assert summary["errors"] == 0 and len(_workers(tmp_path / "run")) == 2
+
+
+def test_two_workers_share_the_connections_of_an_endpoint(cli, model_server, tmp_path):
+    model_server.set_policy("echo")
+    model_server.latency = 0.1
+    result = _chat(cli, model_server, tmp_path / "run", 24, "--max-connections", "3")
+    assert result.returncode == 0, result.stderr
+    assert len(_arrivals(model_server)) == 24 and len(_workers(tmp_path / "run")) == 2
+    assert 2 <= model_server.max_in_flight <= 3  # without the limit, 16 could be in flight
+
+
+def test_what_two_workers_cached_answers_a_rerun(cli, model_server, tmp_path):
+    model_server.set_policy("echo")
+    # 0.2 s a call, one at a time per worker: 4 s of work for one worker, long enough for the second to start even
+    # on a busy machine (items go only to workers that have started).
+    model_server.latency = 0.2
+    cache = str(tmp_path / "cache")
+    first = _chat(cli, model_server, tmp_path / "first", 20, "--cache", cache, "--concurrency", "1")
+    assert first.returncode == 0, first.stderr
+    assert len(_arrivals(model_server)) == 20
+    assert len(_workers(tmp_path / "first")) == 2
+    assert len(list((tmp_path / "cache").glob("*/*.json"))) == 20
+
+    second = _chat(cli, model_server, tmp_path / "second", 20, "--cache", cache)
+    assert second.returncode == 0, second.stderr
+    assert len(_arrivals(model_server)) == 20  # none more
+    records = list(ResultStore(str(tmp_path / "second")).iter_records())
+    assert all(r.usage["vllm:scripted"].cached_calls == 1 and r.usage["vllm:scripted"].calls == 0 for r in records)
+    before = json.loads((tmp_path / "first" / "summary.json").read_text())
+    after = json.loads((tmp_path / "second" / "summary.json").read_text())
+    assert after["metrics"] == before["metrics"] and after["score"] == before["score"]
+
+
+def test_the_budget_stops_the_pool_and_the_items_in_flight_are_written(cli, tmp_path):
+    storage = tmp_path / "run"
+    result = cli("--benchmark", "toy", "--solution", "chat", "--model", "mock", "--storage", str(storage),
+                 "--workers", "2", "--concurrency", "2", "--log-format", "json", "--max-tokens", "60")
+    assert result.returncode == 4, result.stderr
+    [line] = [line for line in result.lines() if line.startswith("stopped: ")]
+    records = list(ResultStore(str(storage)).iter_records())
+    spent = sum(u.input_tokens + u.output_tokens for r in records for u in r.usage.values())
+    assert f"the budget is spent: {spent} tokens of --max-tokens 60; {len(records)} of 100 items are done" in line
+    assert all(r.status == "ok" for r in records)
+    # Each item spends about 12 tokens: the budget is reached after 5 or 6 items; the items in flight then (up to 2
+    # per worker, and those whose worker had not heard of the budget yet) finish, and no other starts.
+    assert spent >= 60 and len(records) < 30
+    assert json.loads((storage / "summary.json").read_text())["completed"] == len(records)
