@@ -11,6 +11,7 @@ from runner.core.errors import (
     ConfigError,
     FingerprintMismatch,
     PluginError,
+    RunInterrupted,
     RunnerError,
     StorageError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "PluginError",
     "ResultRow",
     "RunConfig",
+    "RunInterrupted",
     "RunResults",
     "RunSettings",
     "RunnerError",

@@ -1,7 +1,9 @@
 """Errors that reach the user.
 
 Every error a user can fix by changing their input derives from :class:`RunnerError`. The CLI turns one into a
-single line on stderr and exit status 2, without a traceback; anything else is a bug and keeps its traceback.
+single line on stderr and exit status 2, without a traceback. A fault after the run started writing (the storage
+stayed down, another driver took the run over) is a :class:`RunInterrupted`: one line and exit status 3, and the
+records written so far are kept. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ class FingerprintMismatch(StorageError):
     """The run directory holds records of a different configuration; resuming would mix the two."""
 
 
+class LeaseHeld(StorageError):
+    """Another driver owns the run (its lease is alive), or owned it and its lease lapsed while ``--take-over`` was
+    not given: nothing is written."""
+
+
 class BenchmarkError(RunnerError):
     """Benchmark data that is missing, corrupt, or asked for with unknown arguments."""
 
@@ -36,6 +43,20 @@ class BenchmarkError(RunnerError):
 class InvalidTask(BenchmarkError, ValueError):
     """A task that cannot be built (an empty id, two metrics with one name). A ``ValueError`` too, as
     :class:`~runner.core.task.Task` has always raised; the plan adds the task's position to the message."""
+
+
+class RunInterrupted(Exception):
+    """A fault after the run started writing records: not bad input (not a :class:`RunnerError`), and records
+    written so far are kept. The message is one line naming what failed and the way on."""
+
+
+class StorageOutage(RunInterrupted):
+    """The storage failed with errors that look temporary (server errors, timeouts, connection resets) for longer
+    than the run's outage limit (``--storage-outage``); the same command resumes once it answers."""
+
+
+class LeaseLost(RunInterrupted):
+    """Another driver took the run over after this driver's lease lapsed (it could not renew it in time)."""
 
 
 _RAISED_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning): ")

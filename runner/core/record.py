@@ -84,6 +84,9 @@ class TaskRecord(BaseModel):
         timings: seconds.
         usage: model name -> tokens.
         worker: host, pid and, on Ray, node and actor ids.
+        write_id: drawn afresh for each write of a record (:meth:`ResultStore.write_record`): a write whose
+            response was lost, and whose retry was refused because the store had taken the first, recognises its
+            own record by it (``None`` in records written before runner kept it).
     """
 
     schema_version: int = RECORD_SCHEMA_VERSION
@@ -104,3 +107,4 @@ class TaskRecord(BaseModel):
     timings: Timings = Field(default_factory=Timings)
     usage: dict[str, TokenUsage] = Field(default_factory=dict)
     worker: dict[str, Any] = Field(default_factory=dict)
+    write_id: str | None = None

@@ -138,7 +138,7 @@ def test_storage_errors_mask_secret_options_and_show_the_endpoint():
     assert f'cannot reach storage s3://bucket/x (EndpointConnectionError: Could not connect to the endpoint URL: ' \
            f'"{endpoint}/bucket/x/run.json")' in message
     assert message.endswith("check the storage URI and its credentials (AWS_* variables or --storage-options)")
-    masked = store._explain("cannot write", OSError("AKIAEXAMPLEKEY sup3r-s3cret-value session-token-value"))
+    masked = store.explain("cannot write", OSError("AKIAEXAMPLEKEY sup3r-s3cret-value session-token-value"))
     assert "cannot write (OSError: *** *** ***)" in masked
 
 
@@ -160,4 +160,4 @@ def test_an_http_uri_is_shown_once_with_advice_for_http():
     ("/tmp/run", "check the storage URI and that this process can write there"),
 ])
 def test_storage_advice_fits_the_protocol(uri, advice):
-    assert ResultStore(uri)._explain("cannot write", OSError("denied")) == f"cannot write (OSError: denied); {advice}"
+    assert ResultStore(uri).explain("cannot write", OSError("denied")) == f"cannot write (OSError: denied); {advice}"
