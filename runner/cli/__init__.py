@@ -1,7 +1,9 @@
 """``python -m runner``: run, report, status, list, submit (Kubernetes) and k8s.
 
-No subcommand means ``run``. Bad input ends with exit status 2 and one line on stderr naming the problem and the
-way out; an unexpected failure keeps its traceback (exit status 1).
+No subcommand means ``run``. Exit statuses: 0 done; 1 an unexpected failure (it keeps its traceback); 2 bad input,
+with one line on stderr naming the problem and the way out, before anything is written; 3 a fault after the run
+started writing (the storage stayed down, another driver took the run over), with one line saying what failed and
+that the records written so far are kept; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from runner._version import __version__
 from runner.cli.args import add_run_arguments, json_object
-from runner.core.errors import RunnerError
+from runner.core.errors import RunInterrupted, RunnerError
 
 COMMANDS = ("run", "report", "status", "list", "submit", "k8s")
 
@@ -72,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunnerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RunInterrupted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("interrupted: finished records are kept; run the same command again to resume", file=sys.stderr)
         return 130

@@ -4,8 +4,8 @@ actor with the :class:`WorkerSpec`'s resources.
 The run's :class:`RunContext` (benchmark, solution recipe, store, settings) goes to Ray's object store once; each
 actor builds the solution once; calls carry only task data. Ray's errors become the pool's: a dead actor (killed
 process, lost node, out of memory) is :class:`WorkerLost`, an actor whose constructor raised is
-:class:`WorkerBuildFailed`, and a :class:`RunnerError` raised inside a call (a store that cannot be written) is
-raised as it is.
+:class:`WorkerBuildFailed`, and a :class:`RunnerError` or :class:`RunInterrupted` raised inside a call (a store that
+cannot be written, or stayed unavailable past the run's outage limit) is raised as it is.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 
 from runner import log
 from runner.core.config import WorkerSpec
-from runner.core.errors import RunnerError, exception_line
+from runner.core.errors import RunInterrupted, RunnerError, exception_line
 from runner.engine import ray_cluster
 from runner.engine.context import RunContext
 from runner.engine.pool import MAX_BATCH, Batch, WorkerBuildFailed, WorkerLost
@@ -76,7 +76,7 @@ async def _pool_errors(ref: Any) -> Any:
             raise WorkerBuildFailed(exception_line(exc)) from None
         raise WorkerLost(exception_line(exc)) from None
     except RayTaskError as exc:
-        if isinstance(exc.cause, RunnerError):
+        if isinstance(exc.cause, (RunnerError, RunInterrupted)):
             raise exc.cause from None
         raise
 
