@@ -157,17 +157,27 @@ def ray_session() -> Iterator[object]:
 @pytest.fixture
 def s3_proxy(s3_server: dict[str, str]) -> Iterator[FaultyS3Proxy]:
     """A fault-injecting proxy on 127.0.0.1 in front of the S3 server (``tests/support/s3_proxy.py``); with no fault
-    injected it forwards every request as it is. ``s3_proxy.url`` is its ``AWS_ENDPOINT_URL``."""
-    with FaultyS3Proxy(s3_server["AWS_ENDPOINT_URL"]) as proxy:
-        yield proxy
+    injected it forwards every request as it is. ``s3_proxy.url`` is its ``AWS_ENDPOINT_URL``.
+
+    fsspec keeps one S3 filesystem per set of options, with its endpoint read from the environment when it was made,
+    so the cache is cleared before and after: a run in this process reaches this test's proxy, never an earlier one.
+    """
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        with FaultyS3Proxy(s3_server["AWS_ENDPOINT_URL"]) as proxy:
+            yield proxy
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.fixture
-def proxied_s3_env(s3_server: dict[str, str], s3_proxy: FaultyS3Proxy,
+def proxied_s3_env(s3_env: dict[str, str], s3_proxy: FaultyS3Proxy,
                    monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The ``AWS_*`` variables of the S3 server reached through :func:`s3_proxy`, set in this process's environment
-    for one test."""
-    env = {**s3_server, "AWS_ENDPOINT_URL": s3_proxy.url}
+    for one test (after :func:`s3_env`, which they override)."""
+    env = {**s3_env, "AWS_ENDPOINT_URL": s3_proxy.url}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env

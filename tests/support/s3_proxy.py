@@ -13,9 +13,9 @@ unless a fault matches it; a fault can:
 - ``ignore_if_none_match``: forward without the ``If-None-Match`` header (a store that ignores conditional writes);
 - ``reject_if_none_match``: answer 501 ``NotImplemented`` to a request that carries ``If-None-Match``.
 
-A fault matches by method and a substring of the path, applies to every ``every``-th matching request, at most
-``times`` times, and only until ``seconds`` after it was added (each ``None``: no bound). The proxy records every
-request with the fault it met.
+A fault matches by method and a substring of the path; it lets the first ``after`` matching requests through,
+then applies to every ``every``-th one, at most ``times`` times, and for ``seconds`` from the first request it hit
+(each ``None``: no bound). The proxy records every request with the fault it met.
 
 Example::
 
@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -57,6 +57,7 @@ class Fault:
     kind: str
     method: str | None = None
     path: str | None = None
+    after: int = 0
     every: int = 1
     times: int | None = None
     seconds: float | None = None
@@ -64,7 +65,7 @@ class Fault:
     body: bytes = b""
     content_type: str = "application/xml"
     delay: float = 0.0
-    added: float = field(default_factory=time.monotonic)
+    started: float | None = None
     matched: int = 0
     applied: int = 0
 
@@ -76,13 +77,15 @@ class Fault:
             return False
         if self.kind in ("ignore_if_none_match", "reject_if_none_match") and "if-none-match" not in headers:
             return False
-        if self.seconds is not None and time.monotonic() - self.added > self.seconds:
+        if self.started is not None and self.seconds is not None and time.monotonic() - self.started > self.seconds:
             return False
         if self.times is not None and self.applied >= self.times:
             return False
         self.matched += 1
-        if self.matched % self.every:
+        if self.matched <= self.after or (self.matched - self.after) % self.every:
             return False
+        if self.started is None:
+            self.started = time.monotonic()
         self.applied += 1
         return True
 
@@ -110,6 +113,14 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.proxy._connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.server.proxy._connections.discard(self.connection)
+        super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Quiet: the proxy records requests in :attr:`FaultyS3Proxy.requests`."""
@@ -211,6 +222,7 @@ class FaultyS3Proxy:
         self.upstream = upstream
         self.faults: list[Fault] = []
         self.requests: list[Seen] = []
+        self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.proxy = self
@@ -254,5 +266,11 @@ class FaultyS3Proxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop serving and close the connections clients keep alive, so none reaches this proxy afterwards."""
         self._server.shutdown()
         self._server.server_close()
+        for connection in list(self._connections):
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
