@@ -7,7 +7,8 @@ removes it when the run ends. The lease says who holds it (host, pid, run id, si
 
 - A second driver finds a live lease and is refused (:class:`~runner.core.errors.LeaseHeld`, one line naming the
   owner). A lapsed lease (expired, or held by a process of this host that no longer exists) is taken over only with
-  ``--take-over``.
+  ``--take-over``; with it, a lease that is still alive is watched until it lapses (its driver died without
+  releasing it, a RayJob retry starts before it expires) or is renewed (its driver runs: refused).
 - Taking over creates ``lease-takeovers/<token of the lapsed lease>.json`` with the same write-once primitive
   before replacing ``lease.json``: of two drivers taking over one lapsed lease, exactly one creates the marker, and
   the other is refused. The markers stay as the record of every take-over.
@@ -160,30 +161,30 @@ def acquire(store: ResultStore, ttl_s: float, take_over: bool = False) -> HeldLe
     Args:
         store: the run's store.
         ttl_s: seconds the lease lives without a renewal.
-        take_over: replace a lapsed lease (``--take-over``); a live one is never replaced.
+        take_over: replace a lapsed lease (``--take-over``); a live one is watched until it lapses (then taken
+            over) or is renewed (then refused), at most until it expires. A renewed lease is never replaced.
 
     Raises:
-        LeaseHeld: a live lease; a lapsed one without ``take_over``; or another driver took a lapsed one over
-            first (nothing is written).
+        LeaseHeld: a live lease (renewed while ``take_over`` waited); a lapsed one without ``take_over``; or
+            another driver took a lapsed one over first (nothing is written).
         StorageError: the store cannot be written.
     """
-    path = store.path(LEASE)
-    for _ in range(3):
-        started, lease = time.monotonic(), Lease.new(ttl_s)
-        if store.write_once(path, lease.model_dump_json(indent=2).encode()):
-            return HeldLease(lease, started)
-        current = read_lease(store)
-        if current is not None:
-            break
-    else:
-        raise LeaseHeld(f"the lease of {store.uri} keeps appearing and disappearing: other drivers are starting "
-                        "on this storage; run one at a time")
+    current = _create_or_read(store, ttl_s)
+    if isinstance(current, HeldLease):
+        return current
     where = store.uri
+    if not current.lapsed() and take_over:
+        current = _wait_for_lapse(store, current, ttl_s)
+        if isinstance(current, HeldLease):
+            return current
+    if not current.lapsed() and take_over:
+        raise LeaseHeld(f"{where} is in use by {current.owner()}: its lease was renewed while --take-over waited for "
+                        "it to lapse, so its driver runs; nothing was written; wait for that run to finish")
     if not current.lapsed():
         raise LeaseHeld(
             f"{where} is in use by {current.owner()} (its lease is alive until {current.expires_at}); nothing was "
-            "written; wait for that run to finish, or, if its driver is gone, run again with --take-over once the "
-            "lease has expired"
+            "written; wait for that run to finish, or, if its driver is gone, run again with --take-over (it waits "
+            "for the lease to lapse)"
         )
     gone = "its process is gone" if current.driver_gone() else f"its lease expired at {current.expires_at}"
     if not take_over:
@@ -199,6 +200,36 @@ def acquire(store: ResultStore, ttl_s: float, take_over: bool = False) -> HeldLe
         detail="--take-over: this driver now owns the run; the previous one, if it still runs, stops at its next "
         "renewal")
     return held
+
+
+def _create_or_read(store: ResultStore, ttl_s: float) -> HeldLease | Lease:
+    """A new lease of this process if the run has none (:class:`HeldLease`), else the lease it has."""
+    for _ in range(3):
+        started, lease = time.monotonic(), Lease.new(ttl_s)
+        if store.write_once(store.path(LEASE), lease.model_dump_json(indent=2).encode()):
+            return HeldLease(lease, started)
+        current = read_lease(store)
+        if current is not None:
+            return current
+    raise LeaseHeld(f"the lease of {store.uri} keeps appearing and disappearing: other drivers are starting on this "
+                    "storage; run one at a time")
+
+
+def _wait_for_lapse(store: ResultStore, alive: Lease, ttl_s: float) -> HeldLease | Lease:
+    """Watch ``alive`` until it lapses (returned, to be taken over), is released (a new lease of this process), or
+    is renewed or replaced (returned as it is now: alive)."""
+    structlog.get_logger("runner").info(
+        "lease.waiting", owner=alive.owner(), expires_at=alive.expires_at,
+        detail="--take-over: waiting for the lease to lapse; a driver that still runs renews it, and then this one "
+        "is refused")
+    current: Lease | None = alive
+    while current is not None and not current.lapsed():
+        if (current.token, current.heartbeat_at) != (alive.token, alive.heartbeat_at):
+            return current
+        left = (_dt.datetime.fromisoformat(current.expires_at) - _now()).total_seconds()
+        time.sleep(min(max(left, 0.0) + 0.01, max(current.ttl_s / 8, 0.05)))
+        current = read_lease(store)
+    return _create_or_read(store, ttl_s) if current is None else current
 
 
 def _take_over(store: ResultStore, lapsed: Lease, ttl_s: float, run_id: str | None = None,

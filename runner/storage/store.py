@@ -356,7 +356,7 @@ class ResultStore:
         sizes = self._record_sizes()
         if paths is not None:
             sizes = {path: sizes[path] for path in paths if path in sizes}
-        for batch in read_batches(sorted(sizes.items())):
+        for batch in read_batches(sorted(sizes.items()), READ_BATCH_BYTES, READ_BATCH):
             contents = self._fetch(batch)
             for path in batch:
                 data = contents.pop(path, None)

@@ -1,5 +1,6 @@
 """One run, one driver: the lease on a local disk and on S3 (moto): a live lease refuses a second driver, a lapsed one
-is taken over only with ``take_over`` and by one taker, a holder that lost its lease learns it at its next renewal."""
+is taken over only with ``take_over`` and by one taker (which waits for a live lease to lapse, and is refused if it
+is renewed meanwhile), a holder that lost its lease learns it at its next renewal."""
 
 import datetime as dt
 import json
@@ -43,11 +44,11 @@ def test_a_second_driver_is_refused_while_the_lease_is_alive_and_gets_it_once_re
     held = lease.acquire(store, ttl_s=60)
     assert stored(store)["host"] == socket.gethostname() and stored(store)["pid"] == held.lease.pid
     with pytest.raises(LeaseHeld) as caught:
-        lease.acquire(store, ttl_s=60, take_over=True)
+        lease.acquire(store, ttl_s=60)
     assert str(caught.value) == (
         f"{store.uri} is in use by a driver on host {socket.gethostname()} (pid {held.lease.pid}) since "
         f"{held.lease.since} (its lease is alive until {held.lease.expires_at}); nothing was written; wait for that "
-        "run to finish, or, if its driver is gone, run again with --take-over once the lease has expired")
+        "run to finish, or, if its driver is gone, run again with --take-over (it waits for the lease to lapse)")
     assert lease.release(store, held)
     assert store.read_file(LEASE) is None
     again = lease.acquire(store, ttl_s=60)
@@ -141,3 +142,34 @@ def test_a_driver_replaced_while_it_was_renewing_safely_learns_it_too(store):
     leave(store)
     with pytest.raises(LeaseLost, match="^a driver on host other-host \\(pid 4242\\) since .* took "):
         lease.renew(store, held)
+
+
+def test_take_over_waits_for_a_lease_that_is_not_renewed_to_lapse(store):
+    soon = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    leave(store, expires_at=soon.isoformat(), ttl_s=1.0)
+    started = time.monotonic()
+    held = lease.acquire(store, ttl_s=60, take_over=True)
+    assert 0.8 <= time.monotonic() - started < 5
+    assert stored(store)["token"] == held.lease.token
+
+
+def test_take_over_is_refused_when_the_lease_is_renewed_while_it_waits(store):
+    running = lease.acquire(store, ttl_s=1)
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(0.2):
+            lease.renew(store, running)
+
+    beating = threading.Thread(target=heartbeat)
+    beating.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(LeaseHeld, match="its lease was renewed while --take-over waited for it to lapse, so its "
+                                            "driver runs; nothing was written"):
+            lease.acquire(store, ttl_s=60, take_over=True)
+        assert time.monotonic() - started < 1
+    finally:
+        stop.set()
+        beating.join()
+    assert stored(store)["token"] == running.lease.token
