@@ -11,7 +11,7 @@ Promises: a record's existence means "done"; a reader never sees half a record (
 :meth:`ResultStore.check_conditional_writes` probes once per run); a refused write whose stored record carries this
 write's id (its response was lost, a retry was refused) is this write's success; a record write outlives a storage
 outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`); resume needs one listing of
-``records/``; reading records holds at most :data:`READ_BATCH_BYTES` of them at once. The code talks to
+``records/``; reading records holds at most one bounded batch of them at once (:mod:`runner.storage.reading`). The code talks to
 ``fsspec.url_to_fs`` only, never to a backend, except for the local temp-file-and-link write
 (:mod:`runner.storage.local`), which no fsspec primitive gives.
 """
@@ -29,7 +29,7 @@ import structlog
 
 from runner.core.errors import RunInterrupted, StorageError
 from runner.core.record import TaskRecord
-from runner.storage import local
+from runner.storage import local, reading
 from runner.storage.faults import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
@@ -43,11 +43,6 @@ RECORDS = "records"
 RETIRED = "retired"
 REPORT_FILES = ("summary.json", "results.csv")
 _LOCAL_PROTOCOLS = {"file", "local"}
-READ_BATCH = 256
-"""The most records fetched in one batch (concurrently, on object stores)."""
-READ_BATCH_BYTES = 16 * 2**20
-"""The most bytes of records fetched in one batch; a record larger than this is fetched alone."""
-
 T = TypeVar("T")
 
 
@@ -340,7 +335,7 @@ class ResultStore:
 
         A file that does not parse as a record (damaged outside the runner: records are written whole) is skipped
         with a ``store.unreadable_record`` warning naming it; ``--rerun-errors`` retires it and runs its item
-        again. Nothing is held beyond one batch (:func:`read_batches`).
+        again. Nothing is held beyond one batch (:func:`runner.storage.reading.read_batches`).
         """
         for path, record in self._parse_records(paths):
             if record is None:
@@ -350,34 +345,12 @@ class ResultStore:
                 yield record
 
     def _parse_records(self, paths: Iterable[str] | None = None) -> Iterator[tuple[str, TaskRecord | None]]:
-        """``(path, record)`` for every record file (or those at ``paths``), in path order; ``record`` is ``None``
-        when the file does not parse. A file removed since the listing is left out. Each record's bytes are
-        dropped once it is parsed, so at most one batch of bytes and one parsed record are held at a time."""
+        """``(path, record)`` for every record file (or those at ``paths``), in path order, read in bounded batches
+        (:func:`runner.storage.reading.parse_records`); ``record`` is ``None`` when the file does not parse."""
         sizes = self._record_sizes()
         if paths is not None:
             sizes = {path: sizes[path] for path in paths if path in sizes}
-        for batch in read_batches(sorted(sizes.items()), READ_BATCH_BYTES, READ_BATCH):
-            contents = self._fetch(batch)
-            for path in batch:
-                data = contents.pop(path, None)
-                if data is None:
-                    continue
-                try:
-                    record = TaskRecord.model_validate_json(data)
-                except ValueError:
-                    record = None
-                del data
-                yield path, record
-
-    def _fetch(self, batch: list[str]) -> dict[str, bytes]:
-        """The bytes of the files at ``batch`` (one request each, concurrent on object stores); absent ones are
-        left out."""
-        if len(batch) > 1:
-            return self.fs.cat(batch, on_error="omit")
-        try:
-            return {batch[0]: self.fs.cat_file(batch[0])}
-        except FileNotFoundError:
-            return {}
+        return reading.parse_records(self.fs, sizes)
 
     # -- run again ---------------------------------------------------------------------------------------------
 
@@ -437,23 +410,6 @@ class ResultStore:
         connection string's key)."""
         detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":").splitlines()[0] if str(exc) else type(exc).__name__
         return mask(f"{what} ({detail}); {advice(self._uri, exc)}", self.storage_options)
-
-
-def read_batches(sizes: Iterable[tuple[str, int]], max_bytes: int = READ_BATCH_BYTES,
-                 max_count: int = READ_BATCH) -> Iterator[list[str]]:
-    """Group ``(path, size in bytes)`` into batches of at most ``max_count`` paths and ``max_bytes`` bytes, in
-    order; a file larger than ``max_bytes`` makes a batch of its own. Memory of a reader that fetches one batch at
-    a time is then bounded by ``max_bytes`` (or by its largest file), whatever the number and size of records."""
-    batch: list[str] = []
-    held = 0
-    for path, size in sizes:
-        if batch and (held + size > max_bytes or len(batch) >= max_count):
-            yield batch
-            batch, held = [], 0
-        batch.append(path)
-        held += size
-    if batch:
-        yield batch
 
 
 def _same_write(stored: TaskRecord, record: TaskRecord) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
 from runner.storage import ResultStore, normalize_uri
-from runner.storage.store import read_batches
+from runner.storage.reading import read_batches
 
 
 def _record(task_id: str, repeat: int = 0, output: object = 1) -> TaskRecord:
@@ -175,7 +175,7 @@ def test_read_batches_are_bounded_by_bytes_and_count():
 def test_reading_records_never_holds_more_than_a_batch_of_bytes(backend, tmp_path, request, monkeypatch):
     """The report's memory must not grow with the number or size of records beyond one batch (issue 11): every fetch
     of record bytes stays within READ_BATCH_BYTES (a record larger than that is fetched alone), whatever the run."""
-    import runner.storage.store as store_module
+    import runner.storage.reading as reading
 
     store = ResultStore(str(tmp_path / "run")) if backend == "local" else \
         ResultStore(f"s3://{request.getfixturevalue('s3_bucket')}/run")
@@ -183,7 +183,7 @@ def test_reading_records_never_holds_more_than_a_batch_of_bytes(backend, tmp_pat
     for index in range(10):
         store.write_record(_record(f"t{index}", output="x" * mib))
     store.write_record(_record("big", output="y" * 4 * mib))
-    monkeypatch.setattr(store_module, "READ_BATCH_BYTES", 3 * mib)
+    monkeypatch.setattr(reading, "READ_BATCH_BYTES", 3 * mib)
     fetched: list[int] = []
     cat, cat_file = store.fs.cat, store.fs.cat_file
     monkeypatch.setattr(store.fs, "cat", lambda paths, **kw: _counted(fetched, cat(paths, **kw)))
