@@ -297,6 +297,8 @@ async def _execute_while_owned(execution: Awaitable[None], keeper: LeaseKeeper) 
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(execution)
     keeper.on_lost = lambda: loop.call_soon_threadsafe(task.cancel)
+    if keeper.lost is not None:  # lost before on_lost was set: the keeper could not call it
+        task.cancel()
     try:
         await task
     except asyncio.CancelledError:

@@ -8,12 +8,12 @@ Layout under the run URI::
 
 Promises: a record's existence means "done"; a reader never sees half a record (local disk: temp file then
 ``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``, which
-:meth:`ResultStore.check_conditional_writes` probes once per run); a refused write whose stored record carries this
-write's id (its response was lost, a retry was refused) is this write's success; a record write outlives a storage
-outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`); resume needs one listing of
-``records/``; reading records holds at most one bounded batch of them at once (:mod:`runner.storage.reading`). The code talks to
-``fsspec.url_to_fs`` only, never to a backend, except for the local temp-file-and-link write
-(:mod:`runner.storage.local`), which no fsspec primitive gives.
+:func:`runner.storage.probe.check_conditional_writes` probes once per run); a refused write whose stored record
+carries this write's id (its response was lost, a retry was refused) is this write's success; a record write
+outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`); resume needs one
+listing of ``records/``; reading records holds at most one bounded batch of them at once
+(:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
+local temp-file-and-link write (:mod:`runner.storage.local`), which no fsspec primitive gives.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import fsspec
 import structlog
@@ -43,7 +43,6 @@ RECORDS = "records"
 RETIRED = "retired"
 REPORT_FILES = ("summary.json", "results.csv")
 _LOCAL_PROTOCOLS = {"file", "local"}
-T = TypeVar("T")
 
 
 def normalize_uri(uri: str) -> str:
