@@ -17,7 +17,6 @@ Ray itself is imported only when a ``RayEvaluator`` runs, so ``from runner impor
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from typing import Any
 
@@ -26,7 +25,7 @@ from rich.console import Console
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings, WorkerSpec, format_validation_error
-from runner.core.errors import ConfigError, RunnerError, StorageError
+from runner.core.errors import BudgetExhausted, ConfigError, ProtocolStop
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
 from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
@@ -52,20 +51,18 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; the same call resumes).
-        RunStopped: the run stopped itself after writing started (a model server that speaks another protocol, a
-            storage outage: exit status 3); the summary of the records written so far is written when the store
-            can be reached.
+        RunStopped: the run stopped after writing started (exit status 3): a model server that speaks another
+            protocol (``ProtocolStop``: the summary of the records written so far is written first), a storage
+            outage, another driver taking the run over.
         BudgetExhausted: the run's budget is spent (``summary.json`` holds the records written so far; the same
             call with a larger budget resumes).
     """
     try:
         outcome = await execute_run(request, executor)
-    except RunnerError as stopped:
-        if stopped.exit_status == 2:
-            raise
-        # The records written so far are the run's results until it resumes: report them if the store answers.
-        with contextlib.suppress(StorageError):
-            _report(request, show, html)
+    except (BudgetExhausted, ProtocolStop):
+        # The records written so far are the run's results until it resumes: report them (after a storage fault
+        # the store is what failed, so nothing more is written there).
+        _report(request, show, html)
         raise
     return _report(request, show, html), outcome
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.cli import CliResult, run_in_process, run_process
 from tests.support.model_server import ScriptedModelServer
+from tests.support.s3_proxy import FaultyS3Proxy
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_RESOURCES = {"custom": 2.0, "accelerator_type:T4": 1.0}
@@ -151,3 +152,32 @@ def ray_session() -> Iterator[object]:
         yield ray
     finally:
         ray.shutdown()
+
+
+@pytest.fixture
+def s3_proxy(s3_server: dict[str, str]) -> Iterator[FaultyS3Proxy]:
+    """A fault-injecting proxy on 127.0.0.1 in front of the S3 server (``tests/support/s3_proxy.py``); with no fault
+    injected it forwards every request as it is. ``s3_proxy.url`` is its ``AWS_ENDPOINT_URL``.
+
+    fsspec keeps one S3 filesystem per set of options, with its endpoint read from the environment when it was made,
+    so the cache is cleared before and after: a run in this process reaches this test's proxy, never an earlier one.
+    """
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        with FaultyS3Proxy(s3_server["AWS_ENDPOINT_URL"]) as proxy:
+            yield proxy
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def proxied_s3_env(s3_env: dict[str, str], s3_proxy: FaultyS3Proxy,
+                   monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The ``AWS_*`` variables of the S3 server reached through :func:`s3_proxy`, set in this process's environment
+    for one test (after :func:`s3_env`, which they override)."""
+    env = {**s3_env, "AWS_ENDPOINT_URL": s3_proxy.url}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env

@@ -45,6 +45,10 @@ RUN_FLAGS = (
     "executor",
     "force",
     "rerun_failed",
+    "take_over",
+    "storage_outage",
+    "lease_ttl",
+    "allow_overwriting_store",
     "ray_address",
     "log_format",
     "max_tokens",
@@ -171,6 +175,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run again the items whose record is an error or a timeout (old records go to retired/)")
     where.add_argument("--rerun-errors", dest="rerun_failed", nargs=0, action=_Deprecated, new="--rerun-failed",
                        help=argparse.SUPPRESS)
+    where.add_argument("--take-over", action="store_true", default=None,
+                       help="take the run over from a driver whose lease lapsed (killed, or cut off from the "
+                       "storage); a live driver is never taken over")
+    where.add_argument("--storage-outage", type=float, metavar="SECONDS",
+                       help="how long record writes wait out a storage that fails with server errors, timeouts or "
+                       "resets (new items are held back meanwhile) before the run stops with exit status 3 "
+                       "(default 300)")
+    where.add_argument("--lease-ttl", type=float, metavar="SECONDS",
+                       help="seconds the driver's lease on the run lives without a renewal (renewed every quarter "
+                       "of it); a killed driver's lease lapses after it (default 60)")
+    where.add_argument("--allow-overwriting-store", action="store_true", default=None,
+                       help="write to an object store that does not honour conditional writes (If-None-Match), "
+                       "checking each record's existence first; two writers can then race")
 
     how = parser.add_argument_group("how to run")
     how.add_argument("--executor", metavar="NAME",

@@ -18,6 +18,7 @@ from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
 from runner.report import PlanScope, build_report, count_stored, render, scope_notes, summary_json, write_html_report
+from runner.storage.lease import Lease, read_lease
 from runner.storage.store import ResultStore
 
 
@@ -65,7 +66,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """``status URI``: how far a run is, from its manifest and one listing of its records.
 
     Counts the records of the current plan, as the report does (:mod:`runner.report.scope`); it reads records
-    only when the run's limit was lowered below one an earlier run used, to tell the tasks past it.
+    only when the run's limit was lowered below one an earlier run used, to tell the tasks past it. Says which
+    driver owns the run (``lease.json``) and whether its lease is alive.
     """
     store = _store(args)
     manifest = store.read_manifest()
@@ -77,6 +79,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     n_tasks = manifest.benchmark.n_tasks
     expected = (n_tasks - manifest.benchmark.duplicate_tasks) * manifest.n_repeats if n_tasks is not None else None
     has_summary = store.read_file("summary.json") is not None
+    owner = read_lease(store)
     status = {
         "run_id": manifest.run_id,
         "benchmark": manifest.benchmark.name,
@@ -89,6 +92,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "duplicate_tasks": manifest.benchmark.duplicate_tasks,
         "summary": has_summary,
         "updated_at": manifest.updated_at,
+        "driver": owner.describe() if owner is not None else None,
     }
     if args.json:
         print(json.dumps(status, indent=2))
@@ -97,9 +101,22 @@ def cmd_status(args: argparse.Namespace) -> int:
         state = "complete" if status["complete"] else "incomplete"
         print(f"{manifest.benchmark.name} run {manifest.run_id}: {done}/{expected if expected is not None else '?'} "
               f"items{share}, {state}; summary.json {'present' if has_summary else 'absent'} ({store.uri})")
+        print(_driver_line(owner))
         for note in scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks):
             print(f"note: {note}")
     return 0
+
+
+def _driver_line(owner: Lease | None) -> str:
+    """Who drives the run, in one line: no driver, a live one, or one whose lease lapsed."""
+    if owner is None:
+        return "driver: none (no driver holds the run)"
+    state = owner.state()
+    if state == "alive":
+        return (f"driver: {owner.owner()}, alive (last heartbeat {owner.heartbeat_at}, lease until "
+                f"{owner.expires_at})")
+    lapsed = "its process is gone" if state == "driver gone" else f"its lease expired at {owner.expires_at}"
+    return f"driver: {owner.owner()}, {lapsed}; the run continues with --take-over"
 
 
 def cmd_list(args: argparse.Namespace) -> int:

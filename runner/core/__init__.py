@@ -12,8 +12,9 @@ from runner.core.errors import (
     ConfigError,
     FingerprintMismatch,
     PluginError,
-    RunnerError,
+    ProtocolStop,
     RunStopped,
+    RunnerError,
     StorageError,
 )
 from runner.core.limits import EndpointLimits, ModelPrice
@@ -43,10 +44,11 @@ __all__ = [
     "PluginError",
     "ResultRow",
     "RunConfig",
+    "ProtocolStop",
+    "RunStopped",
     "RunResults",
     "RunSettings",
     "RunnerError",
-    "RunStopped",
     "SolutionContext",
     "SolutionOutput",
     "SolutionSpec",

@@ -90,6 +90,8 @@ class RunSettings(BaseModel):
         solution_retries: extra tries, each on a fresh copy of the task, for an item whose solution raised
             (0: an exception is an error record at once). Formerly ``retry_errors``.
         force: delete this run's previous records and start over.
+        take_over: take the run over from a driver whose lease lapsed (it was killed, or lost its storage for
+            longer than ``lease_ttl``); a live lease is never taken over (``--take-over``).
         rerun_failed: on resume, run again the items whose record is an error or a timeout (e.g. after a model
             server outage); the old records move to ``retired/``. Formerly ``rerun_errors``.
         executor: who runs the items: ``ray`` (the default: a pool of Ray actors) or ``sequential`` (this process,
@@ -111,6 +113,16 @@ class RunSettings(BaseModel):
         prices: USD per million tokens by model (``provider:model`` -> ``{"input", "output"}``); no built-in list.
         cache: a response cache shared through storage (any fsspec URL); ``None``: no cache.
         cache_policy: which requests the cache answers (:data:`~runner.core.cache.CachePolicy`).
+        storage_outage: seconds a record write keeps retrying a storage that fails with errors that look
+            temporary (HTTP 5xx, timeouts, connection resets), with new items held back meanwhile, before the run
+            stops with exit status 3 (``--storage-outage``).
+        lease_ttl: seconds the driver's lease on the run (``lease.json``) stays alive without a renewal; the
+            driver renews it every quarter of that, and a killed driver's lease lapses after it
+            (``--lease-ttl``).
+        allow_overwriting_store: accept an object store that does not honour conditional writes (it overwrites
+            an existing key, or answers 501 to ``If-None-Match``): records are then written after an existence
+            check, which two writers can race, and a second driver is not reliably refused
+            (``--allow-overwriting-store``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -134,6 +146,10 @@ class RunSettings(BaseModel):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     cache: str | None = None
     cache_policy: CachePolicy = "deterministic"
+    storage_outage: float = Field(default=300.0, gt=0)
+    lease_ttl: float = Field(default=60.0, ge=1)
+    take_over: bool = False
+    allow_overwriting_store: bool = False
 
     @model_validator(mode="before")
     @classmethod

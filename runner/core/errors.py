@@ -23,12 +23,17 @@ class RunnerError(Exception):
 
 
 class RunStopped(RunnerError):
-    """A run that stopped itself after writing started, because going on would only add more of the same failed
-    records (a model server that speaks another protocol: :mod:`runner.engine.watch`). Its records are kept; once
-    the cause is fixed, the same command resumes (with ``--rerun-failed`` to redo the items that failed). Exit
-    status 3, "fault after writing started"."""
+    """A fault after the run started writing records (exit status 3): the records written so far are kept and, once
+    the cause is fixed, the same command resumes. The message is one line naming what failed and the way on. As
+    such: a model server that speaks another protocol (:mod:`runner.engine.watch`; ``--rerun-failed`` then redoes
+    the items that failed); subclasses for the storage."""
 
     exit_status: ClassVar[int] = 3
+
+
+class ProtocolStop(RunStopped):
+    """The run stopped because its model server speaks another protocol (:mod:`runner.engine.watch`): the same
+    command with the server's URL fixed and ``--rerun-failed`` redoes the items that failed."""
 
 
 class ConfigError(RunnerError):
@@ -45,6 +50,11 @@ class StorageError(RunnerError):
 
 class FingerprintMismatch(StorageError):
     """The run directory holds records of a different configuration; resuming would mix the two."""
+
+
+class LeaseHeld(StorageError):
+    """Another driver owns the run (its lease is alive), or owned it and its lease lapsed while ``--take-over`` was
+    not given: nothing is written."""
 
 
 class BenchmarkError(RunnerError):
@@ -67,6 +77,15 @@ class BudgetExhausted(RunnerError):
 
     exit_status: ClassVar[int] = 4
     label: ClassVar[str] = "stopped"
+
+
+class StorageOutage(RunStopped):
+    """The storage failed with errors that look temporary (server errors, timeouts, connection resets) for longer
+    than the run's outage limit (``--storage-outage``); the same command resumes once it answers."""
+
+
+class LeaseLost(RunStopped):
+    """Another driver took the run over after this driver's lease lapsed (it could not renew it in time)."""
 
 
 _RAISED_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning): ")

@@ -128,6 +128,9 @@ class TaskRecord(BaseModel):
         timings: seconds.
         usage: model name -> tokens and calls (cached calls marked, see :class:`TokenUsage`).
         worker: host, pid and, on Ray, node and actor ids.
+        write_id: drawn afresh for each write of a record (:meth:`ResultStore.write_record`): a write whose
+            response was lost, and whose retry was refused because the store had taken the first, recognises its
+            own record by it (``None`` in records written before runner kept it).
     """
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
@@ -153,3 +156,4 @@ class TaskRecord(BaseModel):
     timings: Timings = Field(default_factory=Timings)
     usage: dict[str, TokenUsage] = Field(default_factory=dict)
     worker: dict[str, Any] = Field(default_factory=dict)
+    write_id: str | None = None

@@ -49,8 +49,9 @@ class ItemResult:
         task_id, repeat: the item.
         status: the record's status (``ok``, ``error``, ``timeout``), or :data:`SKIPPED`: the run's budget was
             reached before the item could start, nothing was written.
-        written: ``False`` when a record already existed (another attempt won, or, at ``attempt`` 1, the task id is
-            a duplicate: see :attr:`duplicate`), so nothing was written.
+        written: ``False`` when another write's record already existed (an earlier attempt's, or, at ``attempt``
+            1, another writer's: see :attr:`duplicate`), so nothing was written. A write whose response was lost
+            and whose stored record is its own counts as written (:meth:`ResultStore.write_record`).
         attempt: the attempt that produced the record.
         seconds: wall time of the item.
         error: what made the item an error, without its traceback (``None`` for an ``ok`` item): the solution's
@@ -68,7 +69,8 @@ class ItemResult:
 
     @property
     def duplicate(self) -> bool:
-        """A first attempt whose record existed already: a duplicate task id, or another driver on this run."""
+        """A first attempt whose record another writer had stored: a process writing to this run without its
+        lease (the plan leaves duplicate task ids out, so they never get here)."""
         return not self.written and self.attempt == 1 and self.status != SKIPPED
 
 
@@ -160,8 +162,11 @@ async def execute_one(
 
     Raises:
         StorageError: the record cannot be written (the item is then not done and may be retried).
+        StorageOutage: the store stayed unavailable past ``context.settings.storage_outage``; while it is
+            unavailable, the item waits before its solution runs.
     """
     task = item.task
+    await context.store.outage.wait()
     with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt):
         with usage_scope() as usage, context.traffic.scope(item.repeat):
             # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
@@ -307,10 +312,10 @@ async def finish_item(
     else:
         log.warning("item.done", status=status, error=error.message if error else None, seconds=round(seconds, 4))
     if not written and attempt == 1:
-        # The plan skips items that had a record when it started, so a first attempt finds one only when the
-        # benchmark yields this task id twice or another process writes to the same run.
-        log.warning("item.duplicate", detail=f"task id {task.id!r} repeat {item.repeat} already had a record, "
-                    "kept; duplicate task id in the benchmark, or another driver writing to this storage")
+        # The plan skips items that had a record when it started and duplicate task ids, so a first attempt finds
+        # another write's record only when another process writes to the same run.
+        log.warning("item.duplicate", detail=f"task id {task.id!r} repeat {item.repeat} already had a record of "
+                    "another writer, kept; a process writes to this storage without holding the run's lease")
     elif not written:
         log.info("item.exists", detail="a record of this item already existed; it was kept")
     cause = None

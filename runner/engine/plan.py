@@ -1,14 +1,16 @@
 """The plan: the (task, repeat) items of a run that still need a record, streamed.
 
-The benchmark is iterated lazily and items come out one at a time, so the plan of a million-task benchmark costs
-no more memory than that of a thousand-task one (beyond the set of finished keys read at resume, which shrinks as
-the plan passes them).
+The benchmark is iterated lazily and items come out one at a time: the plan holds no task beyond the current one,
+only the set of finished keys read at resume (which shrinks as the plan passes them) and the key of every task it
+has seen, to tell a duplicate task id (about 100 bytes per task).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+import structlog
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import BenchmarkError, InvalidTask
@@ -34,12 +36,16 @@ class Plan:
         repeats: repeats per task.
         limit: only the first ``limit`` tasks (``None``: all).
         done: ``(task key, repeat)`` pairs that already have a record (from :meth:`ResultStore.done_items`); the
-            plan keeps its own copy. It removes each pair from the copy when it skips it, so a task id that comes
-            again later in the benchmark (a duplicate) is planned again, and its refused record write reveals the
-            duplicate (see :func:`~runner.engine.execute.execute_one`) on a resume as on the first run.
+            plan keeps its own copy and removes each pair from it when it skips it.
 
-    After iteration, :attr:`n_tasks` is the number of tasks planned (duplicates included) and :attr:`skipped` the
-    items left out because their record existed.
+    A task position whose id an earlier position had (a duplicate task id) is left out, with a
+    ``plan.duplicate_task`` warning: each (task id, repeat) has one record, so running it again would pay for a
+    record that is never kept. The plan judges duplicates by the ids it has seen (it keeps the key of every task,
+    about 100 bytes each), the same way on a resume as on the first run, never by refused record writes.
+
+    After iteration, :attr:`n_tasks` is the number of task positions planned (duplicates included),
+    :attr:`duplicate_tasks` the positions left out as duplicates and :attr:`skipped` the items left out because
+    their record existed.
 
     Raises (while iterating):
         BenchmarkError: a task has an empty id; the message names its position. Items before it were planned
@@ -58,8 +64,10 @@ class Plan:
         self.limit = limit
         self.done = set(done) if done is not None else set()
         self.n_tasks = 0
+        self.duplicate_tasks = 0
         self.skipped = 0
         self.exhausted = False
+        self._seen: set[str] = set()
 
     def expected_items(self) -> int | None:
         """Items to run, from the benchmark's size, for progress display; ``None`` if the size is unknown.
@@ -80,6 +88,14 @@ class Plan:
                 raise self._bad_task(index, "its id is empty (every task needs a unique, non-empty id)")
             self.n_tasks += 1
             key = encode_key(task.id)
+            if key in self._seen:
+                self.duplicate_tasks += 1
+                structlog.get_logger("runner").warning(
+                    "plan.duplicate_task", task_id=task.id, index=index,
+                    detail="an earlier task of the benchmark has this id; its records stand for both, so this one "
+                    "is not run (give each task a unique id to run both)")
+                continue
+            self._seen.add(key)
             for repeat in range(self.repeats):
                 if (key, repeat) in self.done:
                     self.done.discard((key, repeat))

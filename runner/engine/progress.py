@@ -70,7 +70,7 @@ class Progress:
         the budget kept from starting (status ``skipped``) is counted in :attr:`skipped`, not as done.
 
         Raises:
-            RunStopped: the model server keeps speaking another protocol (:class:`ProtocolWatch`); the item is
+            ProtocolStop: the model server keeps speaking another protocol (:class:`ProtocolWatch`); the item is
                 counted first.
         """
         if status == "skipped":

@@ -4,8 +4,8 @@ actor with the :class:`WorkerSpec`'s resources.
 The run's :class:`RunContext` (benchmark, solution recipe, store, settings) goes to Ray's object store once; each
 actor builds the solution once; calls carry only task data. Ray's errors become the pool's: a dead actor (killed
 process, lost node, out of memory) is :class:`WorkerLost`, an actor whose constructor raised is
-:class:`WorkerBuildFailed`, and a :class:`RunnerError` raised inside a call (a store that cannot be written) is
-raised as it is.
+:class:`WorkerBuildFailed`, and a :class:`RunnerError` raised inside a call (a store that cannot be written, or
+stayed unavailable past the run's outage limit) is raised as it is.
 """
 
 from __future__ import annotations

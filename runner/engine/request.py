@@ -88,7 +88,7 @@ class RunRequest:
             store=ResultStore(config.storage, config.storage_options),
             settings=config.settings(),
             fingerprint_fields=config.fingerprint_fields(),
-            config=config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_failed"}),
+            config=config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_failed", "take_over"}),
             progress_bar=progress_bar,
         )
 

@@ -1,15 +1,19 @@
-"""One run from start to end: prepare the benchmark, open or resume the run directory, plan, execute.
+"""One run from start to end: prepare the benchmark, take the run's lease, open or resume the run directory, plan,
+execute, release the lease.
 
 Both the sequential and the Ray executor plug in here; the report is built by the caller afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as _dt
 import itertools
+import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,14 +22,17 @@ import structlog
 from runner import registry
 from runner._version import __version__
 from runner.core.config import RunSettings, fingerprint
-from runner.core.errors import BudgetExhausted, FingerprintMismatch
+from runner.core.errors import BudgetExhausted, FingerprintMismatch, RunStopped, StorageError
 from runner.engine.context import RunContext
+from runner.engine.lease import LeaseKeeper
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
-from runner.engine.traffic import TrafficControl
-from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
 from runner.core.secrets import redact
+from runner.engine.traffic import TrafficControl
+from runner.storage import lease
+from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
+from runner.storage.probe import check_conditional_writes
 
 
 class Executor(Protocol):
@@ -110,18 +117,26 @@ class _Opening:
     clear: bool
 
 
-def _check_run(request: RunRequest) -> _Opening:
-    """Every read-only check of the run directory and its inputs; the manifest to write if they pass.
+def _prepare(request: RunRequest) -> None:
+    """The checks of a run's inputs that need no storage: prepare the benchmark, check the solution, bind the
+    default run URI.
 
     Raises:
         BenchmarkError, ConfigError: from preparing the benchmark or checking the solution.
+    """
+    request.benchmark.prepare()
+    request.solution.check()
+    request.store.bind_default(default_run_uri(request.benchmark.name))
+
+
+def _check_run(request: RunRequest) -> _Opening:
+    """Every read-only check of the run directory (under the run's lease); the manifest to write if they pass.
+
+    Raises:
         FingerprintMismatch: the directory holds a run of another configuration (and ``force`` is off).
         StorageError: the store cannot be reached.
     """
     benchmark, store, settings = request.benchmark, request.store, request.settings
-    benchmark.prepare()
-    request.solution.check()
-    store.bind_default(default_run_uri(benchmark.name))
     fields = {**request.fingerprint_fields, "benchmark_version": benchmark.version}
     digest = fingerprint(fields)
     existing = store.read_manifest()
@@ -164,13 +179,16 @@ def _check_run(request: RunRequest) -> _Opening:
 
 
 async def execute_run(request: RunRequest, executor: Executor | None = None) -> RunOutcome:
-    """Open (or resume) the run and execute every item that has no record yet.
+    """Take the run's lease, open (or resume) the run and execute every item that has no record yet.
 
-    The order keeps bad input from touching stored results: the executor's :meth:`Executor.preflight`, then every
-    read-only check (benchmark, solution, fingerprint, the listing of finished items); then, if there is work, the
-    executor's :meth:`Executor.start` (an embedded Ray starts, the pool is sized, the solution is built, or the
-    executor refuses); only then ``force`` deletes earlier records, ``rerun_failed`` retires failed ones,
-    ``run.json`` is written and items run.
+    The order keeps bad input from touching stored results: the executor's :meth:`Executor.preflight` and the
+    checks that need no storage; the probe of the store's conditional writes
+    (:func:`~runner.storage.probe.check_conditional_writes`) and the run's lease (:mod:`runner.storage.lease`: a
+    second driver is refused here); every read-only check of the run directory (fingerprint, the listing of finished
+    items); then, if there is work, the executor's :meth:`Executor.start` (an embedded Ray starts, the pool is sized,
+    the solution is built, or the executor refuses); only then ``force`` deletes earlier records, ``rerun_failed``
+    retires failed ones, ``run.json`` is written and items run. A refusal up to there releases the lease and leaves
+    a new local run directory as it found it: absent.
 
     Args:
         request: what to run.
@@ -180,16 +198,38 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
     cache); its final state is written to ``limits.json``.
 
     Raises:
-        RunnerError: bad input, before anything is written.
-        StorageError: a record cannot be written mid-run (finished records stay; rerun to resume).
+        RunnerError: bad input, before anything is written (``LeaseHeld``: another driver owns the run).
+        RunStopped: a fault after writing started: the storage stayed down past ``storage_outage``
+            (``StorageOutage``), another driver took the run over (``LeaseLost``), or the store failed otherwise;
+            finished records stay, and the same command resumes.
         BudgetExhausted: the run's budget was reached with items left: no new item started, items in flight were
             written (the same request with a larger budget resumes). A run whose last item reaches it ends as usual.
     """
-    settings = request.settings
+    settings, store = request.settings, request.store
     executor = executor if executor is not None else make_executor(settings)
     executor.preflight()
+    _prepare(request)
+    store.outage_s = settings.storage_outage
+    check_conditional_writes(store, settings.allow_overwriting_store)
+    new_directory = store.is_local and not os.path.isdir(store.root)
+    keeper = LeaseKeeper(store, lease.acquire(store, settings.lease_ttl, settings.take_over))
+    keeper.start()
+    try:
+        return await _execute_owned(request, executor, keeper)
+    finally:
+        keeper.stop()
+        if new_directory:
+            # Removed only while empty: the run was refused before it wrote anything.
+            with contextlib.suppress(OSError):
+                os.rmdir(store.root)
+
+
+async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseKeeper) -> RunOutcome:
+    """The run, under the lease ``keeper`` renews (see :func:`execute_run`)."""
+    settings, store = request.settings, request.store
     opening = _check_run(request)
-    manifest, store = opening.manifest, request.store
+    manifest = opening.manifest
+    keeper.bind_run(manifest.run_id)
     log = structlog.get_logger("runner")
     with structlog.contextvars.bound_contextvars(run_id=manifest.run_id):
         started = time.monotonic()
@@ -208,12 +248,12 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
         if first is not None:
             await executor.start(context, expected)
         try:
+            keeper.check()
             if opening.clear:
                 store.clear()
             if failed:
                 store.retire(failed)
-                log.info("run.rerun_failed", retired=len(failed),
-                         detail="error and timeout records moved to retired/")
+                log.info("run.rerun_failed", retired=len(failed), detail="error and timeout records moved to retired/")
             store.write_manifest(manifest)
             log.info(
                 "run.start",
@@ -227,7 +267,8 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
             progress = Progress(expected, bar=request.progress_bar, details=traffic.progress_fields)
             try:
                 if first is not None:
-                    await executor.execute(itertools.chain([first], items), context, progress)
+                    await _execute_while_owned(executor.execute(itertools.chain([first], items), context, progress),
+                                               keeper)
             finally:
                 progress.close()
         finally:
@@ -235,20 +276,23 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
                 await executor.close()
         traffic.write(store)
         if plan.exhausted:
-            # Every duplicate position's items were planned and refused (see Plan), so this pass counted them all.
-            counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": progress.duplicates // settings.repeats}
+            # The plan saw every task position, so it counted every duplicate task id.
+            counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": plan.duplicate_tasks}
             if manifest.benchmark.model_dump(include=set(counted)) != counted:
                 manifest.benchmark = manifest.benchmark.model_copy(update=counted)
-                store.write_manifest(manifest)
+                try:
+                    store.write_manifest(manifest)
+                except StorageError as exc:
+                    raise _interrupted(exc) from None
         seconds = time.monotonic() - started
         if progress.done == 0 and plan.exhausted:
             log.info("run.nothing_to_do", detail="every item already has a record; nothing was executed")
         if progress.duplicates:
-            log.warning("run.duplicates", items=progress.duplicates,
-                        detail="items whose record was already written when their first attempt ended: duplicate "
-                        "task ids in the benchmark, or another driver writing to this storage; each (task id, "
-                        "repeat) keeps one record")
-        log.info("run.finished", executed=progress.done, errors=progress.errors, duplicates=progress.duplicates,
+            log.warning("run.records_of_another_writer", items=progress.duplicates,
+                        detail="items whose record another writer had stored when their first attempt ended (kept "
+                        "as they were): a process that writes to this storage without the run's lease")
+        log.info("run.finished", executed=progress.done, errors=progress.errors,
+                 duplicate_tasks=plan.duplicate_tasks, written_by_another=progress.duplicates,
                  seconds=round(seconds, 3))
         if traffic.stopped and (progress.skipped or not plan.exhausted):
             done = already_done + progress.done
@@ -256,3 +300,33 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
             raise BudgetExhausted(f"the budget is spent: {traffic.budget_line()}; {done}{total} items are done; run "
                                   "the same command with a larger budget to resume")
         return RunOutcome(manifest, progress.done, plan.skipped, progress.errors, seconds)
+
+
+async def _execute_while_owned(execution: Awaitable[None], keeper: LeaseKeeper) -> None:
+    """Await ``execution``, cancelling it if ``keeper`` loses the lease (then raising ``LeaseLost``).
+
+    Raises:
+        LeaseLost: another driver took the run over.
+        RunStopped: the store failed after writing started (a ``StorageError`` becomes one, exit status 3).
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(execution)
+    keeper.on_lost = lambda: loop.call_soon_threadsafe(task.cancel)
+    if keeper.lost is not None:  # lost before on_lost was set: the keeper could not call it
+        task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if keeper.lost is None:
+            raise
+        raise keeper.lost from None
+    except StorageError as exc:
+        raise _interrupted(exc) from None
+    finally:
+        keeper.on_lost = None
+
+
+def _interrupted(exc: StorageError) -> RunStopped:
+    """A storage failure after the run started writing, as a fault (exit status 3) rather than bad input."""
+    return RunStopped(f"{exc}; the run stopped after it started writing: the records written so far are kept, "
+                      "and the same command resumes once this is fixed")

@@ -11,7 +11,7 @@ reply does not stop a long run.
 
 from __future__ import annotations
 
-from runner.core.errors import RunStopped
+from runner.core.errors import ProtocolStop
 from runner.core.record import ErrorInfo
 
 PROTOCOL_ERRORS_TO_STOP = 3
@@ -33,7 +33,7 @@ class ProtocolWatch:
         """Account for one finished item: its record ``status`` and the error that ended it (``None`` if none).
 
         Raises:
-            RunStopped: the ``limit``-th protocol error since the last ``ok`` item; the line quotes the last error,
+            ProtocolStop: the ``limit``-th protocol error since the last ``ok`` item; the line quotes the last error,
                 which names the model, the URL and what came back.
         """
         if status == "ok":
@@ -43,7 +43,7 @@ class ProtocolWatch:
             return
         self.count += 1
         if self.count >= self.limit:
-            raise RunStopped(
+            raise ProtocolStop(
                 f"the model server speaks another protocol: {self.count} items in a row failed with "
                 f"{error.type} ({error.message}); the run stopped, its records are kept: fix the server's URL "
                 "(--model-base-url, --judge-base-url...), then run the same command with --rerun-failed"

@@ -33,9 +33,10 @@ CHART_NAME = "runner"
 SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 STORAGE_URI = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://\S+$")
 POD_LOCAL_PROTOCOLS = ("file", "local", "memory")
-# Run config fields that a RayJob sets itself (executor: ray) or refuses (ray_address, force); the chart's job
+# Run config fields that a RayJob sets itself (executor: ray; take_over: true, so that a retry's driver takes the
+# run over from the previous attempt's once its lease lapses) or refuses (ray_address, force); the chart's job
 # values are the other fields.
-CLUSTER_FIELDS = ("executor", "ray_address", "force")
+CLUSTER_FIELDS = ("executor", "ray_address", "force", "take_over")
 # Run config fields that can carry a credential (runner.core.secrets): fsspec options, by name or value, and URLs.
 MAY_HOLD_SECRETS = ("storage", "storage_options", "data_dir", "model_base_url", "user_model_base_url",
                     "judge_base_url", "cache")
@@ -86,6 +87,7 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
         )
     data = config.model_dump(mode="json", exclude=set(CLUSTER_FIELDS), exclude_none=True)
     data["executor"] = "ray"
+    data["take_over"] = True
     data.setdefault("log_format", "json")  # what a pod (no terminal) would pick; said explicitly, as the chart does
     return data
 

@@ -8,9 +8,13 @@ Layout under the run URI::
     limits.json                       the model traffic of the latest invocation (rates, 429s, budget)
 
 Promises: a record's existence means "done"; a reader never sees half a record (local disk: temp file then
-``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``); resume
-needs one listing of ``records/``. The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
-local temp-file-and-link write, which no fsspec primitive gives.
+``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``, which
+:func:`runner.storage.probe.check_conditional_writes` probes once per run); a refused write whose stored record
+carries this write's id (its response was lost, a retry was refused) is this write's success; a record write
+outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`); resume needs one
+listing of ``records/``; reading records holds at most one bounded batch of them at once
+(:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
+local temp-file-and-link write (:mod:`runner.storage.local`), which no fsspec primitive gives.
 """
 
 from __future__ import annotations
@@ -18,17 +22,20 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import fsspec
 import structlog
 
-from runner.core.errors import StorageError
+from runner.core.errors import RunStopped, StorageError, exception_line
 from runner.core.record import TaskRecord
+from runner.storage import local, reading
+from runner.storage.faults import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
 from runner.core.secrets import mask, redact
+from runner.storage.outage import OutageGuard
 
 _log = structlog.get_logger("runner")
 
@@ -39,7 +46,6 @@ LIMITS_FILE = "limits.json"
 """The model traffic of the run's latest invocation (rates, 429s, pauses, budget), written by the driver."""
 REPORT_FILES = ("summary.json", "results.csv", LIMITS_FILE)
 _LOCAL_PROTOCOLS = {"file", "local"}
-_READ_BATCH = 256
 
 
 def normalize_uri(uri: str) -> str:
@@ -60,14 +66,23 @@ class ResultStore:
             for S3). S3 credentials and endpoint otherwise come from the standard ``AWS_*`` variables, including
             ``AWS_ENDPOINT_URL``. Options are never logged or written to the manifest.
 
-    The store pickles without its filesystem object, so it can be shipped to Ray workers.
+    Attributes a run sets before its records are written (they travel to Ray workers with the store):
+        outage_s: seconds a record write retries a store that fails with errors that look temporary (0, the
+            default outside a run: a failure is raised at once).
+        conditional: whether writes use the store's conditional write (``If-None-Match: *``); ``False`` only after
+            the probe found a store that ignores it and the user allowed that (an existence check, then a PUT).
+
+    The store pickles without its filesystem object and its outage state, so it can be shipped to Ray workers.
     """
 
     def __init__(self, uri: str | None = None, storage_options: dict[str, Any] | None = None) -> None:
         self._uri = normalize_uri(uri) if uri else None
         self.storage_options = dict(storage_options or {})
+        self.outage_s = 0.0
+        self.conditional = True
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
+        self._guard: OutageGuard | None = None
 
     # -- identity -------------------------------------------------------------------------------------------
 
@@ -92,6 +107,7 @@ class ResultStore:
         state = self.__dict__.copy()
         state["_fs"] = None
         state["_root"] = None
+        state["_guard"] = None
         return state
 
     def __repr__(self) -> str:
@@ -104,7 +120,7 @@ class ResultStore:
             try:
                 self._fs, self._root = fsspec.url_to_fs(self.uri, **self.storage_options)
             except Exception as exc:  # noqa: BLE001 - a missing backend, a bad option, a server that refuses: one line
-                raise StorageError(self._explain("cannot open storage", exc)) from None
+                raise StorageError(self.explain("cannot open storage", exc)) from None
         return self._fs
 
     @property
@@ -129,6 +145,14 @@ class ResultStore:
         protocols = {protocol} if isinstance(protocol, str) else set(protocol)
         return "memory" in protocols
 
+    @property
+    def outage(self) -> OutageGuard:
+        """This process's view of a storage outage (:mod:`runner.storage.outage`), with :attr:`outage_s`."""
+        if self._guard is None:
+            self._guard = OutageGuard(self.outage_s, mask=lambda text: mask(text, self.storage_options))
+        self._guard.limit_s = self.outage_s
+        return self._guard
+
     def path(self, *parts: str) -> str:
         """The filesystem path of ``parts`` under the run root."""
         return "/".join([self.root, *parts])
@@ -140,20 +164,45 @@ class ResultStore:
     # -- writing ----------------------------------------------------------------------------------------------
 
     def write_once(self, path: str, data: bytes) -> bool:
-        """Write ``data`` to ``path`` whole, unless ``path`` exists; return whether this call wrote it.
+        """Write ``data`` to ``path`` whole, unless ``path`` exists; return whether this call wrote it. One try: a
+        failure is raised at once (see :meth:`write_record` for the write that outlives outages).
 
         Raises:
             StorageError: the store cannot be written.
         """
+        return self._write_once(path, data, outlast=False)
+
+    def _write_once(self, path: str, data: bytes, outlast: bool) -> bool:
+        what = f"write {self.display(path)}"
         try:
-            if self.is_local:
-                return _local_write_once(path, data)
-            self.fs.pipe_file(path, data, mode="create")
+            if outlast:
+                self.outage.call(what, lambda: self.create(path, data))
+            else:
+                self.create(path, data)
             return True
         except FileExistsError:
             return False
+        except RunStopped:
+            raise
         except Exception as exc:  # noqa: BLE001 - any backend failure becomes one clear line
-            raise StorageError(self._explain(f"cannot write {self._display(path)}", exc)) from None
+            raise StorageError(self.explain(f"cannot {what}", exc)) from None
+
+    def create(self, path: str, data: bytes) -> None:
+        """Create ``path`` with ``data`` whole, in one try (see :attr:`conditional`): the primitive under
+        :meth:`write_once`, for callers that read the backend's exception themselves.
+
+        Raises:
+            FileExistsError: ``path`` exists.
+            Exception: whatever the backend raises.
+        """
+        if self.is_local:
+            local.write_once(path, data)
+        elif self.conditional:
+            self.fs.pipe_file(path, data, mode="create")
+        elif self.fs.exists(path):
+            raise FileExistsError(path)
+        else:
+            self.fs.pipe_file(path, data)
 
     def write_file(self, name: str, data: bytes) -> None:
         """Replace the run-level file ``name`` (``run.json``, ``summary.json``...) whole.
@@ -164,16 +213,61 @@ class ResultStore:
         path = self.path(name)
         try:
             if self.is_local:
-                _local_replace(path, data)
+                local.replace(path, data)
             else:
                 self.fs.pipe_file(path, data)
         except Exception as exc:  # noqa: BLE001
-            raise StorageError(self._explain(f"cannot write {self._display(path)}", exc)) from None
+            raise StorageError(self.explain(f"cannot write {self.display(path)}", exc)) from None
+
+    def remove_file(self, name: str) -> None:
+        """Delete the run-level file ``name``; nothing if it is absent.
+
+        Raises:
+            StorageError: the store cannot be written.
+        """
+        path = self.path(name)
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            return
+        except Exception as exc:  # noqa: BLE001
+            raise StorageError(self.explain(f"cannot delete {self.display(path)}", exc)) from None
 
     def write_record(self, record: TaskRecord) -> bool:
-        """Store ``record``; ``False`` if a record of that (task, repeat) already exists (it is kept as it is)."""
-        data = record.model_dump_json().encode()
-        return self.write_once(self.record_path(record.task_id, record.repeat), data)
+        """Store ``record`` once; whether this call stored it.
+
+        The record gets a fresh ``write_id`` (unless it has one). When the store already holds a record of that
+        (task, repeat), it is kept as it is, and this call stored it only if that record carries this write's
+        run id, task, repeat, attempt and write id: a write whose response was lost after the store took it, and
+        whose retry was then refused. Failures that look temporary are retried for up to :attr:`outage_s`.
+
+        Raises:
+            StorageOutage: the store kept failing for :attr:`outage_s` seconds (exit status 3).
+            StorageError: any other failure.
+        """
+        if record.write_id is None:
+            record = record.model_copy(update={"write_id": uuid.uuid4().hex})
+        path = self.record_path(record.task_id, record.repeat)
+        if self._write_once(path, record.model_dump_json().encode(), outlast=True):
+            return True
+        stored = self._stored_record(path)
+        return stored is not None and _same_write(stored, record)
+
+    def _stored_record(self, path: str) -> TaskRecord | None:
+        """The record at ``path`` (``None`` if absent or damaged), read through outages like a write."""
+        what = f"read {self.display(path)}"
+        try:
+            data = self.outage.call(what, lambda: self.fs.cat_file(path))
+        except FileNotFoundError:
+            return None
+        except RunStopped:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise StorageError(self.explain(f"cannot {what}", exc)) from None
+        try:
+            return TaskRecord.model_validate_json(data)
+        except ValueError:
+            return None
 
     def write_manifest(self, manifest: RunManifest) -> None:
         """Write ``run.json``, its configuration and fingerprint fields without secrets (:func:`redact`: a
@@ -196,12 +290,12 @@ class ResultStore:
         except FileNotFoundError:
             return None
         except Exception as exc:  # noqa: BLE001
-            raise StorageError(self._explain(f"cannot reach storage {self._display(self.root)}", exc)) from None
+            raise StorageError(self.explain(f"cannot reach storage {self.display(self.root)}", exc)) from None
         try:
             return RunManifest.model_validate_json(data)
         except ValueError:
             raise StorageError(
-                f"{self._display(path)} is not a run manifest of this runner; point --storage at a new folder"
+                f"{self.display(path)} is not a run manifest of this runner; point --storage at a new folder"
             ) from None
 
     def read_file(self, name: str) -> bytes | None:
@@ -213,13 +307,18 @@ class ResultStore:
 
     def list_record_paths(self) -> list[str]:
         """Paths of every record, by one listing of ``records/`` (temp files of interrupted writes excluded)."""
+        return sorted(self._record_sizes())
+
+    def _record_sizes(self) -> dict[str, int]:
+        """Path -> size in bytes of every record, from one listing of ``records/``."""
         try:
-            found = self.fs.find(self.path(RECORDS))
+            found = self.fs.find(self.path(RECORDS), detail=True)
         except FileNotFoundError:
-            return []
+            return {}
         except Exception as exc:  # noqa: BLE001
-            raise StorageError(self._explain(f"cannot list {self._display(self.path(RECORDS))}", exc)) from None
-        return sorted(p for p in found if p.endswith(".json") and not p.rsplit("/", 1)[-1].startswith("."))
+            raise StorageError(self.explain(f"cannot list {self.display(self.path(RECORDS))}", exc)) from None
+        return {path: int(info.get("size") or 0) for path, info in found.items()
+                if path.endswith(".json") and not path.rsplit("/", 1)[-1].startswith(".")}
 
     def done_items(self) -> set[tuple[str, int]]:
         """(task key, repeat) of every stored record, from one listing."""
@@ -241,30 +340,22 @@ class ResultStore:
 
         A file that does not parse as a record (damaged outside the runner: records are written whole) is skipped
         with a ``store.unreadable_record`` warning naming it; ``--rerun-errors`` retires it and runs its item
-        again. Nothing is held beyond one batch.
+        again. Nothing is held beyond one batch (:func:`runner.storage.reading.read_batches`).
         """
         for path, record in self._parse_records(paths):
             if record is None:
-                _log.warning("store.unreadable_record", path=mask(self._display(path)),
+                _log.warning("store.unreadable_record", path=mask(self.display(path)),
                                   detail="not a valid record; --rerun-errors retires it and runs its item again")
             else:
                 yield record
 
     def _parse_records(self, paths: Iterable[str] | None = None) -> Iterator[tuple[str, TaskRecord | None]]:
-        """``(path, record)`` for every record file (or those at ``paths``); ``record`` is ``None`` when the file
-        does not parse. A file removed since the listing is left out."""
-        paths = list(self.list_record_paths() if paths is None else paths)
-        for start in range(0, len(paths), _READ_BATCH):
-            batch = paths[start : start + _READ_BATCH]
-            contents = self.fs.cat(batch, on_error="omit") if len(batch) > 1 else {batch[0]: self.fs.cat_file(batch[0])}
-            for path in batch:
-                data = contents.get(path)
-                if data is None:
-                    continue
-                try:
-                    yield path, TaskRecord.model_validate_json(data)
-                except ValueError:
-                    yield path, None
+        """``(path, record)`` for every record file (or those at ``paths``), in path order, read in bounded batches
+        (:func:`runner.storage.reading.parse_records`); ``record`` is ``None`` when the file does not parse."""
+        sizes = self._record_sizes()
+        if paths is not None:
+            sizes = {path: sizes[path] for path in paths if path in sizes}
+        return reading.parse_records(self.fs, sizes)
 
     # -- run again ---------------------------------------------------------------------------------------------
 
@@ -307,7 +398,7 @@ class ResultStore:
 
     # -- messages ---------------------------------------------------------------------------------------------
 
-    def _display(self, path: str) -> str:
+    def display(self, path: str) -> str:
         """``path`` as the user wrote the run URI: a local path as is, else the URI followed by the path under it
         (filesystems differ in whether their paths keep the protocol, so it is never added to a path twice), with
         a password in the URI masked."""
@@ -318,27 +409,18 @@ class ResultStore:
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         return mask(path if "://" in path else f"{protocol}://{path.lstrip('/')}")
 
-    def _explain(self, what: str, exc: BaseException) -> str:
-        """One line: ``what``, the cause and advice for the protocol, with every secret masked
-        (:func:`runner.core.secrets.mask`: secret storage options, a URL's password, a connection string's key)."""
-        detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":").splitlines()[0] if str(exc) else type(exc).__name__
-        return mask(f"{what} ({detail}); {_advice(self._uri)}", self.storage_options)
+    def explain(self, what: str, exc: BaseException) -> str:
+        """One line: ``what``, the cause and the advice that fits it (:func:`runner.storage.faults.advice`), with
+        every secret masked (:func:`runner.core.secrets.mask`: secret storage options, a URL's password, a
+        connection string's key)."""
+        detail = exception_line(exc)
+        return mask(f"{what} ({detail}); {advice(self._uri, exc)}", self.storage_options)
 
 
-def _advice(uri: str | None) -> str:
-    """What to check when the store at ``uri`` fails, for its protocol."""
-    protocol = uri.split("://", 1)[0] if uri and "://" in uri else "file"
-    if protocol in _LOCAL_PROTOCOLS:
-        return "check the storage URI and that this process can write there"
-    if protocol in ("s3", "s3a"):
-        where = "AWS_* variables or --storage-options"
-    elif protocol in ("gs", "gcs"):
-        where = "Google Cloud credentials (GOOGLE_APPLICATION_CREDENTIALS) or --storage-options"
-    elif protocol in ("az", "abfs", "abfss", "adl"):
-        where = "AZURE_STORAGE_* variables or --storage-options"
-    else:
-        where = f"the {protocol} filesystem's credentials or --storage-options"
-    return f"check the storage URI and its credentials ({where})"
+def _same_write(stored: TaskRecord, record: TaskRecord) -> bool:
+    """Whether ``stored`` is what the write of ``record`` stored (a write id is drawn per write)."""
+    fields = ("run_id", "task_id", "repeat", "attempt", "write_id")
+    return all(getattr(stored, name) == getattr(record, name) for name in fields)
 
 
 def _item_of(path: str) -> tuple[str, int] | None:
@@ -346,35 +428,3 @@ def _item_of(path: str) -> tuple[str, int] | None:
     key, name = path.rsplit("/", 2)[-2:]
     stem = name.removesuffix(".json")
     return (key, int(stem)) if stem.isdigit() else None
-
-
-def _local_write_once(path: str, data: bytes) -> bool:
-    """Write ``data`` to ``path`` whole, only if ``path`` does not exist (``os.link`` refuses to overwrite).
-
-    Raises:
-        FileExistsError: ``path`` exists already.
-    """
-    _local_write(path, data, os.link)
-    return True
-
-
-def _local_replace(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole, replacing what is there."""
-    _local_write(path, data, os.replace)
-
-
-def _local_write(path: str, data: bytes, place: Callable[[str, str], None]) -> None:
-    """Write ``data`` to a temporary file beside ``path``, ``fsync`` it, then ``place(tmp, path)`` it: a reader sees
-    the old file, no file, or the whole new one, never part of it."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        place(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)

@@ -1,10 +1,12 @@
-"""The main job, its files and resume: rerun does no work; a run killed with SIGKILL resumes and never runs a
-finished item again (locally and on a real S3 API over loopback)."""
+"""The main job, its files and resume: rerun does no work; a run killed with SIGKILL leaves its lease, which refuses
+the same command until ``--take-over``, and then resumes and never runs a finished item again (locally and on a real
+S3 API over loopback)."""
 
 import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -51,7 +53,8 @@ def test_config_file_with_flags_overriding_it(cli, tmp_path):
     assert summary["pass_at_k"]["exact-match"] == {"1": 1.0, "2": 1.0}
 
 
-def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int) -> None:
+def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int) -> int:
+    """Run the toy benchmark in a subprocess, SIGKILL it after ``after_calls`` solution calls; its pid."""
     command = [sys.executable, "-m", "runner", "--benchmark", "toy", "--solution",
                "tests.support.solutions:counting_calculator", "--sequential", "--storage", storage,
                "--log-format", "json"]
@@ -64,6 +67,7 @@ def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    return proc.pid
 
 
 @pytest.mark.parametrize("backend", ["local", "s3"])
@@ -76,7 +80,7 @@ def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_p
         storage = str(tmp_path / "run")
     calls_file = tmp_path / "calls.txt"
 
-    _kill_midway(storage, calls_file, env, after_calls=30)
+    killed = _kill_midway(storage, calls_file, env, after_calls=30)
     os.environ.update(env) if backend == "s3" else None
     done_at_kill = {key for key, _ in ResultStore(storage).done_items()}
     calls_at_kill = len(calls_file.read_text().splitlines())
@@ -86,13 +90,21 @@ def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_p
     assert status.returncode == 0, status.stderr
     progress = json.loads(status.stdout)
     assert (progress["done"], progress["expected"], progress["complete"]) == (len(done_at_kill), 100, False)
+    assert (progress["driver"]["pid"], progress["driver"]["state"], progress["driver"]["alive"]) == (
+        killed, "driver gone", False)
     partial = cli("report", storage, "--json", env=env)
     assert partial.returncode == 0, partial.stderr
     assert json.loads(partial.stdout)["missing"] == 100 - len(done_at_kill)
 
-    resumed = cli("--benchmark", "toy", "--solution", "tests.support.solutions:counting_calculator",
-                  "--sequential", "--storage", storage, env=env)
+    command = ["--benchmark", "toy", "--solution", "tests.support.solutions:counting_calculator", "--sequential",
+               "--storage", storage]
+    refused = cli(*command, env=env)
+    refused.error_line(f"was left by a driver on host {socket.gethostname()} (pid {killed}) since ",
+                       "its process is gone", "nothing was written", "run again with --take-over")
+    assert {key for key, _ in ResultStore(storage).done_items()} == done_at_kill
+    resumed = cli(*command, "--take-over", env=env)
     assert resumed.returncode == 0, resumed.stderr
+    assert cli("status", storage, "--json", env=env).stdout.count('"driver": null') == 1
 
     calls = Counter(line.split()[0] for line in calls_file.read_text().splitlines())
     store = ResultStore(storage)
@@ -176,8 +188,9 @@ def test_lowering_repeats_and_limit_on_resume_reports_the_current_plan(cli, tmp_
     assert summary["metrics"]["exact-match"]["n"] == 4 and list(summary["by_repeat"]) == ["0"]
     status = cli("status", str(storage))
     assert status.returncode == 0, status.stderr
-    first, second = status.stdout.splitlines()
+    first, driver, second = status.stdout.splitlines()
     assert ": 4/4 items (100.0%), complete;" in first and second == note
+    assert driver == "driver: none (no driver holds the run)"
     assert json.loads(cli("status", str(storage), "--json").stdout)["outside_plan"] == 26
     assert len(list((storage / "records").glob("*/*.json"))) == 30
 
@@ -187,22 +200,24 @@ def test_lowering_repeats_and_limit_on_resume_reports_the_current_plan(cli, tmp_
     assert (summary["expected"], summary["completed"], summary["outside_plan"]) == (30, 30, 0)
 
 
-def test_duplicate_task_id_warns_and_the_run_completes(cli, tmp_path):
+def test_duplicate_task_id_warns_is_not_run_and_the_run_completes(cli, tmp_path):
     storage = tmp_path / "run"
     args = ["--benchmark", "tests.support.solutions:IdsBenchmark", "-B", "ids=a,b,a,c", "--solution", "calculator",
             "--sequential", "--storage", str(storage), "--log-format", "json"]
-    for _ in range(2):  # the first run and a resume both find the duplicate
+    for executed in (3, 0):  # the first run and a resume both find the duplicate in the plan
         result = cli(*args)
         assert result.returncode == 0, result.stderr
-        warning = result.event("item.duplicate")
-        assert warning["level"] == "warning" and warning["task_id"] == "a"
-        assert "duplicate task id in the benchmark" in warning["detail"]
-        assert result.event("run.finished")["duplicates"] == 1
+        warning = result.event("plan.duplicate_task")
+        assert (warning["level"], warning["task_id"], warning["index"]) == ("warning", "a", 2)
+        assert "an earlier task of the benchmark has this id" in warning["detail"]
+        finished = result.event("run.finished")
+        assert (finished["executed"], finished["duplicate_tasks"], finished["written_by_another"]) == (executed, 1, 0)
+        assert not [e for e in result.events() if e["event"] == "item.duplicate"]
     summary = json.loads((storage / "summary.json").read_text())
     assert (summary["n_tasks"], summary["expected"], summary["completed"], summary["duplicate_tasks"]) == (3, 3, 3, 1)
     status = cli("status", str(storage)).stdout.splitlines()
     assert ": 3/3 items (100.0%), complete;" in status[0]
-    assert status[1] == ("note: the benchmark repeats 1 task id(s) at later positions: each id has one record per "
+    assert status[2] == ("note: the benchmark repeats 1 task id(s) at later positions: each id has one record per "
                          "repeat and is counted once")
 
 

@@ -244,7 +244,7 @@ async def test_a_second_attempt_never_overwrites_the_first_record(store):
     assert record.attempt == 1 and record.output == 4
 
 
-async def test_a_first_attempt_that_finds_its_record_warns_of_a_duplicate_task_id(store):
+async def test_a_first_attempt_that_finds_another_writers_record_keeps_it_and_warns(store):
     solution = built(sync_one_arg)
     first = await one(make_task(), 0, solution, store, index=3)
     with structlog.testing.capture_logs() as logs:
@@ -254,7 +254,8 @@ async def test_a_first_attempt_that_finds_its_record_warns_of_a_duplicate_task_i
     warning = next(e for e in logs if e["event"] == "item.duplicate")
     assert warning["log_level"] == "warning"
     assert "task id 't1' repeat 0" in warning["detail"]
-    assert "duplicate task id in the benchmark, or another driver writing to this storage" in warning["detail"]
+    assert "record of another writer, kept; a process writes to this storage without holding the run's lease" in \
+        warning["detail"]
     assert [r.task_index for r in store.iter_records()] == [3]
 
 

@@ -1,4 +1,5 @@
-"""The plan: task positions, a bad task id stopped before it runs, duplicate ids planned again on resume."""
+"""The plan: task positions, a bad task id stopped before it runs, duplicate task ids told from the plan itself (on
+a first run as on a resume), never run."""
 
 import pytest
 from tests.support.solutions import IdsBenchmark
@@ -23,8 +24,11 @@ def test_an_empty_task_id_stops_the_plan_with_its_position():
         next(plan)
 
 
-def test_a_duplicate_id_is_planned_again_on_resume_so_its_refused_write_shows():
-    done = {(encode_key("a"), 0), (encode_key("b"), 0)}
-    plan = Plan(IdsBenchmark("a,b,a"), repeats=1, done=done)
-    assert [(i.task.id, i.index) for i in plan] == [("a", 2)]
-    assert (plan.n_tasks, plan.skipped) == (3, 2)
+@pytest.mark.parametrize("done", [set(), {(encode_key("a"), 0), (encode_key("b"), 0)}], ids=["first run", "resume"])
+def test_a_duplicate_task_id_is_counted_by_the_plan_and_not_run(done):
+    plan = Plan(IdsBenchmark("a,b,a,c,b"), repeats=2, done=done)
+    planned = [(i.task.id, i.repeat, i.index) for i in plan]
+    first_run = [("a", 0, 0), ("a", 1, 0), ("b", 0, 1), ("b", 1, 1)]
+    assert planned == [item for item in first_run if (encode_key(item[0]), item[1]) not in done] + [
+        ("c", 0, 3), ("c", 1, 3)]
+    assert (plan.n_tasks, plan.duplicate_tasks, plan.skipped) == (5, 2, len(done))

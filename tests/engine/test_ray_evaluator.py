@@ -208,7 +208,7 @@ def test_sequential_and_ray_give_the_same_records_and_summary(tmp_path: Path) ->
     asyncio.run(distributed.run())
 
     def comparable(store: ResultStore) -> dict[tuple[str, int], dict[str, Any]]:
-        volatile = {"run_id", "started_at", "finished_at", "timings", "worker"}
+        volatile = {"run_id", "started_at", "finished_at", "timings", "worker", "write_id"}
         return {key: r.model_dump(exclude=volatile) for key, r in records(store).items()}
 
     assert len(comparable(sequential.storage)) == 50

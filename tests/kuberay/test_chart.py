@@ -132,7 +132,7 @@ def test_job_values_are_the_run_config_fields():
     """The job block is a run config file: the schema lists RunConfig's fields, less those a RayJob sets itself."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     job = schema["properties"]["job"]
-    assert set(job["properties"]) == set(RunConfig.model_fields) - {"executor", "ray_address", "force"} | {
+    assert set(job["properties"]) == set(RunConfig.model_fields) - {"executor", "ray_address", "force", "take_over"} | {
         "extraArgs"}
     assert set(job["properties"]["worker"]["properties"]) == set(WorkerSpec.model_fields)
     values = yaml.safe_load((CHART / "values.yaml").read_text())["job"]

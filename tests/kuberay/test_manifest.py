@@ -80,7 +80,7 @@ def test_builder_and_chart_make_the_same_rayjob(chart, rayjob_schema, values):
         "Helm", "runner")
     chart_config = RunConfig.model_validate(yaml.safe_load(rendered["ConfigMap"]["data"]["config.yaml"]))
     built_config = RunConfig.model_validate(yaml.safe_load(configmap["data"]["config.yaml"]))
-    assert built_config == chart_config == config
+    assert built_config == chart_config == config.model_copy(update={"take_over": True})
     assert rendered["ConfigMap"]["metadata"]["name"] == configmap["metadata"]["name"]
     assert rayjob_schema.errors(built) == []
 
@@ -137,6 +137,7 @@ def test_storage_options_without_secrets_pass():
                                                                             "keyring": "no"}}))
     assert data["storage_options"] == {"endpoint_url": "http://m:9000", "keyring": "no"}
     assert data["executor"] == "ray" and "force" not in data
+    assert data["take_over"] is True  # a retry's driver takes the run over from the previous attempt's
 
 
 def test_extra_args_must_be_shell_safe():

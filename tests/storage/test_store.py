@@ -11,6 +11,7 @@ import pytest
 from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
 from runner.storage import ResultStore, normalize_uri
+from runner.storage.reading import read_batches
 
 
 def _record(task_id: str, repeat: int = 0, output: object = 1) -> TaskRecord:
@@ -138,7 +139,7 @@ def test_storage_errors_mask_secret_options_and_show_the_endpoint():
     assert f'cannot reach storage s3://bucket/x (EndpointConnectionError: Could not connect to the endpoint URL: ' \
            f'"{endpoint}/bucket/x/run.json")' in message
     assert message.endswith("check the storage URI and its credentials (AWS_* variables or --storage-options)")
-    masked = store._explain("cannot write", OSError("AKIAEXAMPLEKEY sup3r-s3cret-value session-token-value"))
+    masked = store.explain("cannot write", OSError("AKIAEXAMPLEKEY sup3r-s3cret-value session-token-value"))
     assert "cannot write (OSError: *** *** ***)" in masked
 
 
@@ -160,4 +161,41 @@ def test_an_http_uri_is_shown_once_with_advice_for_http():
     ("/tmp/run", "check the storage URI and that this process can write there"),
 ])
 def test_storage_advice_fits_the_protocol(uri, advice):
-    assert ResultStore(uri)._explain("cannot write", OSError("denied")) == f"cannot write (OSError: denied); {advice}"
+    assert ResultStore(uri).explain("cannot write", OSError("denied")) == f"cannot write (OSError: denied); {advice}"
+
+
+def test_read_batches_are_bounded_by_bytes_and_count():
+    sizes = [("a", 4), ("b", 4), ("c", 3), ("huge", 50), ("d", 1), ("e", 1), ("f", 1)]
+    assert list(read_batches(sizes, max_bytes=10, max_count=2)) == [["a", "b"], ["c"], ["huge"], ["d", "e"], ["f"]]
+    assert list(read_batches(sizes, max_bytes=10, max_count=256)) == [["a", "b"], ["c"], ["huge"], ["d", "e", "f"]]
+    assert list(read_batches([], max_bytes=10)) == []
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_reading_records_never_holds_more_than_a_batch_of_bytes(backend, tmp_path, request, monkeypatch):
+    """The report's memory must not grow with the number or size of records beyond one batch (issue 11): every fetch
+    of record bytes stays within READ_BATCH_BYTES (a record larger than that is fetched alone), whatever the run."""
+    import runner.storage.reading as reading
+
+    store = ResultStore(str(tmp_path / "run")) if backend == "local" else \
+        ResultStore(f"s3://{request.getfixturevalue('s3_bucket')}/run")
+    mib = 2**20
+    for index in range(10):
+        store.write_record(_record(f"t{index}", output="x" * mib))
+    store.write_record(_record("big", output="y" * 4 * mib))
+    monkeypatch.setattr(reading, "READ_BATCH_BYTES", 3 * mib)
+    fetched: list[int] = []
+    cat, cat_file = store.fs.cat, store.fs.cat_file
+    monkeypatch.setattr(store.fs, "cat", lambda paths, **kw: _counted(fetched, cat(paths, **kw)))
+    monkeypatch.setattr(store.fs, "cat_file", lambda path, **kw: _counted(fetched, {path: cat_file(path, **kw)})[path])
+
+    outputs = sorted(len(record.output) for record in store.iter_records())
+    assert outputs == [mib] * 10 + [4 * mib]
+    assert max(fetched) <= 4 * mib + 1024          # the large record, alone
+    assert sorted(fetched)[-2] <= 3 * mib          # every other batch within the limit
+    assert len(fetched) >= 5
+
+
+def _counted(fetched: list[int], contents: dict) -> dict:
+    fetched.append(sum(len(data) for data in contents.values()))
+    return contents

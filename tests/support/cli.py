@@ -48,6 +48,18 @@ class CliResult:
             assert fragment in errors[0], errors[0]
         return errors[0]
 
+    def fault_line(self, *fragments: str) -> str:
+        """The ``error: ...`` line that ends a run stopped by a fault after it started writing (exit status 3, no
+        traceback; the run's log lines come before it), holding ``fragments``."""
+        assert self.returncode == 3, self.stderr
+        assert "Traceback" not in self.stderr, self.stderr
+        lines = self.lines()
+        assert lines and lines[-1].startswith("error: "), self.stderr
+        assert not [line for line in lines[:-1] if line.startswith("error: ")], self.stderr
+        for fragment in fragments:
+            assert fragment in lines[-1], lines[-1]
+        return lines[-1]
+
     def events(self) -> list[dict[str, Any]]:
         """The JSON log events on stderr (``--log-format json``), in order."""
         events = []

@@ -1,0 +1,159 @@
+"""What kind of failure a storage backend raised, and the advice that fits it.
+
+fsspec backends raise their own exceptions: s3fs turns S3's answers into ``OSError`` subclasses (``PermissionError``
+for 403, ``FileNotFoundError`` for 404, ``OSError(EBUSY)`` for 503...) and keeps botocore's ``ClientError``, with
+the HTTP status, as ``__cause__`` (``s3fs/errors.py``, ``translate_boto_error``); network faults arrive as
+botocore's or aiohttp's exceptions. :func:`fault_kind` reads the HTTP status anywhere in the exception's chain
+first, then the exception's type and ``errno``, without importing any backend.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import sys
+from collections.abc import Iterator
+
+_TRANSIENT_ERRNOS = {errno.EBUSY, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE,
+                     getattr(errno, "EREMOTEIO", errno.EIO)}
+"""``errno`` values of failures that go away by themselves: s3fs maps HTTP 503/SlowDown and 409 to ``EBUSY`` and
+500/InternalError to ``EREMOTEIO``."""
+
+_NETWORK_ERRORS = {
+    "botocore.exceptions": ("ConnectionError", "HTTPClientError"),
+    "aiohttp": ("ClientConnectionError", "ClientPayloadError", "ServerTimeoutError"),
+    "urllib3.exceptions": ("ProtocolError", "TimeoutError"),
+}
+"""Network failures of the HTTP clients under fsspec backends (module -> class names): a connection refused,
+closed or reset, a read that timed out, a body cut short. Looked up only in modules already imported."""
+
+
+class FaultKind(str, enum.Enum):
+    """What a storage failure means for the user.
+
+    ``denied``: the credentials are refused (401/403). ``missing``: the bucket or path does not exist (404).
+    ``unavailable``: the store answered with a server error (5xx other than 501) or throttling (429), or the
+    connection broke or timed out after it was made; it looks temporary. ``unreachable``: no connection could be
+    made (a wrong endpoint, or a store that is down). ``unsupported``: the store does not implement the request
+    (501, e.g. conditional writes). ``other``: anything else.
+    """
+
+    DENIED = "denied"
+    MISSING = "missing"
+    UNAVAILABLE = "unavailable"
+    UNREACHABLE = "unreachable"
+    UNSUPPORTED = "unsupported"
+    OTHER = "other"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes and contexts, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status a storage backend's exception carries (botocore's ``response``, aiohttp's ``status``,
+    gcsfs' ``code``), anywhere in its chain; ``None`` if none does."""
+    for error in _chain(exc):
+        response = getattr(error, "response", None)
+        if isinstance(response, dict):
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(status, int):
+                return status
+        for name in ("status", "code"):
+            value = getattr(error, name, None)
+            if isinstance(value, int) and 100 <= value < 600:
+                return value
+    return None
+
+
+def _network_error(error: BaseException) -> str | None:
+    """``"unreachable"`` or ``"unavailable"`` for a network failure of an HTTP client, else ``None``."""
+    for module_name, class_names in _NETWORK_ERRORS.items():
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for class_name in class_names:
+            cls = getattr(module, class_name, None)
+            if isinstance(cls, type) and isinstance(error, cls):
+                could_not_connect = type(error).__name__ in ("EndpointConnectionError", "ClientConnectorError")
+                return "unreachable" if could_not_connect else "unavailable"
+    return None
+
+
+def fault_kind(exc: BaseException) -> FaultKind:
+    """The :class:`FaultKind` of an exception a storage backend raised."""
+    status = http_status(exc)
+    if status is not None:
+        if status == 501:
+            return FaultKind.UNSUPPORTED
+        if status >= 500 or status == 429:
+            return FaultKind.UNAVAILABLE
+        if status in (401, 403):
+            return FaultKind.DENIED
+        if status == 404:
+            return FaultKind.MISSING
+    for error in _chain(exc):
+        network = _network_error(error)
+        if network is not None:
+            return FaultKind(network)
+        if isinstance(error, PermissionError):
+            return FaultKind.DENIED
+        if isinstance(error, FileNotFoundError):
+            return FaultKind.MISSING
+        if isinstance(error, ConnectionRefusedError):
+            return FaultKind.UNREACHABLE
+        if isinstance(error, (TimeoutError, ConnectionError)):
+            return FaultKind.UNAVAILABLE
+        if isinstance(error, OSError) and error.errno == errno.ENOSYS:
+            return FaultKind.UNSUPPORTED
+        if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS:
+            return FaultKind.UNAVAILABLE
+    return FaultKind.OTHER
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed write is worth retrying for a while: the store is unavailable or unreachable (a gateway
+    restarting refuses connections too)."""
+    return fault_kind(exc) in (FaultKind.UNAVAILABLE, FaultKind.UNREACHABLE)
+
+
+def protocol_of(uri: str | None) -> str:
+    """The protocol of ``uri`` (``file`` for a plain path or none)."""
+    return uri.split("://", 1)[0] if uri and "://" in uri else "file"
+
+
+def credentials_of(protocol: str) -> str:
+    """Where the credentials of ``protocol`` come from, in words."""
+    if protocol in ("s3", "s3a"):
+        return "AWS_* variables or --storage-options"
+    if protocol in ("gs", "gcs"):
+        return "Google Cloud credentials (GOOGLE_APPLICATION_CREDENTIALS) or --storage-options"
+    if protocol in ("az", "abfs", "abfss", "adl"):
+        return "AZURE_STORAGE_* variables or --storage-options"
+    return f"the {protocol} filesystem's credentials or --storage-options"
+
+
+def advice(uri: str | None, exc: BaseException | None = None) -> str:
+    """What to check when the store at ``uri`` failed with ``exc``, for its protocol and the :class:`FaultKind`."""
+    protocol = protocol_of(uri)
+    local = protocol in ("file", "local")
+    kind = fault_kind(exc) if exc is not None else FaultKind.OTHER
+    if local:
+        return "check the storage URI and that this process can write there"
+    if kind is FaultKind.DENIED:
+        return f"the storage refused the credentials: check them ({credentials_of(protocol)})"
+    if kind is FaultKind.MISSING:
+        return "check that the bucket (or container) of the storage URI exists, and the endpoint if you set one"
+    if kind is FaultKind.UNAVAILABLE:
+        return ("the storage looks temporarily unavailable (a server error, throttling or a network fault); try "
+                "again once it answers")
+    if kind is FaultKind.UNSUPPORTED:
+        return ("the storage does not implement a request runner sends (conditional writes, If-None-Match: *); "
+                "use a store that does, or see --allow-overwriting-store")
+    return f"check the storage URI and its credentials ({credentials_of(protocol)})"

@@ -1,0 +1,151 @@
+"""Outliving a storage outage: record writes retry, with backoff and jitter, while the store fails with errors that
+look temporary, for up to a limit; new items wait meanwhile.
+
+One :class:`OutageGuard` per store object, so every write of one process (the driver, or one Ray worker with its
+concurrent items) shares one view of the outage: it is logged once when it starts (``storage.outage``) and once
+when it ends (``storage.recovered``), its limit counts from its first failure, and when the limit passes every
+write and every waiting item stops with the same :class:`~runner.core.errors.StorageOutage`.
+
+The backoff is AWS's "exponential backoff with jitter" (Architecture Blog, 2015): each wait is drawn uniformly
+between half and all of ``min(cap, first * 2**n)`` seconds, so writers that failed together do not come back
+together. botocore and s3fs retry a few times on their own first (a ``SlowDown``, a reset connection); this guard
+is the outer loop, measured in minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import structlog
+
+from runner.core.errors import StorageOutage, exception_line
+from runner.storage.faults import is_transient
+
+T = TypeVar("T")
+
+FIRST_BACKOFF_S = 0.25
+"""The first wait after a failed write, in seconds."""
+MAX_BACKOFF_S = 10.0
+"""The longest wait between two tries of one write, in seconds."""
+POLL_S = 0.2
+"""How often an item held back by an outage looks again, in seconds."""
+
+_log = structlog.get_logger("runner")
+
+
+def backoff(attempt: int, first: float = FIRST_BACKOFF_S, cap: float = MAX_BACKOFF_S) -> float:
+    """Seconds to wait before try ``attempt + 1`` of a write (``attempt`` >= 0 failed tries so far)."""
+    ceiling = min(cap, first * 2 ** min(attempt, 32))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+class OutageGuard:
+    """The outage state of one store in one process.
+
+    Args:
+        limit_s: seconds from an outage's first failure after which writes give up.
+        mask: hides secrets in a text before it is logged or raised (the store's storage options).
+        clock: monotonic seconds (a test may pass a fake one); ``sleep`` waits that many seconds.
+    """
+
+    def __init__(self, limit_s: float, mask: Callable[[str], str] = str,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.limit_s = limit_s
+        self._mask = mask
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._failures = 0
+        self._gave_up: StorageOutage | None = None
+
+    @property
+    def in_outage(self) -> bool:
+        """Whether the latest write of this process failed and none has succeeded since."""
+        return self._since is not None
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()``, tried again after each failure that :func:`~runner.storage.faults.is_transient` calls
+        temporary, until it succeeds or the outage has lasted :attr:`limit_s`.
+
+        With a limit of 0, nothing is retried: every failure is raised as it is.
+
+        Args:
+            what: the operation in words, for logs and the error (``write s3://bucket/run/records/a/0.json``).
+            fn: the operation; any other exception (``FileExistsError`` of a refused conditional write, a 403) is
+                raised at once.
+
+        Raises:
+            StorageOutage: the outage lasted :attr:`limit_s` (one line: what failed, that it looks temporary, and
+                that the same command resumes).
+        """
+        attempt = 0
+        while True:
+            if self._gave_up is not None:
+                raise self._gave_up
+            try:
+                result = fn()
+            except Exception as exc:
+                if self.limit_s <= 0 or not is_transient(exc):
+                    raise
+                since = self._failed(what, exc)
+                elapsed = self._clock() - since
+                if elapsed >= self.limit_s:
+                    raise self._give_up(what, exc, elapsed) from None
+                self._sleep(min(backoff(attempt), max(self.limit_s - elapsed, 0.0)))
+                attempt += 1
+                continue
+            self._succeeded()
+            return result
+
+    async def wait(self) -> None:
+        """Return once no outage is in progress (at once, usually): an item waits here before its solution runs,
+        so an outage holds new items back instead of paying for solutions whose records cannot be written.
+
+        Raises:
+            StorageOutage: the outage passed its limit while the item waited.
+        """
+        while self._since is not None:
+            if self._gave_up is not None:
+                raise self._gave_up
+            await asyncio.sleep(POLL_S)
+        if self._gave_up is not None:
+            raise self._gave_up
+
+    def _failed(self, what: str, exc: BaseException) -> float:
+        """Count one failed try; log ``storage.outage`` if it starts one. The outage's start (monotonic s)."""
+        with self._lock:
+            self._failures += 1
+            if self._since is None:
+                self._since = self._clock()
+                _log.warning("storage.outage", failed=what, error=self._mask(exception_line(exc)),
+                             limit_s=self.limit_s, detail="the storage looks temporarily unavailable: record writes "
+                             f"retry with backoff and new items wait, for up to {self.limit_s:g} s")
+            return self._since
+
+    def _succeeded(self) -> None:
+        """A write went through: log ``storage.recovered`` if it ends an outage."""
+        if self._since is None:
+            return
+        with self._lock:
+            if self._since is None:
+                return
+            seconds = self._clock() - self._since
+            _log.info("storage.recovered", seconds=round(seconds, 3), failed_tries=self._failures,
+                      detail="the storage answers again; record writes and new items go on")
+            self._since, self._failures = None, 0
+
+    def _give_up(self, what: str, exc: BaseException, elapsed: float) -> StorageOutage:
+        with self._lock:
+            if self._gave_up is None:
+                self._gave_up = StorageOutage(self._mask(
+                    f"cannot {what}: the storage kept failing for {elapsed:.0f} s ({exception_line(exc)}); this "
+                    "looks temporary: the records written so far are kept, and the same command resumes once the "
+                    f"storage answers (--storage-outage {self.limit_s:g} is the longest outage a run waits out)"
+                ))
+            return self._gave_up

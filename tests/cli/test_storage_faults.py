@@ -1,0 +1,127 @@
+"""Storage faults during a run, through the CLI, with S3 (moto) behind the fault-injecting proxy of
+``tests/support/s3_proxy.py``: lost responses make no phantom duplicates, an outage is waited out and logged once
+each way, a longer one stops the run with exit status 3 and the same command resumes, a store that ignores
+conditional writes is refused before anything is written, and the advice fits the fault."""
+
+import json
+
+import pytest
+
+from runner.storage import ResultStore
+
+TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--log-format", "json"]
+NO_CLIENT_RETRIES = json.dumps({"config_kwargs": {"retries": {"total_max_attempts": 1}}})
+"""botocore's own retries off, so that each fault reaches the runner at once (the tests stay short)."""
+
+
+@pytest.fixture
+def storage(s3_bucket, proxied_s3_env) -> str:
+    return f"s3://{s3_bucket}/runs/toy"
+
+
+def storage_events(result) -> list[str]:
+    return [event["event"] for event in result.events() if event["event"].startswith("storage.")]
+
+
+def test_lost_responses_make_no_phantom_duplicates(cli, storage, s3_proxy):
+    """S3 stores every seventh record, then its answer is lost; the retried conditional write is refused, and the
+    stored record carries the write's own id: a success, not a duplicate task id."""
+    lost = s3_proxy.inject("lose_response", method="PUT", path="/records/", every=7)
+    result = cli(*TOY, "--storage", storage)
+    assert result.returncode == 0, result.stderr
+    assert lost.applied >= 13
+    assert "100/100 items" in result.stdout
+    summary = json.loads(ResultStore(storage).read_file("summary.json"))
+    assert (summary["expected"], summary["completed"], summary["duplicate_tasks"], summary["notes"]) == (
+        100, 100, 0, [])
+    finished = result.event("run.finished")
+    assert (finished["executed"], finished["duplicate_tasks"], finished["written_by_another"]) == (100, 0, 0)
+    assert not [e for e in result.events() if e["event"] == "item.duplicate"]
+
+
+def test_an_outage_mid_run_is_waited_out_and_logged_once_each_way(cli, storage, s3_proxy):
+    gateway = s3_proxy.inject("html503", method="PUT", path="/records/", after=10, seconds=2)
+    result = cli(*TOY, "--limit", "30", "--storage", storage, "--storage-options", NO_CLIENT_RETRIES,
+                 "--storage-outage", "60")
+    assert result.returncode == 0, result.stderr
+    assert gateway.applied >= 3
+    assert storage_events(result) == ["storage.outage", "storage.recovered"]
+    outage = result.event("storage.outage")
+    assert outage["failed"] == f"write {storage}/records/toy-010/0.json"
+    assert outage["error"] == "OSError: [Errno 16] Service Unavailable" and outage["limit_s"] == 60
+    assert result.event("storage.recovered")["seconds"] >= 1.5
+    summary = json.loads(ResultStore(storage).read_file("summary.json"))
+    assert (summary["completed"], summary["errors"]) == (30, 0)
+
+
+def test_an_outage_longer_than_the_limit_exits_3_and_the_same_command_resumes(cli_process, cli, storage, s3_proxy,
+                                                                              proxied_s3_env):
+    """The exit-3 path in a real process; the resume in this one."""
+    s3_proxy.inject("html503", method="PUT", path="/records/", after=5)
+    command = [*TOY, "--limit", "20", "--storage", storage, "--storage-options", NO_CLIENT_RETRIES,
+               "--storage-outage", "1"]
+    stopped = cli_process(*command, env=proxied_s3_env)
+    stopped.fault_line(f"error: cannot write {storage}/records/toy-005/0.json: the storage kept failing for ",
+                       " s (OSError: [Errno 16] Service Unavailable); this looks temporary: the records written so far "
+                       "are kept, and the same command resumes once the storage answers (--storage-outage 1 is the "
+                       "longest outage a run waits out)")
+    assert stopped.stdout == ""
+    assert ResultStore(storage).done_items() == {(f"toy-{i:03d}", 0) for i in range(5)}
+
+    s3_proxy.clear()
+    resumed = cli(*command)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.event("run.finished")["executed"] == 15
+    assert "20/20 items" in resumed.stdout
+
+
+def test_an_outage_on_ray_workers_stops_the_run_with_exit_3(cli, storage, s3_proxy, proxied_s3_env, ray_session):
+    """Ray workers write the records: the outage they meet reaches the driver, which stops the run."""
+    s3_proxy.inject("html503", method="PUT", path="/records/")
+    options = {**json.loads(NO_CLIENT_RETRIES), "endpoint_url": s3_proxy.url,
+               "key": proxied_s3_env["AWS_ACCESS_KEY_ID"], "secret": proxied_s3_env["AWS_SECRET_ACCESS_KEY"]}
+    result = cli("--benchmark", "toy", "--solution", "calculator", "--limit", "10", "--workers", "1",
+                 "--storage", storage, "--storage-options", json.dumps(options), "--storage-outage", "1",
+                 env={"RAY_ADDRESS": ""})
+    assert result.returncode == 3, result.stderr
+    last = result.lines()[-1]
+    assert last.startswith(f"error: cannot write {storage}/records/toy-00"), result.stderr
+    assert "the storage kept failing for " in last and "the same command resumes once the storage answers" in last
+
+
+@pytest.mark.parametrize("fault, problem", [
+    ("ignore_if_none_match", "a second write of one key with If-None-Match: * replaced the first"),
+    ("reject_if_none_match", "it answered a write with If-None-Match: * with 501 Not Implemented"),
+])
+def test_a_store_without_conditional_writes_is_refused_unless_allowed(cli, storage, s3_proxy, fault, problem):
+    s3_proxy.inject(fault)
+    refused = cli(*TOY, "--limit", "5", "--storage", storage)
+    refused.error_line(f"storage {storage} does not honour conditional writes: {problem}",
+                       "or pass --allow-overwriting-store")
+    store = ResultStore(storage)
+    assert store.fs.find(store.root) == []
+
+    allowed = cli(*TOY, "--limit", "5", "--storage", storage, "--allow-overwriting-store")
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.event("storage.unconditional")["level"] == "warning"
+    assert len(ResultStore(storage).done_items()) == 5
+
+
+def test_refused_credentials_before_the_run_say_so(cli, storage, s3_proxy):
+    s3_proxy.inject("status", method="PUT", status=403,
+                    body=b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+    cli(*TOY, "--storage", storage).error_line(
+        "(PermissionError: Access Denied); the storage refused the credentials: check them (AWS_* variables or "
+        "--storage-options)")
+
+
+def test_refused_credentials_mid_run_stop_it_with_exit_3(cli, storage, s3_proxy):
+    """Credentials that expire mid-run: not temporary, but after writing started, so the finished records stay and
+    the same command resumes once they are fixed."""
+    s3_proxy.inject("status", method="PUT", path="/records/", after=3, status=403,
+                    body=b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+    result = cli(*TOY, "--storage", storage)
+    result.fault_line(f"cannot write {storage}/records/toy-003/0.json (PermissionError: Access Denied); the storage "
+                      "refused the credentials", "the records written so far are kept, and the same command resumes "
+                      "once this is fixed")
+    assert len(ResultStore(storage).done_items()) == 3
