@@ -162,11 +162,12 @@ def acquire(store: ResultStore, ttl_s: float, take_over: bool = False) -> HeldLe
         store: the run's store.
         ttl_s: seconds the lease lives without a renewal.
         take_over: replace a lapsed lease (``--take-over``); a live one is watched until it lapses (then taken
-            over) or is renewed (then refused), at most until it expires. A renewed lease is never replaced.
+            over) or is renewed (then refused), at most until it expires. A renewed lease is never replaced. A
+            lease whose driver was a process of this host that no longer exists is taken over without it.
 
     Raises:
-        LeaseHeld: a live lease (renewed while ``take_over`` waited); a lapsed one without ``take_over``; or
-            another driver took a lapsed one over first (nothing is written).
+        LeaseHeld: a live lease (renewed while ``take_over`` waited); an expired one of another host without
+            ``take_over``; or another driver took a lapsed one over first (nothing is written).
         StorageError: the store cannot be written.
     """
     current = _create_or_read(store, ttl_s)
@@ -186,8 +187,10 @@ def acquire(store: ResultStore, ttl_s: float, take_over: bool = False) -> HeldLe
             "written; wait for that run to finish, or, if its driver is gone, run again with --take-over (it waits "
             "for the lease to lapse)"
         )
+    # A driver of this host whose process is gone cannot come back: the same command resumes without --take-over.
+    # An expired lease of another host may hide a driver cut off from the storage, so taking it over is the user's.
     gone = "its process is gone" if current.driver_gone() else f"its lease expired at {current.expires_at}"
-    if not take_over:
+    if not take_over and not current.driver_gone():
         raise LeaseHeld(
             f"{where} was left by {current.owner()}: {gone} without releasing the run (killed, or cut off from the "
             "storage); nothing was written; if no driver runs on it any more, run again with --take-over"
@@ -197,8 +200,8 @@ def acquire(store: ResultStore, ttl_s: float, take_over: bool = False) -> HeldLe
         raise LeaseHeld(f"another driver took {where} over from {current.owner()} first; nothing was written")
     structlog.get_logger("runner").warning(
         "lease.taken_over", previous=current.owner(), previous_state=current.state(),
-        detail="--take-over: this driver now owns the run; the previous one, if it still runs, stops at its next "
-        "renewal")
+        detail=(f"{gone}: this driver now owns the run" if not take_over else "--take-over: this driver now owns "
+                "the run; the previous one, if it still runs, stops at its next renewal"))
     return held
 
 

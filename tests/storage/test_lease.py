@@ -4,6 +4,7 @@ is renewed meanwhile), a holder that lost its lease learns it at its next renewa
 
 import datetime as dt
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import threading
 import time
 
 import pytest
+import structlog
 
 from runner.core.errors import LeaseHeld, LeaseLost
 from runner.storage import ResultStore
@@ -70,13 +72,15 @@ def test_an_expired_lease_is_taken_over_only_with_take_over(store):
     assert marker["token"] == held.lease.token
 
 
-def test_a_lease_whose_process_is_gone_on_this_host_lapses_at_once(store):
+def test_a_lease_whose_process_is_gone_on_this_host_is_taken_over_without_the_flag(store):
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = leave(store, host=socket.gethostname(), pid=int(child.stdout))
     assert dead.state() == "driver gone" and not dead.describe()["alive"]
-    with pytest.raises(LeaseHeld, match="its process is gone without releasing the run"):
-        lease.acquire(store, ttl_s=60)
-    assert lease.acquire(store, ttl_s=60, take_over=True).lease.pid != dead.pid
+    with structlog.testing.capture_logs() as logs:
+        held = lease.acquire(store, ttl_s=60)
+    assert held.lease.pid == os.getpid() != dead.pid and stored(store)["token"] == held.lease.token
+    assert [e["detail"] for e in logs if e["event"] == "lease.taken_over"] == [
+        "its process is gone: this driver now owns the run"]
 
 
 def test_two_drivers_taking_over_one_lapsed_lease_at_once_one_wins(store):
