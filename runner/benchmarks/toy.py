@@ -72,6 +72,7 @@ class ToyBenchmark(BenchmarkBase):
     """
 
     version = "1"
+    headline_metrics = ("exact-match",)
 
     def __init__(self, n_tasks: int = 100, seed: int = 0) -> None:
         super().__init__(name="toy", description="arithmetic questions for the quick start")

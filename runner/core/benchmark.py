@@ -18,6 +18,8 @@ class BenchmarkBase(ABC):
 
     - ``__len__``: the number of tasks, for progress and ``status`` (otherwise counted while planning);
     - ``version``: a string that changes when tasks or scoring change (it enters the run fingerprint);
+    - ``headline_metrics``: the metrics whose running mean the progress of a run shows, in order of preference (the
+      first one that has values; default: the first metric seen), the nearest live stand-in for :meth:`score`;
     - :meth:`prepare`: load or verify data before anything is written, raising ``BenchmarkError`` on a problem;
     - :meth:`reference`: the gold answer of a task, used by the built-in ``reference`` solution;
     - :meth:`score`: a headline score computed from aggregated results.
@@ -31,6 +33,7 @@ class BenchmarkBase(ABC):
     """
 
     version: str | None = None
+    headline_metrics: tuple[str, ...] = ()
 
     def __init__(self, name: str, description: str = "") -> None:
         self.name = name

@@ -7,6 +7,7 @@ The names and shapes follow AgentScope's evaluation API (``agentscope.evaluate``
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from abc import ABC, abstractmethod
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -140,3 +141,17 @@ class MetricBase(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, metric_type={self.metric_type.value!r})"
+
+
+def number(value: Any, infinite_ok: bool = False) -> float | None:
+    """A ``NUMERICAL`` result as a usable float (booleans as 0/1), or ``None``: not a number, NaN, or an infinity
+    the metric does not allow (``infinite_ok``). The one rule of which results a mean may use, for the report and
+    the live statistics alike."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if not isinstance(value, (int, float)):
+        return None
+    result = float(value)
+    if math.isnan(result) or (math.isinf(result) and not infinite_ok):
+        return None
+    return result

@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runner._version import __version__
 from runner.core.benchmark import BenchmarkBase
-from runner.core.metric import CLAMPED_FROM, MetricType
+from runner.core.metric import CLAMPED_FROM, MetricType, number
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ResultRow, RunResults
 from runner.report import stats
 from runner.report.scope import PlanScope
-from runner.report.values import UNUSABLE_REASONS, number, unusable_reason
+from runner.report.values import UNUSABLE_REASONS, unusable_reason
 from runner.storage.manifest import RunManifest
 
 

@@ -8,10 +8,7 @@ never silently dropped.
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-from runner.core.metric import MetricType
+from runner.core.metric import MetricType, number
 from runner.core.record import MetricRecord
 
 UNUSABLE_REASONS = ("error", "non_finite", "not_a_number")
@@ -19,19 +16,6 @@ UNUSABLE_REASONS = ("error", "non_finite", "not_a_number")
 a code, such as ``judge_score_out_of_range``, is counted under its code instead), the result is NaN or an
 infinity the metric does not allow (``non_finite``), or a ``NUMERICAL`` result is no number (``not_a_number``:
 ``None``, a string)."""
-
-
-def number(value: Any, infinite_ok: bool = False) -> float | None:
-    """A ``NUMERICAL`` result as a usable float (booleans as 0/1), or ``None``: not a number, NaN, or an infinity
-    the metric does not allow (``infinite_ok``)."""
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if not isinstance(value, (int, float)):
-        return None
-    result = float(value)
-    if math.isnan(result) or (math.isinf(result) and not infinite_ok):
-        return None
-    return result
 
 
 def unusable_reason(metric: MetricRecord) -> str | None:

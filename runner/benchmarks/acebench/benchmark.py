@@ -70,6 +70,7 @@ class ACEBenchmark(BenchmarkBase):
         BenchmarkError: an unknown language, category or scoring mode.
     """
 
+    headline_metrics = ("accuracy",)
     default_solution = "acebench"
 
     def __init__(self, data_dir: str | None = None, language: str = "en", categories: Any = None,

@@ -69,6 +69,7 @@ class HotpotQABenchmark(BenchmarkBase):
         ConfigError: a judge model or embedding model that cannot be used (unknown provider, missing package).
     """
 
+    headline_metrics = ("joint_f1", "f1")
     default_solution = "hotpotqa-agent"
 
     def __init__(
