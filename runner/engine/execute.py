@@ -1,7 +1,10 @@
 """``execute_one``: the one path every work item takes, in ``--sequential`` and on every Ray actor alike.
 
-Fresh task copy -> solution (sync or async, with a timeout) -> every metric once -> one record, written once
-(:func:`finish_item`). A bug seen on the cluster therefore reproduces with ``--sequential``.
+Fresh task copy -> solution (sync or async, with a timeout) -> every metric once (each under its time limit) -> one
+record, written once (:func:`finish_item`). A bug seen on the cluster therefore reproduces with ``--sequential``.
+Solutions and metrics are called through :func:`runner.engine.guard.guarded`, so nothing they raise, ``SystemExit``
+included, leaves the item; each phase is reported to :mod:`runner.engine.watchdog`, which sees an item that blocks
+the event loop.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from runner.core.metric import MetricBase, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.solution import SolutionContext, SolutionOutput
 from runner.core.task import Task
+from runner.core.signature import is_async
 from runner.core.usage import usage_scope
+from runner.engine import watchdog
 from runner.engine.context import RunContext
+from runner.engine.guard import Escaped, guarded
 from runner.engine.plan import WorkItem
-from runner.engine.solution import Solution
+from runner.engine.solution import Solution, in_daemon_thread
 from runner.storage.manifest import utc_now
 
 
@@ -62,8 +68,11 @@ def worker_identity(**extra: Any) -> dict[str, Any]:
 
 
 def error_info(exc: BaseException, with_traceback: bool = True) -> ErrorInfo:
-    """An exception as an :class:`ErrorInfo`."""
+    """An exception as an :class:`ErrorInfo` (an :class:`~runner.engine.guard.Escaped` as the exception it carries,
+    described)."""
     message = str(exc) or type(exc).__name__
+    if isinstance(exc, Escaped):
+        exc = exc.original
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) if with_traceback else None
     return ErrorInfo(type=type(exc).__name__, message=message, traceback=trace)
 
@@ -89,9 +98,11 @@ class SolutionOutcome:
     solution_s: float = 0.0
 
     @classmethod
-    def failed(cls, error: BaseException) -> SolutionOutcome:
-        """The outcome of an item whose solution never returned because of ``error`` (e.g. its worker died)."""
-        return cls(status="error", error=error_info(error, with_traceback=False), started_at=utc_now())
+    def failed(cls, error: BaseException | ErrorInfo, status: str = "error") -> SolutionOutcome:
+        """The outcome of an item whose solution never returned because of ``error`` (its worker died, it blocked
+        its event loop, its worker overran the memory limit), recorded with ``status``."""
+        info = error if isinstance(error, ErrorInfo) else error_info(error, with_traceback=False)
+        return cls(status=status, error=info, started_at=utc_now())
 
 
 async def execute_one(
@@ -130,10 +141,12 @@ async def execute_one(
         StorageError: the record cannot be written (the item is then not done and may be retried).
     """
     task = item.task
-    with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt):
+    with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt), \
+            watchdog.tracked(task.id, item.repeat, attempt):
         with usage_scope() as usage:
             fresh, outcome = await _solve(item, solution, context, attempt, worker, slots, sync_in_thread, owned)
-            return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage)
+            return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage,
+                                     sync_in_thread=sync_in_thread)
 
 
 async def _solve(
@@ -164,12 +177,14 @@ async def _solve(
                 if not outcome.started_at:
                     outcome.started_at, outcome.t_start = utc_now(), time.perf_counter()
                 t_solution = time.perf_counter()
-                output = await asyncio.wait_for(solution(fresh, solution_context, in_thread=in_thread), timeout)
+                watchdog.phase("solution", timeout)
+                output = await guarded(solution(fresh, solution_context, in_thread=in_thread), timeout)
         except asyncio.TimeoutError:
             status = "timeout"
             error = ErrorInfo(type="TimeoutError", message=f"solution ran past the {timeout:g} s timeout")
         except Exception as exc:  # noqa: BLE001 - a failing solution is an error record, not a crash
             status, error = "error", error_info(exc)
+        watchdog.phase("queued")
         outcome.status, outcome.error, outcome.output = status, error, output
         outcome.solution_s = time.perf_counter() - t_solution
         if status != "error" or extra_try == retries:
@@ -187,12 +202,15 @@ async def finish_item(
     attempt: int = 1,
     worker: dict[str, Any] | None = None,
     usage: dict[str, TokenUsage] | None = None,
+    sync_in_thread: bool = True,
 ) -> ItemResult:
     """Score ``outcome`` with every metric of ``task`` once and write the item's record once.
 
     A solution that did not return is scored as ``SolutionOutput(success=False)``, so a failure counts against the
-    score rather than vanishing from it. Used by :func:`execute_one`, and by an executor to record an item whose
-    worker kept dying (``SolutionOutcome.failed(WorkerDied(...))``).
+    score rather than vanishing from it. Each metric may take ``context.settings.metric_limit`` seconds (the
+    ``metric_timeout`` setting, else ``timeout``); past it, the metric's result is a ``TimeoutError`` and the item's
+    record a ``timeout``. Used by :func:`execute_one`, and by an executor to record an item that did not finish on
+    its worker (:func:`record_fault`).
 
     Args:
         item: the item.
@@ -200,6 +218,8 @@ async def finish_item(
         outcome: how the solution ended.
         context, attempt, worker: as for :func:`execute_one`.
         usage: tokens spent by the solution, by model (metrics' tokens are added to it).
+        sync_in_thread: call a sync metric in a daemon thread (always when a metric time limit is set, so the limit
+            can leave it behind).
 
     Returns:
         the item's :class:`ItemResult`.
@@ -219,14 +239,18 @@ async def finish_item(
         error = ErrorInfo(type="SolutionFailed", message="the solution reported success=False")
 
     t_metrics = time.perf_counter()
+    limit = context.settings.metric_limit
+    in_thread = sync_in_thread or limit is not None
     with usage_scope(usage):
-        metric_records = [await _run_metric(metric, output) for metric in task.metrics]
+        metric_records = [await _run_metric(metric, output, limit, in_thread) for metric in task.metrics]
+    watchdog.phase("writing")
     metrics_s = time.perf_counter() - t_metrics
     failed = [m for m in metric_records if m.error is not None]
     if failed and status == "ok":
-        status = "error"
+        late = any(m.error is not None and m.error.type == "TimeoutError" for m in failed)
+        status = "timeout" if late else "error"
         error = ErrorInfo(
-            type="MetricError",
+            type="MetricTimeout" if late else "MetricError",
             message="; ".join(f"metric {m.name!r}: {m.error.type}: {m.error.message}" for m in failed if m.error),
         )
 
@@ -267,6 +291,29 @@ async def finish_item(
     return ItemResult(task.id, item.repeat, status, written, attempt, seconds)
 
 
+async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, context: RunContext,
+                       worker: dict[str, Any]) -> str:
+    """Store the record of an item that did not finish where it ran (``outcome``: see
+    :meth:`SolutionOutcome.failed`), written by the executor, unless the item has a record already (its worker may
+    have written it first); the status of the item's stored record.
+
+    Its metrics are scored on the empty output, as for any failed item (sync ones in threads, under the metric time
+    limit, so that a hanging metric cannot hold the executor).
+
+    Raises:
+        StorageError: the record cannot be written.
+    """
+    existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
+    if existing is not None:
+        return existing
+    with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt):
+        result = await finish_item(item, item.task.fresh(), outcome, context, attempt=attempt, worker=worker)
+    if result.written:
+        return result.status
+    stored = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
+    return stored or result.status
+
+
 def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:
     """The output fields as JSON-ready values, or an error naming what could not be serialised."""
     payload: dict[str, Any] = {}
@@ -283,12 +330,21 @@ def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo 
     return payload, None
 
 
-async def _run_metric(metric: MetricBase, output: SolutionOutput) -> MetricRecord:
-    """Call ``metric`` once; any exception becomes the metric's error."""
+async def _call_metric(metric: MetricBase, output: SolutionOutput, in_thread: bool) -> Any:
+    """``metric(output)``, awaited; a sync metric in a daemon thread when ``in_thread``."""
+    result = await in_daemon_thread(metric, output) if in_thread and not is_async(metric) else metric(output)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def _run_metric(metric: MetricBase, output: SolutionOutput, limit: float | None,
+                      in_thread: bool) -> MetricRecord:
+    """Call ``metric`` once, within ``limit`` seconds (``None``: no limit); whatever it raises, and running past the
+    limit, becomes the metric's error."""
+    watchdog.phase(f"metric {metric.name!r}", limit)
     try:
-        result = metric(output)
-        if inspect.isawaitable(result):
-            result = await result
+        result = await guarded(_call_metric(metric, output, in_thread), limit)
         if not isinstance(result, MetricResult):
             result = MetricResult(name=metric.name, result=result)
         if metric.metric_type is MetricType.CATEGORY and metric.categories and result.result not in metric.categories:
@@ -300,5 +356,8 @@ async def _run_metric(metric: MetricBase, output: SolutionOutput) -> MetricRecor
             message=result.message,
             metadata=to_jsonable_python(result.metadata, fallback=repr),
         )
+    except asyncio.TimeoutError:
+        late = ErrorInfo(type="TimeoutError", message=f"ran past its {limit:g} s limit (--metric-timeout)")
+        return MetricRecord(name=metric.name, type=metric.metric_type, error=late)
     except Exception as exc:  # noqa: BLE001 - a failing metric is an error result, never a crash
         return MetricRecord(name=metric.name, type=metric.metric_type, error=error_info(exc))

@@ -1,17 +1,27 @@
-"""Progress of a run: a bar on a terminal, structlog ``run.progress`` events elsewhere.
+"""Progress of a run: a bar on a terminal, structlog ``run.progress`` events elsewhere, and a heartbeat.
 
-Both executors feed it the small acknowledgements of finished items; it never sees records.
+Both executors feed it the small acknowledgements of finished items (it never sees records) and say when each item
+went out (:meth:`Progress.sent`), so it knows what is in flight and since when. While a run executes, a daemon
+thread logs ``run.heartbeat`` every :data:`HEARTBEAT_S` seconds whatever happens (an item that hangs, workers that
+do not start, a storage outage): items in flight, done, errors, and the oldest item in flight with its age.
 """
 
 from __future__ import annotations
 
+import contextvars
 import sys
+import threading
 import time
 from typing import Any
 
 import structlog
 
 _EVENT_INTERVAL_S = 10.0
+HEARTBEAT_S = 30.0
+"""Seconds between two ``run.heartbeat`` events (ARCHITECTURE: at least every 30 s while items are in flight)."""
+
+Key = tuple[str, int]
+"""An item: (task id, repeat)."""
 
 
 class Progress:
@@ -22,9 +32,12 @@ class Progress:
         bar: draw a rich progress bar (on a terminal); otherwise emit a ``run.progress`` event at most every
             ``interval`` seconds, with ``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s``.
         interval: seconds between progress events.
+        heartbeat_s: seconds between two ``run.heartbeat`` events, logged from a thread of their own until
+            :meth:`close` (``None``: no heartbeat).
     """
 
-    def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S) -> None:
+    def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S,
+                 heartbeat_s: float | None = None) -> None:
         self.total = total
         self.done = 0
         self.errors = 0
@@ -36,6 +49,13 @@ class Progress:
         self._log = structlog.get_logger("runner")
         self._bar: Any = None
         self._bar_task: Any = None
+        self._in_flight: dict[Key, float] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        if heartbeat_s is not None:
+            # In a copy of the caller's context, so the events carry what the caller bound (the run id).
+            threading.Thread(target=contextvars.copy_context().run, args=(self._beat, heartbeat_s),
+                             name="runner-heartbeat", daemon=True).start()
         if bar if bar is not None else sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
             from rich.progress import TimeElapsedColumn, TimeRemainingColumn
@@ -53,9 +73,23 @@ class Progress:
             self._bar_task = self._bar.add_task("items", total=total, errors=0)
             self._bar.start()
 
-    def advance(self, status: str, duplicate: bool = False) -> None:
+    def sent(self, item: Key) -> None:
+        """``item`` went out to be executed (again: its clock restarts)."""
+        with self._lock:
+            self._in_flight.pop(item, None)
+            self._in_flight[item] = time.monotonic()
+
+    def returned(self, item: Key) -> None:
+        """``item`` is no longer in flight without being done (it waits for a retry)."""
+        with self._lock:
+            self._in_flight.pop(item, None)
+
+    def advance(self, status: str, duplicate: bool = False, item: Key | None = None) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
-        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`)."""
+        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`); ``item``:
+        which one, no longer in flight."""
+        if item is not None:
+            self.returned(item)
         self.done += 1
         self.duplicates += duplicate
         if self._first_done is None:
@@ -88,8 +122,29 @@ class Progress:
             "eta_s": round(eta, 1) if eta is not None else None,
         }
 
+    def heartbeat(self) -> dict[str, Any]:
+        """``in_flight``, ``done``, ``errors``, and the oldest item in flight: ``oldest_task_id``,
+        ``oldest_repeat`` and ``oldest_s`` (seconds since it went out; all ``None`` when nothing is in flight)."""
+        now = time.monotonic()
+        with self._lock:
+            in_flight = len(self._in_flight)
+            oldest = min(self._in_flight.items(), key=lambda entry: entry[1], default=None)
+        return {
+            "in_flight": in_flight,
+            "done": self.done,
+            "errors": self.errors,
+            "oldest_task_id": oldest[0][0] if oldest else None,
+            "oldest_repeat": oldest[0][1] if oldest else None,
+            "oldest_s": round(now - oldest[1], 1) if oldest else None,
+        }
+
+    def _beat(self, every: float) -> None:
+        while not self._stopped.wait(every):
+            self._log.info("run.heartbeat", **self.heartbeat())
+
     def close(self) -> None:
-        """Stop the bar."""
+        """Stop the bar and the heartbeat."""
+        self._stopped.set()
         if self._bar is not None:
             self._bar.stop()
             self._bar = None

@@ -21,6 +21,7 @@ from runner.core.config import RunSettings, fingerprint
 from runner.core.errors import FingerprintMismatch
 from runner.engine.context import RunContext
 from runner.engine.plan import Plan, WorkItem
+from runner.engine import progress as progress_module
 from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
@@ -215,7 +216,7 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
                 already_done=already_done,
                 to_run=expected,
             )
-            progress = Progress(expected, bar=request.progress_bar)
+            progress = Progress(expected, bar=request.progress_bar, heartbeat_s=progress_module.HEARTBEAT_S)
             try:
                 if first is not None:
                     await executor.execute(itertools.chain([first], items), context, progress)
