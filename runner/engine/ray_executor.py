@@ -15,7 +15,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Iterable
 from typing import Any
@@ -25,16 +24,13 @@ import structlog
 from runner import log
 from runner.core.config import RunSettings, WorkerSpec
 from runner.core.errors import ConfigError
+from runner.core.record import ErrorInfo
 from runner.engine import ray_cluster
 from runner.engine.context import RunContext
-from runner.engine.execute import SolutionOutcome, finish_item, worker_identity
+from runner.engine.execute import SolutionOutcome, record_fault, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.pool import WorkerPool
+from runner.engine.pool import Fault, WorkerPool
 from runner.engine.progress import Progress
-
-
-class WorkerDied(Exception):
-    """The error type of an item whose worker died ``max_attempts`` times while running it."""
 
 
 class RayExecutor:
@@ -112,7 +108,7 @@ class RayExecutor:
             structlog.get_logger("runner").info(
                 "ray.pool", workers=self.size, per_worker=ray_cluster.demand(self.spec),
                 max_concurrency=self.spec.max_concurrency, cluster=ray_cluster.gcs_address())
-            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_give_up, context=context))
+            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_record, context=context))
             await self._pool.start(context.solution.display)
         except BaseException:
             await self.close()
@@ -146,12 +142,7 @@ class RayExecutor:
             self._started_ray = False
 
 
-async def _give_up(item: WorkItem, attempt: int, exc: BaseException, *, context: RunContext) -> str:
-    """Store the error record of an item whose workers kept dying (unless one of them stored it); its status."""
-    existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
-    if existing is not None:
-        return existing
-    died = WorkerDied(f"its worker died during each of {attempt} attempts (last: {exc})")
-    result = await finish_item(item, item.task.fresh(), SolutionOutcome.failed(died), context, attempt=attempt,
-                               worker=worker_identity(role="driver"))
-    return result.status
+async def _record(item: WorkItem, attempt: int, fault: Fault, *, context: RunContext) -> str:
+    """Store the record of an item its workers could not finish (unless one of them stored it); its status."""
+    outcome = SolutionOutcome.failed(ErrorInfo(type=fault.error_type, message=fault.message), fault.status)
+    return await record_fault(item, attempt, outcome, context, fault.worker or worker_identity(role="driver"))

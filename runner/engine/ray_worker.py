@@ -4,11 +4,18 @@ The driver (:mod:`runner.engine.ray_executor`) creates a pool of these actors wi
 resources. Each actor receives the run's :class:`RunContext` (benchmark, solution recipe, store) once, from the
 object store, and then only task data. It writes every record itself and answers with one small acknowledgement
 per item.
+
+Items run on the actor's default event loop. Two calls run in the ``control`` concurrency group, on a loop and
+thread of their own, so they answer even while an item holds the default loop: :meth:`EvalWorker.describe` (the
+first call, and the probe of a suspect worker) and :meth:`EvalWorker.watch`, which answers only when the actor's
+:class:`~runner.engine.watchdog.WorkerWatch` raises an alarm (its event loop blocked past an item's limit, its
+resident memory over ``--memory-limit``); the driver then kills and replaces it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,10 +26,14 @@ from runner import log
 from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.pool import Ack, Batch
+from runner.engine.pool import Ack
 from runner.engine.solution import Solution
+from runner.engine.watchdog import Alarm, WorkerWatch
+from runner.engine.workers import Batch
 
 _IO_THREADS = 32
+CONTROL_GROUP = "control"
+"""The concurrency group of the calls that must answer while items run (a loop and thread of its own)."""
 
 
 class EvalWorker:
@@ -32,6 +43,7 @@ class EvalWorker:
         context: the run's benchmark, solution recipe (:meth:`SolutionSpec.build` is called once, here), store
             (every worker writes its own records), run id and settings.
         max_concurrency: items this actor runs at the same time.
+        memory_limit: bytes of resident memory this process may use (``None``: not watched).
         log_format: structlog format for the actor's log lines (Ray forwards them to the driver).
 
     Raises:
@@ -39,15 +51,29 @@ class EvalWorker:
             driver stops the run with that message.
     """
 
-    def __init__(self, context: RunContext, *, max_concurrency: int, log_format: log.LogFormat = "json") -> None:
+    def __init__(self, context: RunContext, *, max_concurrency: int, memory_limit: int | None = None,
+                 log_format: log.LogFormat = "json") -> None:
         log.configure(log_format)
         self.solution = Solution(context.solution.build(context.benchmark))
         self.context = context
         self.max_concurrency = max_concurrency
+        self.memory_limit = memory_limit
         runtime = ray.get_runtime_context()
         self.identity = worker_identity(node_id=runtime.get_node_id(), actor_id=runtime.get_actor_id())
         self._slots: asyncio.Semaphore | None = None
+        self._alarm: concurrent.futures.Future[Alarm] = concurrent.futures.Future()
 
+    @ray.method(concurrency_group=CONTROL_GROUP)
+    async def watch(self) -> dict[str, Any]:
+        """Answers when this worker must be replaced: the :class:`Alarm` its watchdog raised, as a dict."""
+        alarm = await asyncio.wrap_future(self._alarm)
+        return alarm.as_dict()
+
+    def _raise(self, alarm: Alarm) -> None:
+        if not self._alarm.done():
+            self._alarm.set_result(alarm)
+
+    @ray.method(concurrency_group=CONTROL_GROUP)
     async def describe(self) -> dict[str, Any]:
         """This worker's identity (host, pid, Ray node and actor ids), the resources Ray assigned to it, and the ids
         of the accelerators it may use (e.g. ``{"GPU": ["0"]}``)."""
@@ -56,7 +82,7 @@ class EvalWorker:
         return {**self.identity, "resources": context.get_assigned_resources(), "accelerators": accelerators}
 
     async def run(self, items: Batch) -> tuple[list[Ack], float]:
-        """Execute ``items`` (each with its attempt) concurrently: one acknowledgement per item, and the seconds this
+        """Execute ``items`` (each with its attempt, and whether it went out before) concurrently: one acknowledgement per item, and the seconds this
         batch kept the worker busy (from its first item's start to its last item's end), from which the driver
         sizes batches.
 
@@ -68,28 +94,28 @@ class EvalWorker:
         """
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrency)
+            loop = asyncio.get_running_loop()
             # Record writes go through asyncio.to_thread: on an object store each is a network round trip, so give
             # them more threads than asyncio's default (CPUs + 4).
-            asyncio.get_running_loop().set_default_executor(
-                ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="runner-io")
-            )
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="runner-io"))
+            WorkerWatch(loop, self._raise, memory_limit=self.memory_limit).start()
         if len(items) == 1:
             done = [await self._one(*items[0], owned=True)]
         else:
             # Deserialised tasks are private copies, except that repeats of one task in a batch share one object:
             # its last item takes the object itself, the others copy it first (each coroutine copies before its
             # first await, in order, so before the last one can change it).
-            last = {id(item.task): index for index, (item, _) in enumerate(items)}
+            last = {id(item.task): index for index, (item, _, _) in enumerate(items)}
             done = await asyncio.gather(
-                *(self._one(item, attempt, owned=last[id(item.task)] == index)
-                  for index, (item, attempt) in enumerate(items))
+                *(self._one(item, attempt, again, owned=last[id(item.task)] == index)
+                  for index, (item, attempt, again) in enumerate(items))
             )
         busy = max(end for _, end in done) - min(end - ack[2] for ack, end in done)
         return [ack for ack, _ in done], busy
 
-    async def _one(self, item: WorkItem, attempt: int, owned: bool) -> tuple[Ack, float]:
+    async def _one(self, item: WorkItem, attempt: int, again: bool, owned: bool) -> tuple[Ack, float]:
         assert self._slots is not None
-        if attempt > 1:
+        if again:
             existing = await asyncio.to_thread(self.context.store.record_status, item.task.id, item.repeat)
             if existing is not None:
                 # The previous worker wrote this record before it died: never execute an item twice.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import structlog.testing
 from tests.engine import ray_solutions
 
-from runner import FileEvaluatorStorage, GeneralEvaluator, ResultStore, SolutionSpec
+from runner import FileEvaluatorStorage, GeneralEvaluator, RayEvaluator, ResultStore, SolutionSpec
 from runner.benchmarks.toy import ToyBenchmark
 from runner.engine import progress as progress_module
 from runner.engine.progress import Progress
@@ -108,3 +109,46 @@ async def test_a_run_whose_item_hangs_is_not_silent(monkeypatch: pytest.MonkeyPa
     assert len(beats) >= 3
     assert {(beat["in_flight"], beat["oldest_task_id"]) for beat in beats[:3]} == {(1, "toy-001")}
     assert beats[-1]["oldest_s"] >= 0.4
+
+
+pytestmark_ray = pytest.mark.usefixtures("ray_session")
+
+
+@pytestmark_ray
+def test_ray_records_every_way_out_and_replaces_a_worker_whose_loop_is_blocked(tmp_path: Path) -> None:
+    """Two workers, four items in flight each. Items 6 and 7 block their worker's loop: each is a timeout record,
+    its worker is replaced, and the items in flight with it run again without an attempt charged."""
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=16), show=False, timeout=1.0, max_workers=2,
+                             max_concurrency=4, solution_func=SolutionSpec(ray_solutions.misbehaving, {"block_s": 20}),
+                             storage=FileEvaluatorStorage(str(tmp_path / "run")))
+    started = time.monotonic()
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(evaluator.run())
+    assert time.monotonic() - started < 90
+    store = evaluator.storage
+    assert outcome(store) == expected(16)
+    assert all(r.attempt == 1 for r in store.iter_records())
+    blocked = {r.task_id: r for r in store.iter_records() if r.status == "timeout"}
+    for task_id, record in blocked.items():
+        assert f"by task {task_id!r} (repeat 0) in its solution (at solve, ray_solutions.py:" in record.error.message
+        assert record.worker["actor_id"] and record.worker["node_id"]
+    alarms = [entry for entry in logs if entry["event"] == "worker.alarm"]
+    assert sorted(entry["kind"] for entry in alarms) == ["blocked", "blocked"]
+    assert evaluator.executor.deaths == 2
+
+
+@pytestmark_ray
+def test_ray_memory_limit_makes_the_overrun_an_error_record_and_replaces_the_worker(tmp_path: Path) -> None:
+    log = tmp_path / "executions.txt"
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=6), show=False, max_workers=1,
+                             memory_limit="700MiB", storage=FileEvaluatorStorage(str(tmp_path / "run")),
+                             solution_func=SolutionSpec(ray_solutions.memory_hog, {"log": str(log)}))
+    asyncio.run(evaluator.run())
+    records = {r.task_id: r for r in evaluator.storage.iter_records()}
+    assert {task_id: r.status for task_id, r in records.items()} == {
+        **{f"toy-{i:03d}": "ok" for i in range(6)}, "toy-002": "error"}
+    hog = records["toy-002"]
+    assert hog.error.type == "MemoryLimitExceeded" and hog.attempt == 1
+    assert "over the 700 MiB --memory-limit while task 'toy-002' (repeat 0) ran its solution" in hog.error.message
+    assert Counter(line.split()[0] for line in log.read_text().splitlines())["toy-002"] == 1
+    assert evaluator.executor.deaths == 1
