@@ -13,7 +13,10 @@ Three parts, each testable alone (``tests/engine/test_pool.py`` drives them with
 What a fault costs:
 
 - A worker dies: the items of its running calls (:func:`~runner.engine.workers.running_calls`) are charged an
-  attempt and retried alone; the items queued behind them are requeued at the same attempt. After
+  attempt and retried alone; the items queued behind them are requeued at the same attempt, once: an item that is
+  queued on a dying worker a second time is charged too. (A call counts as running by its place in the worker's
+  queue; an older item still writing its record can hold that place while the item that killed the worker had
+  already started, so an item that keeps being present at deaths is charged rather than requeued for ever.) After
   ``max_attempts`` charged deaths an item is recorded as a ``WorkerDied`` error. The worker is replaced, and its
   node's other workers become suspects: if the cluster says the node is dead (:meth:`WorkerBackend.node_alive`)
   they are treated as dead at once, otherwise each is probed and gets work again once it answers.
@@ -45,7 +48,7 @@ from runner.core.errors import ConfigError
 from runner.engine.dispatch import DispatchWindow
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
-from runner.engine.workers import Batch, Call, PoolWorker, WorkerBook, WorkerState, running_calls
+from runner.engine.workers import Batch, Call, PoolWorker, WorkerBook, running_calls
 
 Ack = tuple[str, bool, float]
 """One item's acknowledgement: (record status, whether it was a duplicate (:attr:`ItemResult.duplicate
@@ -144,6 +147,7 @@ class WorkerPool:
         self._pending: dict[asyncio.Future[Any], Call] = {}
         self._window = DispatchWindow(iter(()))
         self._progress: Progress | None = None
+        self._spared: set[tuple[str, int]] = set()
         self._log = structlog.get_logger("runner")
 
     async def start(self, solution: str) -> None:
@@ -327,9 +331,13 @@ class WorkerPool:
                     continue
                 if self._progress is not None:
                     self._progress.returned(key)
-                if call not in running:
+                if call not in running and (not charge or key not in self._spared):
+                    if charge:
+                        self._spared.add(key)
                     self._window.requeue(item, attempt)
-                elif attempt < self.spec.max_attempts:
+                    continue
+                self._spared.discard(key)
+                if attempt < self.spec.max_attempts:
                     self._window.retry(item, attempt + 1)
                 else:
                     fault = Fault("error", "WorkerDied", f"its worker died during each of {attempt} attempts "

@@ -83,7 +83,8 @@ class RayExecutor:
         its actors and wait until one has built the solution.
 
         Raises:
-            ConfigError: a store in this process's memory (``memory://``), no node fits one worker, or the solution
+            ConfigError: a store in this process's memory (``memory://``), the default local storage (no storage
+                given) in a Ray job or on a cluster of several nodes, no node fits one worker, or the solution
                 cannot be built on a worker.
             RayUnavailable: Ray cannot start or attach.
         """
@@ -94,11 +95,13 @@ class RayExecutor:
             )
         from runner.engine.ray_pool import RayBackend
 
+        _check_default_storage(context, job=ray_cluster.ray_job())
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
             nodes = len(ray_cluster.cluster_nodes())
+            _check_default_storage(context, nodes=nodes)
             if nodes > 1 and context.store.is_local:
                 structlog.get_logger("runner").warning(
                     "ray.local_storage", nodes=nodes, storage=context.store.uri,
@@ -140,6 +143,25 @@ class RayExecutor:
         if self._started_ray:
             ray_cluster.shutdown()
             self._started_ray = False
+
+
+def _check_default_storage(context: RunContext, *, job: str | None = None, nodes: int = 1) -> None:
+    """Refuse the default local storage (no storage given) where its records would be lost or scattered: in a Ray
+    job (``job``: its submission id; the driver runs on the head node, in a working directory Ray manages) or on a
+    cluster of ``nodes`` nodes (each would write to its own disk).
+
+    Raises:
+        ConfigError: one line asking for ``--storage``.
+    """
+    if not context.store.uri_is_default or not context.store.is_local or (job is None and nodes <= 1):
+        return
+    where = (f"this run is the Ray job {job!r}, so it would land on the head node, in a working directory Ray "
+             "manages and may delete" if job is not None
+             else f"the Ray cluster has {nodes} nodes, and each would write to its own disk")
+    raise ConfigError(
+        f"no --storage given, and the default {context.store.uri} is a local path; {where}: pass --storage with "
+        "an object store URL (s3://bucket/prefix, gs://..., az://...) or a path on a filesystem every node mounts"
+    )
 
 
 async def _record(item: WorkItem, attempt: int, fault: Fault, *, context: RunContext) -> str:

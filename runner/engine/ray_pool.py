@@ -48,6 +48,7 @@ class RayBackend:
             **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency))
         )
         self._context_ref = ray.put(context)
+        self._turns: dict[Any, int] = {}
         memory_limit = int(spec.memory_limit) if spec.memory_limit is not None else None
         self._options = {"max_concurrency": spec.max_concurrency, "memory_limit": memory_limit,
                          "log_format": log_format}
@@ -61,8 +62,10 @@ class RayBackend:
         return _pool_errors(handle.describe.remote())
 
     def run(self, handle: Any, batch: Batch) -> Any:
-        """Run ``batch`` on the actor."""
-        return _pool_errors(handle.run.remote(batch))
+        """Run ``batch`` on the actor, which starts its calls in the order they are sent here."""
+        turn = self._turns.get(handle, 0)
+        self._turns[handle] = turn + 1
+        return _pool_errors(handle.run.remote(batch, turn))
 
     def watch(self, handle: Any) -> Any:
         """Answers when the actor's watchdog raises an alarm."""
@@ -77,6 +80,7 @@ class RayBackend:
 
     def kill(self, handle: Any) -> None:
         """Kill the actor, without restart; nothing if it is gone."""
+        self._turns.pop(handle, None)
         try:
             ray.kill(handle, no_restart=True)
         except (RayActorError, ValueError):

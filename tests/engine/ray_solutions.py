@@ -134,3 +134,23 @@ def memory_hog(log: str, size: int = 1 << 30) -> Callable[[Task, SolutionContext
 def task_index_of(task_id: str) -> int:
     """The number in a toy task id (``toy-007`` -> 7)."""
     return int(task_id.rsplit("-", 1)[1])
+
+
+NODE_VARIABLE = "RUNNER_TEST_NODE"
+"""The environment variable that names a test node (set on its ``ray start``; its workers inherit it)."""
+
+
+@solution_factory
+def node_bound(log: str, slow_node: str = "", slow_s: float = 0.0, fast_s: float = 0.05) -> Callable[
+        [Task, SolutionContext], Any]:
+    """Calculator that takes ``slow_s`` seconds on the node named ``slow_node`` (:data:`NODE_VARIABLE`) and
+    ``fast_s`` elsewhere; each call appends ``<task id> <repeat> <attempt> <node>`` to ``log``."""
+
+    async def solve(task: Task, context: SolutionContext) -> float:
+        node = os.environ.get(NODE_VARIABLE, "?")
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(f"{context.task_id} {context.repeat} {context.attempt} {node}\n")
+        await asyncio.sleep(slow_s if node == slow_node else fast_s)
+        return calculator(task)
+
+    return solve

@@ -36,8 +36,10 @@ class FakeBackend:
     ``dies(worker number, task id, attempt)`` decides whether a worker dies while running an item (every call it
     holds is lost with it); ``describe_fails`` whether starting worker number N dies (``"lost"``) or cannot build
     the solution (``"build"``); ``node_of`` puts worker N on a node; ``hold(task id, attempt)`` returns an event an
-    item waits for before it answers (a long item). :meth:`kill_node` kills a node's workers; the cluster reports
-    it dead (:meth:`node_alive`) only when ``reports_dead`` says so. :meth:`alarm` makes a worker's watch answer.
+    item waits for before it answers (a long item); an item that ``linger(task id, attempt)`` names gives its slot
+    back and then waits until its worker dies (a record write still going on when the next item kills the worker).
+    :meth:`kill_node` kills a node's workers; the cluster reports it dead (:meth:`node_alive`) only when
+    ``reports_dead`` says so. :meth:`alarm` makes a worker's watch answer.
     """
 
     worker_label = "fake worker"
@@ -45,8 +47,10 @@ class FakeBackend:
     def __init__(self, dies: Callable[[int, str, int], bool] = lambda *_: False,
                  describe_fails: Callable[[int], str | None] = lambda _: None, *,
                  node_of: Callable[[int], str] = lambda worker: "n0", concurrency: int = 1,
-                 hold: Callable[[str, int], asyncio.Event | None] = lambda *_: None) -> None:
+                 hold: Callable[[str, int], asyncio.Event | None] = lambda *_: None,
+                 linger: Callable[[str, int], bool] = lambda *_: False) -> None:
         self.dies = dies
+        self.linger = linger
         self.describe_fails = describe_fails
         self.node_of = node_of
         self.concurrency = concurrency
@@ -115,8 +119,12 @@ class FakeBackend:
                 if self.dies(handle, item.task.id, attempt):
                     self._die(handle)
                     raise WorkerLost(f"worker {handle} died running {item.task.id}")
-                self.recorded.add(item.task.id)
-                acks.append(("ok", False, 0.001))
+            if self.linger(item.task.id, attempt):
+                while handle not in self.dead:
+                    await asyncio.sleep(0.001)
+                raise WorkerLost(f"worker {handle} died while {item.task.id} was being written")
+            self.recorded.add(item.task.id)
+            acks.append(("ok", False, 0.001))
         return acks, 0.001 * len(batch)
 
     async def watch(self, handle: int) -> dict[str, Any]:
@@ -323,6 +331,19 @@ async def test_an_alarm_that_blames_no_single_item_counts_as_a_death() -> None:
     await watcher
     assert recorded == []
     assert [attempt for _, task, attempt in backend.executed if task == "t0"] == [1, 2]
+    assert progress.done == 4
+
+
+async def test_an_item_queued_on_a_dying_worker_twice_is_charged_the_second_time() -> None:
+    """x kills every worker it runs on, but twice an item sent before it (b0, then b1) is still writing its record
+    on that worker: by its place in the queue x looks queued. The first time it is requeued uncharged; the second
+    time it is charged, and from then on it runs alone until it is given up."""
+    backend = FakeBackend(dies=lambda worker, task, attempt: task == "x",
+                          linger=lambda task, attempt: task in ("b0", "b1") and attempt == 1)
+    plan = [WorkItem(Task(id=task), 0, index) for index, task in enumerate(["b0", "x", "b1", "c"])]
+    _, progress, recorded = await run_pool(backend, plan, size=2, max_attempts=3)
+    assert [attempt for _, task, attempt in backend.executed if task == "x"] == [1, 1, 2, 3]
+    assert [(task, attempt, fault.error_type) for task, attempt, fault in recorded] == [("x", 3, "WorkerDied")]
     assert progress.done == 4
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import worker_pythonpath
+from tests.support.ray_nodes import descendants, free_port
 
 from runner import ResultStore
 
@@ -28,32 +28,6 @@ def runner_env(**extra: str) -> dict[str, str]:
     env.pop("RAY_ADDRESS", None)
     env.update(extra)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def test_unreachable_ray_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -169,6 +143,17 @@ def test_ray_job_submit_and_ray_address_against_a_head(ray_head: dict[str, str],
     assert "succeeded" in submitted.stdout + submitted.stderr
     assert len(list((job_run / "records").iterdir())) == 10
     assert (job_run / "summary.json").is_file()
+
+    # Without --storage, the job's driver refuses the default ./runs (on the head, in a directory Ray manages).
+    refused = subprocess.run(
+        [str(BIN / "ray"), "job", "submit", "--address", ray_head["dashboard"], "--working-dir", ".", "--",
+         "python", "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator"],
+        cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
+    )
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "failed" in output
+    assert "error: no --storage given, and the default file://" in output
+    assert "this run is the Ray job 'raysubmit_" in output
 
     direct = subprocess.run(
         [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",
