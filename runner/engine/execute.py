@@ -275,8 +275,12 @@ async def finish_item(
         usage=usage,
         worker=worker or {},
     )
-    written = await asyncio.to_thread(context.store.write_record, record)
     seconds = time.perf_counter() - outcome.t_start
+    if watchdog.abandoned():
+        # Its executor gave up on it (it blocked its loop past its limit) and stores its record; nobody reads this.
+        log.info("item.abandoned", detail="it ended after its executor had recorded it; its result is dropped")
+        return ItemResult(task.id, item.repeat, status, False, attempt, seconds)
+    written = await asyncio.to_thread(context.store.write_record, record)
     if status == "ok":
         log.debug("item.done", status=status, seconds=round(seconds, 4))
     else:
@@ -297,8 +301,9 @@ async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, c
     :meth:`SolutionOutcome.failed`), written by the executor, unless the item has a record already (its worker may
     have written it first); the status of the item's stored record.
 
-    Its metrics are scored on the empty output, as for any failed item (sync ones in threads, under the metric time
-    limit, so that a hanging metric cannot hold the executor).
+    Its metrics are scored on the empty output, as for any failed item, on an event loop of their own (sync ones in
+    threads, each under the metric time limit), so that a metric that hangs or blocks its loop cannot hold the
+    executor: one that blocks it leaves every metric of the record unscored (an error naming why).
 
     Raises:
         StorageError: the record cannot be written.
@@ -306,12 +311,37 @@ async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, c
     existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
     if existing is not None:
         return existing
+    task = item.task.fresh()
+
+    async def score() -> ItemResult:
+        with watchdog.tracked(item.task.id, item.repeat, attempt):
+            return await finish_item(item, task, outcome, context, attempt=attempt, worker=worker)
+
+    scoring = watchdog.ItemLoop()
     with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt):
-        result = await finish_item(item, item.task.fresh(), outcome, context, attempt=attempt, worker=worker)
-    if result.written:
-        return result.status
+        try:
+            answer = await scoring.run(score())
+        finally:
+            scoring.close()
+        if isinstance(answer, watchdog.Alarm):
+            # A metric blocked the scoring loop too: record the item with its metrics unscored.
+            task.metrics = [_NotScored(metric, answer.message) for metric in task.metrics]
+            answer = await finish_item(item, task, outcome, context, attempt=attempt, worker=worker)
+    if answer.written:
+        return answer.status
     stored = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
-    return stored or result.status
+    return stored or answer.status
+
+
+class _NotScored(MetricBase):
+    """Stands for a metric that could not score an item's record (it blocked its event loop); raises."""
+
+    def __init__(self, metric: MetricBase, reason: str) -> None:
+        super().__init__(name=metric.name, metric_type=metric.metric_type, categories=metric.categories)
+        self.reason = reason
+
+    def __call__(self, solution: SolutionOutput) -> MetricResult:
+        raise RuntimeError(f"not scored: {self.reason}")
 
 
 def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:

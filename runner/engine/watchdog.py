@@ -49,6 +49,8 @@ class Running:
         phase: ``queued`` (waiting for a solution slot), ``solution``, ``metric 'name'`` or ``writing``.
         since: :func:`time.monotonic` when the phase began.
         limit: seconds the phase may take (``None``: no limit).
+        abandoned: its executor gave up on it (its loop was declared blocked, its worker is replaced): it must not
+            write its record if it ever gets that far.
     """
 
     task_id: str
@@ -58,6 +60,7 @@ class Running:
     phase: str = "queued"
     since: float = field(default_factory=time.monotonic)
     limit: float | None = None
+    abandoned: bool = False
 
     @property
     def deadline(self) -> float | None:
@@ -108,6 +111,18 @@ def adopt(task: asyncio.Task[Any]) -> None:
 def forget(task: asyncio.Task[Any]) -> None:
     """Stop counting ``task`` as an item's."""
     _TASKS.pop(task, None)
+
+
+def abandoned() -> bool:
+    """Whether the current item was given up by its executor (see :attr:`Running.abandoned`)."""
+    running = _CURRENT.get()
+    return running is not None and running.abandoned
+
+
+def abandon(loop: asyncio.AbstractEventLoop) -> None:
+    """Give up every item registered on ``loop``."""
+    for running in running_on(loop):
+        running.abandoned = True
 
 
 def running_on(loop: asyncio.AbstractEventLoop) -> list[Running]:
@@ -190,6 +205,7 @@ class WorkerWatch:
             alarm = self.check(time.monotonic())
             if alarm is not None:
                 self._stop.set()
+                abandon(self.loop)  # the executor records what it must and replaces the worker
                 self.on_alarm(alarm)
 
     def check(self, now: float) -> Alarm | None:
@@ -301,7 +317,11 @@ class ItemLoop:
         self.watch.stop()
 
     def close(self) -> None:
-        """Stop the loop and its watch (the thread ends once the loop is free)."""
+        """Stop the loop and its watch, and close the loop once its thread has ended (at once for a loop that
+        turns; a blocked one is left to its daemon thread)."""
         self.watch.stop()
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=self.watch.tick * 4)
+        if not self._thread.is_alive():
+            self.loop.close()

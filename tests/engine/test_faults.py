@@ -5,6 +5,7 @@ heartbeat that keeps a run from being silent."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,8 +15,10 @@ import pytest
 import structlog.testing
 from tests.engine import ray_solutions
 
-from runner import FileEvaluatorStorage, GeneralEvaluator, RayEvaluator, ResultStore, SolutionSpec
+from runner import (FileEvaluatorStorage, GeneralEvaluator, MetricBase, MetricType, RayEvaluator, ResultStore,
+                    SolutionSpec)
 from runner.benchmarks.toy import ToyBenchmark
+from runner.solutions.calculator import calculator
 from runner.engine import progress as progress_module
 from runner.engine.progress import Progress
 
@@ -72,6 +75,34 @@ async def test_an_item_that_blocks_the_loop_is_abandoned_and_the_next_ones_run_o
     assert outcome(evaluator.storage) == expected(9)
 
 
+class BlockingMetric(MetricBase):
+    """An async metric that blocks its event loop (a synchronous HTTP client, here ``time.sleep``)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="judge", metric_type=MetricType.NUMERICAL)
+
+    async def __call__(self, solution: Any) -> float:
+        time.sleep(30)
+        return 1.0
+
+
+async def test_a_metric_that_blocks_the_loop_past_its_limit_is_a_timeout(tmp_path: Path) -> None:
+    class Judged(ToyBenchmark):
+        def __iter__(self):
+            for task in super().__iter__():
+                yield dataclasses.replace(task, metrics=[BlockingMetric()]) if task.id == "toy-001" else task
+
+    evaluator = GeneralEvaluator(benchmark=Judged(n_tasks=3), solution_func=calculator, show=False,
+                                 metric_timeout=0.3, storage=FileEvaluatorStorage(str(tmp_path / "run")))
+    started = time.monotonic()
+    await evaluator.run()
+    assert time.monotonic() - started < 10
+    records = {r.task_id: r for r in evaluator.storage.iter_records()}
+    assert {task: r.status for task, r in records.items()} == {"toy-000": "ok", "toy-001": "timeout", "toy-002": "ok"}
+    assert "by task 'toy-001' (repeat 0) in its metric 'judge'" in records["toy-001"].error.message
+    assert "past its 0.3 s limit" in records["toy-001"].error.message
+
+
 def test_the_heartbeat_names_the_items_in_flight_and_the_oldest(monkeypatch: pytest.MonkeyPatch) -> None:
     with structlog.testing.capture_logs() as logs:
         progress = Progress(3, bar=False, heartbeat_s=0.05)
@@ -105,10 +136,10 @@ async def test_a_run_whose_item_hangs_is_not_silent(monkeypatch: pytest.MonkeyPa
     with structlog.testing.capture_logs() as logs:
         await GeneralEvaluator(benchmark=ToyBenchmark(n_tasks=3), solution_func=hangs, show=False,
                                storage=FileEvaluatorStorage(str(tmp_path / "run"))).run()
-    beats = [entry for entry in logs if entry["event"] == "run.heartbeat"]
-    assert len(beats) >= 3
-    assert {(beat["in_flight"], beat["oldest_task_id"]) for beat in beats[:3]} == {(1, "toy-001")}
-    assert beats[-1]["oldest_s"] >= 0.4
+    waiting = [beat for beat in logs if beat["event"] == "run.heartbeat" and beat["in_flight"]]
+    assert len(waiting) >= 3
+    assert {(beat["in_flight"], beat["oldest_task_id"], beat["done"]) for beat in waiting} == {(1, "toy-001", 1)}
+    assert max(beat["oldest_s"] for beat in waiting) >= 0.6
 
 
 pytestmark_ray = pytest.mark.usefixtures("ray_session")

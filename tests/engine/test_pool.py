@@ -153,7 +153,8 @@ class FakeBackend:
 
 
 async def run_pool(backend: FakeBackend, plan: list[WorkItem], *, size: int = 2, concurrency: int = 1,
-                   max_attempts: int = 3) -> tuple[WorkerPool, Progress, list[tuple[str, int, Fault]]]:
+                   max_attempts: int = 3, progress: Progress | None = None) -> tuple[WorkerPool, Progress,
+                                                                                      list[tuple[str, int, Fault]]]:
     recorded: list[tuple[str, int, Fault]] = []
 
     async def record(item: WorkItem, attempt: int, fault: Fault) -> str:
@@ -162,7 +163,7 @@ async def run_pool(backend: FakeBackend, plan: list[WorkItem], *, size: int = 2,
         return fault.status
 
     pool = WorkerPool(backend, WorkerSpec(max_concurrency=concurrency, max_attempts=max_attempts), size, record)
-    progress = Progress(len(plan), bar=False)
+    progress = progress or Progress(len(plan), bar=False)
     try:
         await pool.start("fake")
         await pool.run(iter(plan), progress)
@@ -345,6 +346,26 @@ async def test_an_item_queued_on_a_dying_worker_twice_is_charged_the_second_time
     assert [attempt for _, task, attempt in backend.executed if task == "x"] == [1, 1, 2, 3]
     assert [(task, attempt, fault.error_type) for task, attempt, fault in recorded] == [("x", 3, "WorkerDied")]
     assert progress.done == 4
+
+
+async def test_the_driver_knows_what_is_in_flight_and_since_when() -> None:
+    """What the heartbeat reports: every item sent and not answered (t0 running, t1 queued behind it on the same
+    worker), the oldest first."""
+    release = asyncio.Event()
+    backend = FakeBackend(hold=lambda task, attempt: release if task == "t0" else None)
+    progress = Progress(3, bar=False)
+    seen: list[dict[str, Any]] = []
+
+    async def look() -> None:
+        await until(lambda: progress.done == 1)
+        seen.append(progress.heartbeat())
+        release.set()
+
+    looker = asyncio.ensure_future(look())
+    await run_pool(backend, items(3), size=2, progress=progress)
+    await looker
+    assert (seen[0]["in_flight"], seen[0]["oldest_task_id"], seen[0]["done"]) == (2, "t0", 1)
+    assert progress.heartbeat()["in_flight"] == 0
 
 
 def test_running_calls_are_the_oldest_up_to_the_concurrency() -> None:
