@@ -67,9 +67,15 @@ async def contained(awaitable: Awaitable[T]) -> T:
     except Exception:
         raise
     except BaseException as exc:
-        if is_interrupt(exc):
+        if is_interrupt(exc) or _closing(exc):
             raise
         raise Escaped(exc) from exc
+
+
+def _closing(exc: BaseException) -> bool:
+    """Whether ``exc`` is the ``GeneratorExit`` of this coroutine being closed (thrown into its own frame, so its
+    traceback has no deeper entry), not one the awaited code raised."""
+    return isinstance(exc, GeneratorExit) and exc.__traceback__ is not None and exc.__traceback__.tb_next is None
 
 
 async def guarded(awaitable: Awaitable[T], limit: float | None) -> T:

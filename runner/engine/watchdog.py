@@ -91,7 +91,9 @@ def tracked(task_id: str, repeat: int, attempt: int) -> Iterator[Running]:
     finally:
         if task is not None:
             _TASKS.pop(task, None)
-        _CURRENT.reset(token)
+        # An item abandoned with its loop may be closed at exit from another context, where the token is foreign.
+        with contextlib.suppress(ValueError):
+            _CURRENT.reset(token)
 
 
 def phase(name: str, limit: float | None = None) -> None:
@@ -294,21 +296,22 @@ class ItemLoop:
 
         A cancellation of the caller cancels the coroutine too (without waiting for it).
         """
-        done = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
+        running = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        done = asyncio.wrap_future(running)
         waiter = asyncio.get_running_loop().create_future()
         self._waiter = (asyncio.get_running_loop(), waiter)
         try:
             if self._alarm is None:
                 await asyncio.wait([done, waiter], return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            done.cancel()
+            running.cancel()  # at once: the loop may be closed before this loop's callbacks run
             raise
         finally:
             self._waiter = None
             waiter.cancel()
         if done.done():
             return done.result()
-        done.cancel()  # delivered if the loop ever turns again, so the abandoned item does not go on
+        running.cancel()  # delivered if the loop ever turns again
         assert self._alarm is not None
         return self._alarm
 
@@ -317,11 +320,20 @@ class ItemLoop:
         self.watch.stop()
 
     def close(self) -> None:
-        """Stop the loop and its watch, and close the loop once its thread has ended (at once for a loop that
-        turns; a blocked one is left to its daemon thread)."""
+        """Stop the watch, cancel what still runs on the loop and stop it, and close the loop once its thread has
+        ended (at once for a loop that turns; a blocked one is left to its daemon thread)."""
         self.watch.stop()
         with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self.loop.stop)
+            asyncio.run_coroutine_threadsafe(_wind_down(), self.loop)
         self._thread.join(timeout=self.watch.tick * 4)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _wind_down() -> None:
+    """Cancel every other task of the running loop, wait for them, and stop the loop."""
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    asyncio.get_running_loop().stop()

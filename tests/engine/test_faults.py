@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,6 +23,7 @@ from runner import (FileEvaluatorStorage, GeneralEvaluator, MetricBase, MetricTy
 from runner.benchmarks.toy import ToyBenchmark
 from runner.solutions.calculator import calculator
 from runner.engine import progress as progress_module
+from tests.support.cli import REPO
 from runner.engine.progress import Progress
 
 EXPECTED = {
@@ -62,6 +66,26 @@ def test_sequential_cli_records_every_way_out_of_a_solution_and_ends_with_a_repo
     assert "past its 1 s limit" in blocked.error.message
     assert (run / "summary.json").is_file()
     assert done.event("run.finished")["errors"] == 7
+
+
+def test_ctrl_c_still_stops_a_sequential_run_with_exit_130(tmp_path: Path) -> None:
+    """A real interrupt is not the solution's: SIGINT ends the run (items run on a loop of their own, --timeout),
+    finished records stay, and the same command resumes."""
+    run, log = tmp_path / "run", tmp_path / "executions.txt"
+    command = [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=200", "-s",
+               "tests.engine.ray_solutions:slow_counted", "-S", f"log={log}", "--sequential", "--timeout", "30",
+               "--storage", str(run), "--log-format", "json"]
+    driver = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (run / "records").is_dir() or len(list((run / "records").iterdir())) < 5:
+        assert driver.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGINT)
+    _, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 130, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == ("interrupted: finished records are kept; run the same command again "
+                                               "to resume")
+    assert 5 <= len(list((run / "records").iterdir())) < 200
 
 
 async def test_an_item_that_blocks_the_loop_is_abandoned_and_the_next_ones_run_on_a_fresh_loop(tmp_path: Path):
