@@ -95,7 +95,9 @@ def test_driver_killed_midway_resumes_without_running_items_twice(tmp_path: Path
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """``ray start --head`` on 127.0.0.1 with fixed ports and Ray 2.60's default token authentication.
+    """``ray start --head`` on 127.0.0.1 with fixed ports and Ray 2.60's default token authentication. The job agent
+    gets a free port too: Ray's default (52365) may be held by another Ray on this machine (the tests' embedded one),
+    and then the head takes no job ("No available agent to submit job").
 
     It runs with ``--block`` as a child of this test, so SIGTERM to it stops exactly the processes it started (no
     machine-wide ``ray stop``). Yields the GCS address and the dashboard (job server) URL.
@@ -106,7 +108,8 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         head = subprocess.Popen(
             [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
              "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--ray-client-server-port",
-             str(client), "--num-cpus", "2", "--disable-usage-stats"],
+             str(client), "--dashboard-agent-listen-port", str(free_port()), "--num-cpus", "2",
+             "--disable-usage-stats"],
             env=runner_env(), stdout=out, stderr=subprocess.STDOUT,
         )
     try:
@@ -123,33 +126,36 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
             head.kill()
 
 
+def submit_job(dashboard: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ray job submit --working-dir . -- python -m runner ARGS`` (RAY_AUTH_MODE=token), again while the head's job
+    agent is not registered: it registers some seconds after `ray start` returns (longer on a busy machine), and
+    until then the job server refuses submissions and creates no job, as it would for a user who submits right after
+    starting a head."""
+    deadline = time.monotonic() + 180
+    while True:
+        submitted = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", "--address", dashboard, "--working-dir", ".", "--", "python", "-m",
+             "runner", *args], cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True,
+            timeout=300)
+        if "No available agent to submit job" not in submitted.stdout + submitted.stderr:
+            return submitted
+        assert time.monotonic() < deadline, "the head's job agent never registered"
+        time.sleep(3)
+
+
 def test_ray_job_submit_and_ray_address_against_a_head(ray_head: dict[str, str], tmp_path: Path) -> None:
     """The documented commands: ``ray job submit --working-dir . -- python -m runner ...`` (the driver attaches
     through RAY_ADDRESS) and ``python -m runner --ray-address``; both with RAY_AUTH_MODE=token."""
     job_run, direct_run = tmp_path / "job-run", tmp_path / "direct-run"
-    for _ in range(10):
-        submitted = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", "--address", ray_head["dashboard"], "--working-dir", ".", "--",
-             "python", "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",
-             str(job_run), "--log-format", "json"],
-            cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
-        )
-        # The head's job agent registers a few seconds after `ray start` returns; until then the job server refuses
-        # submissions (and creates no job), as it would for a user who submits right after starting a head.
-        if "No available agent to submit job" not in submitted.stdout + submitted.stderr:
-            break
-        time.sleep(3)
+    submitted = submit_job(ray_head["dashboard"], "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",
+                           str(job_run), "--log-format", "json")
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
     assert "succeeded" in submitted.stdout + submitted.stderr
     assert len(list((job_run / "records").iterdir())) == 10
     assert (job_run / "summary.json").is_file()
 
     # Without --storage, the job's driver refuses the default ./runs (on the head, in a directory Ray manages).
-    refused = subprocess.run(
-        [str(BIN / "ray"), "job", "submit", "--address", ray_head["dashboard"], "--working-dir", ".", "--",
-         "python", "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator"],
-        cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
-    )
+    refused = submit_job(ray_head["dashboard"], "-b", "toy", "-B", "n_tasks=10", "-s", "calculator")
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "failed" in output
     assert "error: no --storage given, and the default file://" in output

@@ -124,7 +124,10 @@ class LocalCluster:
         with open(log, "wb") as out:
             process = subprocess.Popen(
                 [str(BIN / "ray"), "start", "--block", "--node-ip-address", "127.0.0.1", "--disable-usage-stats",
-                 *args], env={**self.env, **env}, stdout=out, stderr=subprocess.STDOUT)
+                 # Not Ray's fixed default (52365): another Ray on this machine may hold it, and a node whose
+                 # agent cannot listen takes no job.
+                 "--dashboard-agent-listen-port", str(free_port()), *args],
+                env={**self.env, **env}, stdout=out, stderr=subprocess.STDOUT)
         node = self.nodes[name] = Node(name, process, log)
         deadline = time.monotonic() + 120
         while b"--block" not in log.read_bytes():
