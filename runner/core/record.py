@@ -74,8 +74,10 @@ class TaskRecord(BaseModel):
         task_index: the task's 0-based position in the benchmark's iteration, so a report can leave out the tasks
             past a ``limit`` lowered since (``None`` in records written before runner kept it: always counted).
         attempt: 1 for the first execution; more when a worker died and the item was retried.
-        status: ``ok``; ``error`` (the solution raised, reported ``success=False``, returned something
-            unserialisable, or a metric raised); ``timeout`` (the solution ran past the per-task timeout).
+        status: ``ok``; ``error`` (the solution raised or left any other way, such as ``sys.exit()``, reported
+            ``success=False``, returned something unserialisable, a metric raised, its worker kept dying or went over
+            the memory limit); ``timeout`` (the solution ran past the per-task timeout, a metric past its time limit,
+            or either blocked its event loop past it).
         tags: the task's tags, so reports need nothing but records.
         output, trajectory, solution_meta: the solution's output, JSON-serialisable.
         metrics: one entry per metric of the task.
