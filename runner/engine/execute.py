@@ -24,9 +24,9 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from runner.core.metric import MetricBase, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
+from runner.core.signature import is_async
 from runner.core.solution import SolutionContext, SolutionOutput
 from runner.core.task import Task
-from runner.core.signature import is_async
 from runner.core.usage import usage_scope
 from runner.engine import watchdog
 from runner.engine.context import RunContext

@@ -21,11 +21,13 @@ import asyncio
 import contextlib
 import os
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Literal, TypeVar
 
 import psutil
@@ -258,12 +260,27 @@ class WorkerWatch:
                      "replaced and its items retried")
 
     def _where(self) -> str:
-        """`` in function (file:line)``: the innermost Python frame of the loop's thread, if known."""
+        """`` (at function, file:line)``: the innermost Python frame of the loop's thread, and, when that is in the
+        standard library (a socket read of a synchronous HTTP client), the innermost frame outside it that led
+        there; empty if unknown."""
         frame = sys._current_frames().get(self._loop_thread) if self._loop_thread is not None else None
         if frame is None:
             return ""
-        code = frame.f_code
-        return f" (at {code.co_name}, {os.path.basename(code.co_filename)}:{frame.f_lineno})"
+        where = f" (at {_frame_line(frame)}"
+        caller = frame
+        while caller is not None and caller.f_code.co_filename.startswith(_STDLIB):
+            caller = caller.f_back
+        if caller is not None and caller is not frame:
+            where += f", called from {_frame_line(caller)}"
+        return where + ")"
+
+
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def _frame_line(frame: FrameType) -> str:
+    """``function, file:line`` of ``frame``."""
+    return f"{frame.f_code.co_name}, {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 class ItemLoop:
