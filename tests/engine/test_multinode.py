@@ -63,9 +63,10 @@ def test_default_storage_is_refused_in_a_ray_job(cli, ray_session, monkeypatch: 
 
 def test_a_lost_node_costs_only_its_running_items_one_attempt(cluster: LocalCluster, tmp_path: Path) -> None:
     """Items take 60 s on node a and 0.5 s on b (slow enough that b's 2 workers leave items for a's 8 however slowly
-    those start). Once each of a's 8 workers runs one (another queued behind it), a's raylet is killed. Each item that was running there finishes ok on b at attempt 2, having run once there;
-    the queued ones run once, on b, at attempt 1; nothing is a WorkerDied error (the issue: a retried item went to
-    the dead node's other workers, one after the other, and was given up at attempt 3)."""
+    those start). Once each of a's 8 workers runs one (another queued behind it), a's raylet is killed. Each item
+    that was running there finishes ok on b at attempt 2, having run once there; the queued ones run once, on b, at
+    attempt 1; nothing is a WorkerDied error (the issue: a retried item went to the dead node's other workers, one
+    after the other, and was given up at attempt 3)."""
     log, run, driver_log = tmp_path / "executions.txt", tmp_path / "run", tmp_path / "driver.log"
     with open(driver_log, "wb") as out:
         driver = subprocess.Popen(
