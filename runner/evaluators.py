@@ -210,8 +210,8 @@ class GeneralEvaluator(EvaluatorBase):
         self.n_workers = n_workers
 
 
-_WORKER_SHORTCUTS = ("num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "max_concurrency",
-                     "max_attempts")
+_WORKER_SHORTCUTS = ("num_cpus", "num_gpus", "memory", "memory_limit", "resources", "accelerator_type",
+                     "max_concurrency", "max_attempts")
 
 
 class RayEvaluator(EvaluatorBase):
@@ -229,8 +229,9 @@ class RayEvaluator(EvaluatorBase):
         n_workers, max_workers: number of actors (AgentScope's two names for ``WorkerSpec.num_workers``);
             default: as many as the cluster's nodes fit.
         worker: the full :class:`WorkerSpec`; the keyword shortcuts below override its fields.
-        num_cpus, num_gpus (fractions allowed), memory (bytes, or a string such as ``"8GiB"``), resources (custom
-            Ray resources), accelerator_type (e.g. ``"A100"``), max_concurrency (items in flight per actor),
+        num_cpus, num_gpus (fractions allowed), memory (bytes, or a string such as ``"8GiB"``: reserved for Ray's
+            scheduler only), memory_limit (bytes each worker process may use, enforced), resources (custom Ray
+            resources), accelerator_type (e.g. ``"A100"``), max_concurrency (items in flight per actor),
             max_attempts (executions of an item before a dying worker makes it an error record).
         ray_address: the cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded Ray.
         **options: :class:`EvaluatorBase` options (``timeout`` in seconds, ``limit``, ``solution_retries``,

@@ -1,5 +1,5 @@
 """Speed and scale of the Ray executor: workloads W1-W4 of issue 3 and W6 of issue 14, on an embedded Ray, local
-storage.
+storage; and the fault workload F of issue 11 on a head and two worker nodes.
 
 Each workload is a synthetic benchmark of N tasks (task i asks for i; one numerical exact-match metric) and runs in
 its own process, so the driver's peak RSS is that workload's alone::
@@ -30,6 +30,13 @@ one worker per CPU), then ``build_report``; the driver's peak RSS is read betwee
 ``finished_at``, so Ray's and the actors' start-up are excluded and nothing in the executor is instrumented.
 Targets (issue 3, on the 2-core development machine): W1 >= 1000 tasks/s after start-up, W2 efficiency >= 0.9,
 W3 < 2 s, W4 driver peak RSS < 500 MB and throughput within 20 % of W1's.
+
+- F node loss (``--only F``): N = 2,000 tasks of 0.05 s (``asyncio.sleep``) on a head without CPUs and two worker
+  nodes of 4 CPUs (4 workers each), all on 127.0.0.1 (:class:`tests.support.ray_nodes.LocalCluster`), run twice on
+  fresh storage: F0 as is, F with node ``a``'s raylet killed (SIGKILL) once 30 % of the records exist. The table
+  shows records (0 lost), second writes refused by the write-once store (0: nothing written twice), solution calls
+  per task (each call is logged by the solution; target: at most 1 + the items in flight on the dead node, which
+  the driver's ``worker.died`` events count), the records charged an attempt, and the wall time of F against F0.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from runner.engine import RunRequest, execute_run
 from runner.report import build_report
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the fault workload's cluster and solution live in tests/ (run from the checkout)
 
 W2_SLEEP_S = 0.2
 W2_IN_FLIGHT = 32
@@ -72,6 +80,11 @@ W6_ITEMS, W6_RATE, W6_LATENCY_S = 1000, 50, 0.1
 W6_WORKER = {"num_workers": 4, "num_cpus": 0.5, "max_concurrency": 32}  # 4 workers fit the 2-core machine
 W6_RUNS = {"W6": {}, "W6rpm": {"max_rpm": 3000}, "W6cache": {"max_rpm": 3000}}
 """W6's runs and their limits; ``W6rpm`` and ``W6cache`` share one response cache."""
+FAULT_N = 2000
+FAULT_SLEEP_S = 0.05
+FAULT_KILL_AT = 0.3
+FAULT_NODES = {"a": 4, "b": 4}
+"""Worker nodes of the fault workload and their CPUs (one worker per CPU); ``a`` is the one killed."""
 
 
 class Synthetic(BenchmarkBase):
@@ -251,17 +264,98 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(rows)
 
 
+def fault_child(storage: str, address: str, calls: str) -> dict[str, float | int]:
+    """Run the fault workload's items on the cluster at ``address`` (each solution call logged to ``calls``); its
+    measurements."""
+    from tests.engine.ray_solutions import node_bound
+
+    log.configure("json")
+    benchmark = Synthetic(FAULT_N)
+    spec = SolutionSpec(node_bound, {"log": calls, "fast_s": FAULT_SLEEP_S}, name="node_bound")
+    settings = RunSettings(ray_address=address, worker=WorkerSpec())
+    request = RunRequest(benchmark=benchmark, solution=spec, store=ResultStore(storage), settings=settings,
+                         progress_bar=False, fingerprint_fields={"benchmark": benchmark.name, "solution": "node_bound"})
+    started = time.perf_counter()
+    outcome = asyncio.run(execute_run(request))
+    return {"wall_s": round(time.perf_counter() - started, 3), "executed": outcome.executed}
+
+
+def faults(tmp: Path) -> str:
+    """Run F0 and F on one local cluster; the Markdown table."""
+    from tests.engine.ray_solutions import NODE_VARIABLE
+    from tests.support.ray_nodes import LocalCluster
+
+    rows = ["| workload | items | node killed | records (lost) | second writes refused | solution calls per task | "
+            "extra calls / in flight on the dead node | records at attempt 2 | wall time | vs F0 |",
+            "|---|---:|---|---|---:|---|---|---:|---:|---:|"]
+    baseline = None
+    (tmp / "nodes").mkdir()
+    with LocalCluster(tmp / "nodes", env={"PYTHONPATH": str(REPO)}) as cluster:
+        for node, cpus in FAULT_NODES.items():
+            cluster.add_node(node, cpus, env={NODE_VARIABLE: node})
+        for name in ("F0", "F"):
+            storage, calls, driver_log = tmp / name, tmp / f"{name}-calls.txt", tmp / f"{name}-driver.log"
+            with open(driver_log, "wb") as out:
+                driver = subprocess.Popen(
+                    [sys.executable, __file__, "--child", name, "--storage", str(storage), "--address",
+                     cluster.address, "--calls", str(calls)], cwd=REPO, env=cluster.env, stdout=subprocess.PIPE,
+                    stderr=out, text=True)
+            killed_at = None
+            while name == "F" and driver.poll() is None and killed_at is None:
+                done = len(os.listdir(storage / "records")) if (storage / "records").is_dir() else 0
+                if done >= FAULT_KILL_AT * FAULT_N:
+                    cluster.collect()
+                    cluster.kill_raylet("a")
+                    killed_at = done
+                time.sleep(0.02)
+            result = json.loads(driver.communicate()[0].strip().splitlines()[-1])
+            assert driver.returncode == 0, driver_log.read_text()[-3000:]
+            rows.append(_fault_row(name, result, storage, calls, driver_log, killed_at, baseline))
+            baseline = baseline or result["wall_s"]
+    return "\n".join(rows)
+
+
+def _fault_row(name: str, result: dict, storage: Path, calls: Path, driver_log: Path, killed_at: int | None,
+               baseline: float | None) -> str:
+    attempts = [record.attempt for record in ResultStore(str(storage)).iter_records()]
+    records = len(attempts)
+    lines = driver_log.read_text().splitlines()
+    refused = sum(1 for line in lines if '"item.exists"' in line or '"item.duplicate"' in line)
+    in_flight = sum(json.loads(line[line.index("{"):]).get("in_flight", 0) for line in lines
+                    if '"worker.died"' in line and "{" in line)
+    per_task: dict[str, int] = {}
+    for line in calls.read_text().splitlines():
+        per_task[line.split()[0]] = per_task.get(line.split()[0], 0) + 1
+    total = sum(per_task.values())
+    killed = f"a at {killed_at} records ({killed_at / FAULT_N:.0%})" if killed_at else "-"
+    versus = f"{result['wall_s'] / baseline:.2f} x" if baseline else "-"
+    return (f"| {name} | {FAULT_N} | {killed} | {records} ({FAULT_N - records}) | {refused} | "
+            f"{total / FAULT_N:.4f} ({total} calls, at most {max(per_task.values())} per task) | "
+            f"{total - FAULT_N} / {in_flight} | {attempts.count(2)} | {result['wall_s']:.2f} s | {versus} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=sorted([*WORKLOADS, "W6"]), default=DEFAULT)
-    parser.add_argument("--child", choices=sorted([*WORKLOADS, *W6_RUNS]), help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="+", choices=sorted([*WORKLOADS, "W6", "F"]), default=DEFAULT)
+    parser.add_argument("--child", choices=sorted([*WORKLOADS, *W6_RUNS, "F0", "F"]), help=argparse.SUPPRESS)
     parser.add_argument("--storage", help=argparse.SUPPRESS)
     parser.add_argument("--server-url", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
+    parser.add_argument("--address", help=argparse.SUPPRESS)
+    parser.add_argument("--calls", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child in ("F0", "F"):
+        print(json.dumps(fault_child(args.storage, args.address, args.calls)))
+        return 0
     if args.child:
         print(json.dumps(child(args.child, args.storage, args.server_url, args.cache)))
         return 0
+    if "F" in args.only:
+        with tempfile.TemporaryDirectory(prefix="runner-bench-faults-") as tmp:
+            print(faults(Path(tmp)), flush=True)
+        args.only = [name for name in args.only if name != "F"]
+        if not args.only:
+            return 0
     results: dict[str, dict] = {}
     env = {**os.environ, "RAY_DEDUP_LOGS": "1"}
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:

@@ -20,6 +20,7 @@ WORKER_FLAGS = {
     "num_cpus": "num_cpus",
     "num_gpus": "num_gpus",
     "memory": "memory",
+    "memory_limit": "memory_limit",
     "resources": "resources",
     "accelerator_type": "accelerator_type",
     "concurrency": "max_concurrency",
@@ -41,6 +42,7 @@ RUN_FLAGS = (
     "repeats",
     "limit",
     "timeout",
+    "metric_timeout",
     "solution_retries",
     "executor",
     "force",
@@ -158,7 +160,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       "model, else the provider's)")
     what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
     what.add_argument("--limit", type=int, help="run only the first N tasks")
-    what.add_argument("--timeout", type=float, help="seconds a solution may take on one task")
+    what.add_argument("--timeout", type=float, help="seconds a solution may take on one task (it holds even when an "
+                      "async solution blocks its event loop)")
+    what.add_argument("--metric-timeout", type=float, metavar="SECONDS",
+                      help="seconds each metric may take on one item (default: --timeout)")
     what.add_argument("--solution-retries", type=int, metavar="N",
                       help="extra tries, each on a fresh copy of the task, when the solution raises (default 0)")
     what.add_argument("--retry-errors", dest="solution_retries", type=int, action=_Deprecated,
@@ -199,7 +204,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--workers", type=int, help="Ray actors (default: as many as the cluster fits)")
     how.add_argument("--num-cpus", type=float, help="CPUs per worker (default 1)")
     how.add_argument("--num-gpus", type=float, help="GPUs per worker, fractions allowed (default 0)")
-    how.add_argument("--memory", help="memory per worker, bytes or with a unit (e.g. 8GiB)")
+    how.add_argument("--memory", help="memory Ray reserves for each worker when it places it, bytes or with a unit "
+                     "(e.g. 8GiB); scheduling only: a worker that uses more is not stopped (see --memory-limit)")
+    how.add_argument("--memory-limit", metavar="BYTES",
+                     help="resident memory each worker process may use (e.g. 4GiB), enforced: an overrun makes the "
+                     "running item an error record and the worker is replaced (Ray workers only)")
     how.add_argument("--resources", type=json_object, metavar="JSON", help="custom Ray resources per worker")
     how.add_argument("--accelerator-type", help="Ray accelerator type per worker, e.g. A100")
     how.add_argument("--concurrency", type=int, help="items in flight per worker (default 1)")

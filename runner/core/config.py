@@ -31,8 +31,13 @@ class WorkerSpec(BaseModel):
         num_workers: number of actors; ``None`` means as many as the cluster's CPUs/GPUs allow for this spec.
         num_cpus: CPUs reserved per actor (fractions allowed).
         num_gpus: GPUs per actor (fractions allowed, e.g. 0.5 to pack two actors on one GPU).
-        memory: bytes of memory reserved per actor (Ray's ``memory`` resource), or ``None``; units such as
-            ``"8GiB"`` are accepted.
+        memory: bytes of memory Ray reserves for each actor when it places it (Ray's ``memory`` resource), or
+            ``None``; units such as ``"8GiB"`` are accepted. Scheduling only: Ray does not stop a worker that uses
+            more (see ``memory_limit``).
+        memory_limit: bytes of resident memory (RSS) each worker process may use, or ``None``; enforced by a
+            watchdog thread in the worker (:mod:`runner.engine.watchdog`): an overrun makes the item that was running
+            an error record (``MemoryLimitExceeded``) and the worker is replaced. A Ray worker holds about 150 MB
+            before it runs anything.
         resources: custom Ray resources per actor, e.g. ``{"TPU": 1}``.
         accelerator_type: a Ray accelerator type such as ``"A100"`` or ``"H100"`` (``ray.util.accelerators``).
         max_concurrency: items in flight per actor, for solutions that mostly wait on a model server.
@@ -46,6 +51,7 @@ class WorkerSpec(BaseModel):
     num_cpus: float = Field(default=1.0, ge=0)
     num_gpus: float = Field(default=0.0, ge=0)
     memory: ByteSize | None = Field(default=None, gt=0)
+    memory_limit: ByteSize | None = Field(default=None, gt=0)
     resources: dict[str, float] = Field(default_factory=dict)
     accelerator_type: str | None = None
     max_concurrency: int = Field(default=1, ge=1)
@@ -87,6 +93,8 @@ class RunSettings(BaseModel):
         repeats: runs of each task (epochs); pass@k is reported when > 1.
         limit: run only the first ``limit`` tasks.
         timeout: seconds a solution may take on one task before it is recorded as a timeout.
+        metric_timeout: seconds each metric may take on one item before it is recorded as a timeout; ``None``: the
+            same as ``timeout``.
         solution_retries: extra tries, each on a fresh copy of the task, for an item whose solution raised
             (0: an exception is an error record at once). Formerly ``retry_errors``.
         force: delete this run's previous records and start over.
@@ -130,6 +138,7 @@ class RunSettings(BaseModel):
     repeats: int = Field(default=1, ge=1)
     limit: int | None = Field(default=None, ge=1)
     timeout: float | None = Field(default=None, gt=0)
+    metric_timeout: float | None = Field(default=None, gt=0)
     solution_retries: int = Field(default=0, ge=0)
     force: bool = False
     rerun_failed: bool = False
@@ -176,6 +185,11 @@ class RunSettings(BaseModel):
             if sequential:
                 data["executor"] = "sequential"
         return data
+
+    @property
+    def metric_limit(self) -> float | None:
+        """Seconds each metric may take on one item: ``metric_timeout``, else ``timeout`` (``None``: no limit)."""
+        return self.metric_timeout if self.metric_timeout is not None else self.timeout
 
     @field_validator("executor")
     @classmethod

@@ -116,8 +116,10 @@ class TaskRecord(BaseModel):
         tries: solution tries within this attempt: 1, plus the solution retries it took (``solution_retries``).
         try_errors: the error of each try before the last (``tries - 1`` of them, oldest first; type and message,
             no traceback); the last try's error, if any, is ``error``.
-        status: ``ok``; ``error`` (the solution raised, reported ``success=False``, returned something
-            unserialisable, or a metric raised); ``timeout`` (the solution ran past the per-task timeout).
+        status: ``ok``; ``error`` (the solution raised or left any other way, such as ``sys.exit()``, reported
+            ``success=False``, returned something unserialisable, a metric raised, its worker kept dying or went over
+            the memory limit); ``timeout`` (the solution ran past the per-task timeout, a metric past its time limit,
+            or either blocked its event loop past it).
         tags: the task's tags, so reports need nothing but records.
         input: the task's input as JSON (what the solution was given), so a report can show it beside the output
             (``None`` in records written before runner kept it; an object JSON cannot hold is kept as its ``repr``).

@@ -1,7 +1,10 @@
 """``execute_one``: the one path every work item takes, in ``--sequential`` and on every Ray actor alike.
 
-Fresh task copy -> solution (sync or async, with a timeout) -> every metric once -> one record, written once
-(:func:`finish_item`). A bug seen on the cluster therefore reproduces with ``--sequential``.
+Fresh task copy -> solution (sync or async, with a timeout) -> every metric once (each under its time limit) -> one
+record, written once (:func:`finish_item`). A bug seen on the cluster therefore reproduces with ``--sequential``.
+Solutions and metrics are called through :func:`runner.engine.guard.guarded`, so nothing they raise, ``SystemExit``
+included, leaves the item; each phase is reported to :mod:`runner.engine.watchdog`, which sees an item that blocks
+the event loop.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from runner.core.metric import MetricBase, MetricError, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
+from runner.core.signature import is_async
 from runner.core.solution import SolutionContext, SolutionOutput
 from runner.core.task import Task
 from runner.core.usage import usage_scope
+from runner.engine import watchdog
 from runner.engine.context import RunContext
+from runner.engine.guard import Escaped, guarded
 from runner.engine.plan import WorkItem
-from runner.engine.solution import Solution
+from runner.engine.solution import Solution, in_daemon_thread
 from runner.storage.manifest import utc_now
 
 
@@ -80,10 +86,13 @@ def worker_identity(**extra: Any) -> dict[str, Any]:
 
 
 def error_info(exc: BaseException, with_traceback: bool = True) -> ErrorInfo:
-    """An exception as an :class:`ErrorInfo`; its ``code`` is ``protocol_error`` for an exception flagged
-    ``protocol_error`` (a model server that speaks another protocol: ``ModelProtocolError``, recognised by the
-    flag so that the engine imports no model code), a :class:`MetricError`'s code, else ``None``."""
+    """An exception as an :class:`ErrorInfo` (an :class:`~runner.engine.guard.Escaped` as the exception it carries,
+    described); its ``code`` is ``protocol_error`` for an exception flagged ``protocol_error`` (a model server that
+    speaks another protocol: ``ModelProtocolError``, recognised by the flag so that the engine imports no model
+    code), a :class:`MetricError`'s code, else ``None``."""
     message = str(exc) or type(exc).__name__
+    if isinstance(exc, Escaped):
+        exc = exc.original
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) if with_traceback else None
     code = "protocol_error" if getattr(exc, "protocol_error", False) else None
     if isinstance(exc, MetricError):
@@ -118,9 +127,11 @@ class SolutionOutcome:
     try_errors: list[ErrorInfo] = field(default_factory=list)
 
     @classmethod
-    def failed(cls, error: BaseException) -> SolutionOutcome:
-        """The outcome of an item whose solution never returned because of ``error`` (e.g. its worker died)."""
-        return cls(status="error", error=error_info(error, with_traceback=False), started_at=utc_now())
+    def failed(cls, error: BaseException | ErrorInfo, status: str = "error") -> SolutionOutcome:
+        """The outcome of an item whose solution never returned because of ``error`` (its worker died, it blocked
+        its event loop, its worker overran the memory limit), recorded with ``status``."""
+        info = error if isinstance(error, ErrorInfo) else error_info(error, with_traceback=False)
+        return cls(status=status, error=info, started_at=utc_now())
 
 
 async def execute_one(
@@ -167,7 +178,8 @@ async def execute_one(
     """
     task = item.task
     await context.store.outage.wait()
-    with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt):
+    with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt), \
+            watchdog.tracked(task.id, item.repeat, attempt):
         with usage_scope() as usage, context.traffic.scope(item.repeat):
             # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
             given_input = _jsonable_input(task.input)
@@ -177,7 +189,8 @@ async def execute_one(
                 return ItemResult(task.id, item.repeat, SKIPPED, False, attempt, 0.0)
             outcome.task_input = given_input
             try:
-                return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage)
+                return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=worker, usage=usage,
+                                         sync_in_thread=sync_in_thread)
             finally:
                 context.traffic.flush()
 
@@ -212,12 +225,14 @@ async def _solve(
                         raise _NotStarted
                     outcome.started_at, outcome.t_start = utc_now(), time.perf_counter()
                 t_solution = time.perf_counter()
-                output = await asyncio.wait_for(solution(fresh, solution_context, in_thread=in_thread), timeout)
+                watchdog.phase("solution", timeout)
+                output = await guarded(solution(fresh, solution_context, in_thread=in_thread), timeout)
         except asyncio.TimeoutError:
             status = "timeout"
             error = ErrorInfo(type="TimeoutError", message=f"solution ran past the {timeout:g} s timeout")
         except Exception as exc:  # noqa: BLE001 - a failing solution is an error record, not a crash
             status, error = "error", error_info(exc)
+        watchdog.phase("queued")
         outcome.status, outcome.error, outcome.output = status, error, output
         outcome.solution_s = time.perf_counter() - t_solution
         outcome.tries = extra_try + 1
@@ -238,12 +253,15 @@ async def finish_item(
     attempt: int = 1,
     worker: dict[str, Any] | None = None,
     usage: dict[str, TokenUsage] | None = None,
+    sync_in_thread: bool = True,
 ) -> ItemResult:
     """Score ``outcome`` with every metric of ``task`` once and write the item's record once.
 
     A solution that did not return is scored as ``SolutionOutput(success=False)``, so a failure counts against the
-    score rather than vanishing from it. Used by :func:`execute_one`, and by an executor to record an item whose
-    worker kept dying (``SolutionOutcome.failed(WorkerDied(...))``).
+    score rather than vanishing from it. Each metric may take ``context.settings.metric_limit`` seconds (the
+    ``metric_timeout`` setting, else ``timeout``); past it, the metric's result is a ``TimeoutError`` and the item's
+    record a ``timeout``. Used by :func:`execute_one`, and by an executor to record an item that did not finish on
+    its worker (:func:`record_fault`).
 
     Args:
         item: the item.
@@ -251,6 +269,8 @@ async def finish_item(
         outcome: how the solution ended.
         context, attempt, worker: as for :func:`execute_one`.
         usage: tokens spent by the solution, by model (metrics' tokens are added to it).
+        sync_in_thread: call a sync metric in a daemon thread (always when a metric time limit is set, so the limit
+            can leave it behind).
 
     Returns:
         the item's :class:`ItemResult`.
@@ -270,14 +290,18 @@ async def finish_item(
         error = ErrorInfo(type="SolutionFailed", message="the solution reported success=False")
 
     t_metrics = time.perf_counter()
+    limit = context.settings.metric_limit
+    in_thread = sync_in_thread or limit is not None
     with usage_scope(usage):
-        metric_records = [await _run_metric(metric, output) for metric in task.metrics]
+        metric_records = [await _run_metric(metric, output, limit, in_thread) for metric in task.metrics]
+    watchdog.phase("writing")
     metrics_s = time.perf_counter() - t_metrics
     failed = [m for m in metric_records if m.error is not None]
     if failed and status == "ok":
-        status = "error"
+        late = any(m.error is not None and m.error.type == "TimeoutError" for m in failed)
+        status = "timeout" if late else "error"
         error = ErrorInfo(
-            type="MetricError",
+            type="MetricTimeout" if late else "MetricError",
             message="; ".join(f"metric {m.name!r}: {m.error.type}: {m.error.message}" for m in failed if m.error),
         )
 
@@ -305,8 +329,12 @@ async def finish_item(
         usage=usage,
         worker=worker or {},
     )
-    written = await asyncio.to_thread(context.store.write_record, record)
     seconds = time.perf_counter() - outcome.t_start
+    if watchdog.abandoned():
+        # Its executor gave up on it (it blocked its loop past its limit) and stores its record; nobody reads this.
+        log.info("item.abandoned", detail="it ended after its executor had recorded it; its result is dropped")
+        return ItemResult(task.id, item.repeat, status, False, attempt, seconds)
+    written = await asyncio.to_thread(context.store.write_record, record)
     if status == "ok":
         log.debug("item.done", status=status, seconds=round(seconds, 4))
     else:
@@ -324,6 +352,55 @@ async def finish_item(
     if cause is not None:
         cause = cause.model_copy(update={"traceback": None})
     return ItemResult(task.id, item.repeat, status, written, attempt, seconds, cause)
+
+
+async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, context: RunContext,
+                       worker: dict[str, Any]) -> str:
+    """Store the record of an item that did not finish where it ran (``outcome``: see
+    :meth:`SolutionOutcome.failed`), written by the executor, unless the item has a record already (its worker may
+    have written it first); the status of the item's stored record.
+
+    Its metrics are scored on the empty output, as for any failed item, on an event loop of their own (sync ones in
+    threads, each under the metric time limit), so that a metric that hangs or blocks its loop cannot hold the
+    executor: one that blocks it leaves every metric of the record unscored (an error naming why).
+
+    Raises:
+        StorageError: the record cannot be written.
+    """
+    existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
+    if existing is not None:
+        return existing
+    task = item.task.fresh()
+
+    async def score() -> ItemResult:
+        with watchdog.tracked(item.task.id, item.repeat, attempt):
+            return await finish_item(item, task, outcome, context, attempt=attempt, worker=worker)
+
+    scoring = watchdog.ItemLoop()
+    with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt):
+        try:
+            answer = await scoring.run(score())
+        finally:
+            scoring.close()
+        if isinstance(answer, watchdog.Alarm):
+            # A metric blocked the scoring loop too: record the item with its metrics unscored.
+            task.metrics = [_NotScored(metric, answer.message) for metric in task.metrics]
+            answer = await finish_item(item, task, outcome, context, attempt=attempt, worker=worker)
+    if answer.written:
+        return answer.status
+    stored = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
+    return stored or answer.status
+
+
+class _NotScored(MetricBase):
+    """Stands for a metric that could not score an item's record (it blocked its event loop); raises."""
+
+    def __init__(self, metric: MetricBase, reason: str) -> None:
+        super().__init__(name=metric.name, metric_type=metric.metric_type, categories=metric.categories)
+        self.reason = reason
+
+    def __call__(self, solution: SolutionOutput) -> MetricResult:
+        raise RuntimeError(f"not scored: {self.reason}")
 
 
 def _jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:
@@ -350,19 +427,27 @@ def _jsonable_input(value: Any) -> Any:
         return repr(value)[:2000]
 
 
-async def _run_metric(metric: MetricBase, output: SolutionOutput) -> MetricRecord:
-    """Call ``metric`` once; any exception becomes the metric's error (a :class:`MetricError` keeps its code and
-    metadata).
+async def _call_metric(metric: MetricBase, output: SolutionOutput, in_thread: bool) -> Any:
+    """``metric(output)``, awaited; a sync metric in a daemon thread when ``in_thread``."""
+    result = await in_daemon_thread(metric, output) if in_thread and not is_async(metric) else metric(output)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def _run_metric(metric: MetricBase, output: SolutionOutput, limit: float | None,
+                      in_thread: bool) -> MetricRecord:
+    """Call ``metric`` once, within ``limit`` seconds (``None``: no limit); whatever it raises, and running past the
+    limit, becomes the metric's error (a :class:`MetricError` keeps its code and metadata).
 
     The result is stored as what it is, as a plain Python value (:func:`plain_result`): a NaN or an infinity
     stays one (the record spells it ``"NaN"``, ``"Infinity"``), and ``None`` or a string from a ``NUMERICAL``
     metric is kept too; the report counts those as results it could not use.
     """
     allows_infinite = bool(getattr(metric, "allows_infinite", False))
+    watchdog.phase(f"metric {metric.name!r}", limit)
     try:
-        returned = metric(output)
-        if inspect.isawaitable(returned):
-            returned = await returned
+        returned = await guarded(_call_metric(metric, output, in_thread), limit)
         result, message, metadata = (returned.result, returned.message, returned.metadata) \
             if isinstance(returned, MetricResult) else (returned, None, None)
         result = plain_result(result)
@@ -376,6 +461,9 @@ async def _run_metric(metric: MetricBase, output: SolutionOutput) -> MetricRecor
             metadata=to_jsonable_python(metadata, fallback=repr),
             allows_infinite=allows_infinite,
         )
+    except asyncio.TimeoutError:
+        late = ErrorInfo(type="TimeoutError", message=f"ran past its {limit:g} s limit (--metric-timeout)")
+        return MetricRecord(name=metric.name, type=metric.metric_type, error=late)
     except Exception as exc:  # noqa: BLE001 - a failing metric is an error result, never a crash
         metadata = to_jsonable_python(exc.metadata, fallback=repr) if isinstance(exc, MetricError) else None
         return MetricRecord(name=metric.name, type=metric.metric_type, error=error_info(exc), metadata=metadata,

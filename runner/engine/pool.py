@@ -1,21 +1,32 @@
-"""A pool of workers and the bounded window of in-flight items that feeds it, apart from any cluster.
+"""A pool of workers fed from a bounded window of in-flight items, apart from any cluster.
 
-Three parts, each testable alone (``tests/engine/test_pool.py`` drives them with fake workers, no Ray), after Ray
-Data's actor-pool operator:
+Three parts, each testable alone (``tests/engine/test_pool.py`` drives them with fake workers, no Ray):
 
-- :class:`WorkerBook`: worker bookkeeping. A worker is ``pending`` until it answers its first call (its cluster
-  started it and it built the solution), then ``ready``; a worker that dies is ``dead`` and replaced, so the pool
-  keeps its size.
-- :class:`DispatchWindow`: which items go to a worker next. New items come from the plan only when a worker has
-  room (at most ``2 * max(batch, max_concurrency)`` items each: those running and as many queued), so the driver's
-  memory does not grow with the benchmark; items whose worker died wait in a retry queue and run alone. Batches are
-  sized by :func:`batch_size` from each worker's measured throughput (:class:`Throughput`).
+- :class:`~runner.engine.workers.WorkerBook`: which workers are pending, ready, suspect or dead, on which node, and
+  their calls in flight (:mod:`runner.engine.workers`).
+- :class:`~runner.engine.dispatch.DispatchWindow`: which items go to a worker next and in calls of what size
+  (:mod:`runner.engine.dispatch`).
 - :class:`WorkerPool`: the loop that starts workers through a :class:`WorkerBackend`, fills them from the window,
-  and accounts for each answer: acknowledgements, a description, or a death.
+  and accounts for each answer: acknowledgements, a description, an alarm (a worker's event loop blocked, its
+  memory over the limit), or a death.
+
+What a fault costs:
+
+- A worker dies: the items of its running calls (:func:`~runner.engine.workers.running_calls`) are charged an
+  attempt and retried alone; the items queued behind them are requeued at the same attempt, once: an item that is
+  queued on a dying worker a second time is charged too. (A call counts as running by its place in the worker's
+  queue; an older item still writing its record can hold that place while the item that killed the worker had
+  already started, so an item that keeps being present at deaths is charged rather than requeued for ever.) After
+  ``max_attempts`` charged deaths an item is recorded as a ``WorkerDied`` error. The worker is replaced, and its
+  node's other workers become suspects: if the cluster says the node is dead (:meth:`WorkerBackend.node_alive`)
+  they are treated as dead at once, otherwise each is probed and gets work again once it answers.
+- A worker raises an alarm (:mod:`runner.engine.watchdog`): the blamed item is recorded (``timeout`` for a blocked
+  event loop, ``error`` for memory), the worker is killed and replaced, and its other items are requeued without
+  an attempt charged. An alarm that blames no single item counts as a death.
 
 A :class:`WorkerBackend` is the cluster: :class:`~runner.engine.ray_pool.RayBackend` starts Ray actors. Example::
 
-    pool = WorkerPool(RayBackend(spec, context), spec, size=4, give_up=record_worker_death)
+    pool = WorkerPool(RayBackend(spec, context), spec, size=4, record=record_fault)
     try:
         await pool.start("my-solution")            # workers up, one has built the solution
         await pool.run(iter(plan), progress)
@@ -26,11 +37,8 @@ A :class:`WorkerBackend` is the cluster: :class:`~runner.engine.ray_pool.RayBack
 from __future__ import annotations
 
 import asyncio
-import enum
-import itertools
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -38,23 +46,15 @@ import structlog
 from runner.core.config import WorkerSpec
 from runner.core.errors import ConfigError
 from runner.core.record import ErrorInfo
+from runner.engine.dispatch import DispatchWindow
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
-
-TARGET_CALL_S = 0.1
-"""Seconds of a worker's work one call should carry: long next to a cluster's per-call cost (about a millisecond on
-Ray), short enough that progress and the end of the run stay smooth."""
-MAX_BATCH = 256
-"""The most items one call carries."""
-EWMA_WEIGHT = 0.3
-"""The weight of the newest measurement in the throughput's moving average."""
+from runner.engine.workers import Batch, Call, PoolWorker, WorkerBook, running_calls
 
 Ack = tuple[str, bool, float, ErrorInfo | None]
 """One item's acknowledgement: (record status, whether it was a duplicate (:attr:`ItemResult.duplicate
 <runner.engine.execute.ItemResult.duplicate>`), seconds of the item, what ended it as an error
 (:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`))."""
-Batch = list[tuple[WorkItem, int]]
-"""Items of one call, each with its attempt (1 for a first execution)."""
 
 
 class WorkerLost(Exception):
@@ -82,11 +82,20 @@ class WorkerBackend(Protocol):
         ...
 
     def describe(self, handle: Any) -> Awaitable[dict[str, Any]]:
-        """The worker's first call: what it reports about itself once it is up and has built the solution."""
+        """What the worker reports about itself once it is up and has built the solution (its first call, and the
+        probe of a suspect): answered even while its items run."""
         ...
 
     def run(self, handle: Any, batch: Batch) -> Awaitable[tuple[list[Ack], float]]:
         """Execute ``batch``: one acknowledgement per item and the seconds the batch kept the worker busy."""
+        ...
+
+    def watch(self, handle: Any) -> Awaitable[dict[str, Any]]:
+        """Answers only when the worker must be replaced: an :class:`~runner.engine.watchdog.Alarm` as a dict."""
+        ...
+
+    def node_alive(self, node: str) -> bool | None:
+        """Whether the cluster counts ``node`` alive (``None``: unknown). Blocking; called in a thread."""
         ...
 
     def kill(self, handle: Any) -> None:
@@ -94,170 +103,29 @@ class WorkerBackend(Protocol):
         ...
 
 
-def batch_size(rate: float | None, target_s: float = TARGET_CALL_S, max_batch: int = MAX_BATCH) -> int:
-    """Items one call should carry for a worker doing ``rate`` items/s (``None``: not measured yet): about
-    ``target_s`` seconds of its work, between 1 and ``max_batch``."""
-    if rate is None:
-        return 1
-    return max(1, min(max_batch, int(target_s * rate)))
-
-
-@dataclass
-class Throughput:
-    """Items/s of one worker, as an exponentially weighted moving average of the calls it answered.
-
-    A call of ``n`` items that kept a worker busy ``busy`` seconds at concurrency ``c`` means about
-    ``max(n, c) / busy`` items/s (``n`` items finish in ``ceil(n / c)`` rounds).
-    """
-
-    concurrency: int = 1
-    weight: float = EWMA_WEIGHT
-    rate: float | None = None
-
-    def observe(self, items: int, busy: float) -> None:
-        """Account for a call of ``items`` items that kept its worker busy ``busy`` seconds (ignored if 0)."""
-        if busy <= 0:
-            return
-        rate = max(items, self.concurrency) / busy
-        self.rate = rate if self.rate is None else (1 - self.weight) * self.rate + self.weight * rate
-
-    @property
-    def batch(self) -> int:
-        """The batch size for the measured rate (:func:`batch_size`)."""
-        return batch_size(self.rate)
-
-
-class WorkerState(str, enum.Enum):
-    """Where a worker is in its life: ``pending`` (started, not answered yet), ``ready``, ``dead``."""
-
-    PENDING = "pending"
-    READY = "ready"
-    DEAD = "dead"
-
-
-@dataclass(eq=False)
-class PoolWorker:
-    """One worker of the pool: its backend handle, a number for logs, its state, the items it holds, and whether
-    it runs a retried item alone (``isolated``)."""
-
-    handle: Any
-    index: int
-    state: WorkerState = WorkerState.PENDING
-    in_flight: int = 0
-    isolated: bool = False
-
-
-class WorkerBook:
-    """The pool's workers and what each reported: pending -> ready -> dead (a dead one is replaced by the pool).
-
-    After a run, :attr:`descriptions` holds what every worker that became ready reported about itself and
-    :attr:`deaths` the number of workers that died.
-    """
-
-    def __init__(self) -> None:
-        self.workers: list[PoolWorker] = []
-        self.descriptions: list[dict[str, Any]] = []
-        self.deaths = 0
-        self._numbers = itertools.count()
-
-    def add(self, handle: Any) -> PoolWorker:
-        """A new pending worker."""
-        worker = PoolWorker(handle, next(self._numbers))
-        self.workers.append(worker)
-        return worker
-
-    def ready(self, worker: PoolWorker, description: dict[str, Any]) -> None:
-        """``worker`` answered its first call with ``description``."""
-        worker.state = WorkerState.READY
-        self.descriptions.append(description)
-
-    def dead(self, worker: PoolWorker) -> bool:
-        """Mark ``worker`` dead and drop it; ``False`` if it was dead already (one death, several calls)."""
-        if worker.state is WorkerState.DEAD:
-            return False
-        worker.state = WorkerState.DEAD
-        self.workers.remove(worker)
-        self.deaths += 1
-        return True
-
-    @property
-    def any_ready(self) -> bool:
-        """Whether some worker has answered."""
-        return any(worker.state is WorkerState.READY for worker in self.workers)
-
-
-class DispatchWindow:
-    """Which items go to a worker next: new ones from the plan, or items whose worker died (retried alone).
+@dataclass(frozen=True)
+class Fault:
+    """Why an item is recorded by the pool rather than by its worker.
 
     Args:
-        plan: the items to run, in order (consumed lazily).
-        concurrency: items a worker runs at the same time (``WorkerSpec.max_concurrency``).
+        status: the record's status (``error`` or ``timeout``).
+        error_type: the record's error type (``WorkerDied``, ``EventLoopBlocked``, ``MemoryLimitExceeded``).
+        message: one line.
+        worker: the identity of the worker it happened on (``None``: the driver's own is recorded).
     """
 
-    def __init__(self, plan: Iterator[WorkItem], concurrency: int = 1) -> None:
-        self.plan = plan
-        self.concurrency = concurrency
-        self.retries: deque[tuple[WorkItem, int]] = deque()
-        self.exhausted = False
-        self.throughput = Throughput(concurrency)
-
-    @property
-    def finished(self) -> bool:
-        """Whether nothing is left to hand out (the plan is used up and no retry waits)."""
-        return self.exhausted and not self.retries
-
-    def room(self, worker: PoolWorker) -> int:
-        """Items ``worker`` may still take: up to ``2 * max(batch, concurrency)`` in flight."""
-        return 2 * max(self.throughput.batch, self.concurrency) - worker.in_flight
-
-    def retry(self, item: WorkItem, attempt: int) -> None:
-        """Queue ``item`` to run again as attempt ``attempt``."""
-        self.retries.append((item, attempt))
-
-    def batches_for(self, worker: PoolWorker) -> list[Batch]:
-        """The calls to give ``worker`` now.
-
-        A retry goes alone to an idle worker (which is then ``isolated`` until the call ends), so a second death is
-        the item's own doing and innocent items queued behind a crashing one lose at most one attempt; while
-        retries wait, workers get nothing new and drain. Otherwise whole batches from the plan up to the worker's
-        room (an idle worker takes what there is): many small calls cost more than few full ones.
-        """
-        if worker.state is not WorkerState.READY or worker.isolated:
-            return []
-        if self.retries:
-            if worker.in_flight:
-                return []
-            worker.isolated = True
-            return [[self.retries.popleft()]]
-        batch, room, calls = self.throughput.batch, self.room(worker), []
-        while room >= batch or (room > 0 and worker.in_flight == 0 and not calls):
-            taken = self._take(min(batch, room))
-            if not taken:
-                break
-            calls.append(taken)
-            room -= len(taken)
-        return calls
-
-    def _take(self, count: int) -> Batch:
-        """Up to ``count`` new items from the plan, each at attempt 1."""
-        if self.exhausted:
-            return []
-        taken = [(item, 1) for item in itertools.islice(self.plan, count)]
-        if len(taken) < count:
-            self.exhausted = True
-        return taken
+    status: str
+    error_type: str
+    message: str
+    worker: dict[str, Any] | None = None
 
 
-@dataclass(eq=False)
-class _Call:
-    worker: PoolWorker
-    items: Batch = field(default_factory=list)
-    describe: bool = False
+Recorder = Callable[[WorkItem, int, Fault], Awaitable[str]]
+"""Stores the record of an item (``item``, its attempt, the :class:`Fault`) unless it has one; returns the status of
+the item's stored record."""
 
-
-GiveUp = Callable[[WorkItem, int, BaseException], Awaitable[str]]
-"""Records an item whose workers kept dying (``item``, the last attempt, the last death); returns the status of the
-item's record (one a dying worker may have written first is kept)."""
+_IDENTITY = ("host", "pid", "node_id", "actor_id")
+"""The keys of a worker's description that name it in a record."""
 
 
 class WorkerPool:
@@ -267,18 +135,21 @@ class WorkerPool:
         backend: the cluster that starts and calls workers.
         spec: worker behaviour: ``max_concurrency`` and ``max_attempts``.
         size: number of workers (a dead one is replaced, so the pool keeps this size).
-        give_up: records an item after ``spec.max_attempts`` deaths (see :data:`GiveUp`).
+        record: stores the record of an item its workers could not finish (see :data:`Recorder`).
 
     After :meth:`run`, :attr:`book` holds the workers' descriptions and deaths.
     """
 
-    def __init__(self, backend: WorkerBackend, spec: WorkerSpec, size: int, give_up: GiveUp) -> None:
+    def __init__(self, backend: WorkerBackend, spec: WorkerSpec, size: int, record: Recorder) -> None:
         self.backend = backend
         self.spec = spec
         self.size = size
-        self.give_up = give_up
+        self.record = record
         self.book = WorkerBook()
-        self._pending: dict[asyncio.Future[Any], _Call] = {}
+        self._pending: dict[asyncio.Future[Any], Call] = {}
+        self._window = DispatchWindow(iter(()))
+        self._progress: Progress | None = None
+        self._spared: set[tuple[str, int]] = set()
         self._log = structlog.get_logger("runner")
 
     async def start(self, solution: str) -> None:
@@ -291,38 +162,39 @@ class WorkerPool:
         self._solution = solution
         for _ in range(self.size):
             self._start_worker()
-        idle = DispatchWindow(iter(()))
         while not self.book.any_ready:
             if self.book.deaths >= self.size * self.spec.max_attempts:
                 raise ConfigError(f"{self.book.deaths} {self.backend.worker_label}s died while starting, before any "
                                   "could run an item; check the workers' logs (out of memory? a crash on import?)")
-            # Only describe calls are pending: a worker that dies starting is replaced, one that cannot build the
-            # solution raises.
+            # Only describe (and watch) calls are pending: a worker that dies starting is replaced, one that cannot
+            # build the solution raises.
             done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
-                await self._collect(future, idle, None)
+                await self._collect(future)
 
     async def run(self, plan: Iterator[WorkItem], progress: Progress) -> None:
-        """Run every item of ``plan`` on the started pool and feed ``progress`` one acknowledgement per item.
+        """Run every item of ``plan`` on the started pool and feed ``progress`` one acknowledgement per item (and
+        each item's departures, :meth:`Progress.sent`).
 
         Raises:
             ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
             RunStopped: the model server speaks another protocol (``progress`` raises it).
         """
-        window = DispatchWindow(plan, self.spec.max_concurrency)
+        self._window = DispatchWindow(plan, self.spec.max_concurrency)
+        self._progress = progress
         while True:
             for worker in list(self.book.workers):
-                for batch in window.batches_for(worker):
-                    self._submit(worker, batch)
-            # Run calls pending, or work left while workers not started yet may still come up (a pool larger than
-            # the cluster fits now waits on them instead of ending or spinning).
-            running = any(not call.describe for call in self._pending.values())
-            if not running and (window.finished or not self._pending):
+                for batch in self._window.batches_for(worker):
+                    self._submit(worker, Call(worker, "run", batch))
+            kinds = {call.kind for call in self._pending.values()}
+            # Run calls pending, or work left while workers not started (or suspect) may still come up: a pool
+            # larger than the cluster fits now waits on them instead of ending or spinning.
+            if "run" not in kinds and (self._window.finished or not kinds & {"describe", "probe"}):
                 break
             done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
-                await self._collect(future, window, progress)
+                await self._collect(future)
 
     def close(self) -> None:
         """Stop waiting for answers and stop every worker of the pool."""
@@ -335,19 +207,40 @@ class WorkerPool:
 
     def _start_worker(self) -> None:
         worker = self.book.add(self.backend.start_worker())
-        self._pending[asyncio.ensure_future(self.backend.describe(worker.handle))] = _Call(worker, describe=True)
+        self._submit(worker, Call(worker, "describe"))
 
-    def _submit(self, worker: PoolWorker, batch: Batch) -> None:
-        self._pending[asyncio.ensure_future(self.backend.run(worker.handle, batch))] = _Call(worker, batch)
-        worker.in_flight += len(batch)
+    def _submit(self, worker: PoolWorker, call: Call) -> None:
+        if call.kind == "run":
+            sent = self.backend.run(worker.handle, call.items)
+        elif call.kind == "watch":
+            sent = self.backend.watch(worker.handle)
+        else:
+            sent = self.backend.describe(worker.handle)
+        call.future = asyncio.ensure_future(sent)
+        self._pending[call.future] = call
+        worker.calls.append(call)
+        if call.kind == "run":
+            worker.in_flight += len(call.items)
+            if self._progress is not None:
+                for item, _, _ in call.items:
+                    self._progress.sent((item.task.id, item.repeat))
 
-    async def _collect(self, future: asyncio.Future[Any], window: DispatchWindow, progress: Progress | None) -> None:
-        """Account for one finished call: acknowledgements, a worker's description, or a dead worker (``progress``
-        may be ``None`` while only describe calls are pending)."""
-        call = self._pending.pop(future)
-        call.worker.in_flight -= len(call.items)
-        if not call.describe:
-            call.worker.isolated = False
+    def _forget(self, call: Call) -> None:
+        """Take ``call`` off the books (answered, or given up with its worker)."""
+        if call.future is not None:
+            self._pending.pop(call.future, None)
+        if call in call.worker.calls:
+            call.worker.calls.remove(call)
+            if call.kind == "run":
+                call.worker.in_flight -= len(call.items)
+                call.worker.isolated = False
+
+    async def _collect(self, future: asyncio.Future[Any]) -> None:
+        """Account for one finished call: acknowledgements, a description, an alarm, or a dead worker."""
+        call = self._pending.get(future)
+        if call is None:
+            return  # given up with its worker while other answers were being accounted for
+        worker = call.worker
         try:
             answer = future.result()
         except WorkerBuildFailed as exc:
@@ -357,25 +250,127 @@ class WorkerPool:
                 "process (a debugger can step through it there)"
             ) from None
         except WorkerLost as exc:
-            if self.book.dead(call.worker):
-                self._log.warning("worker.died", worker=call.worker.index, reason=str(exc),
-                                  in_flight=call.worker.in_flight + len(call.items),
-                                  detail="its items are retried on a new worker")
-                self.backend.kill(call.worker.handle)
-                self._start_worker()
-            for item, attempt in call.items:
-                if attempt >= self.spec.max_attempts:
-                    assert progress is not None
-                    progress.advance(await self.give_up(item, attempt, exc))
-                else:
-                    window.retry(item, attempt + 1)
+            await self._lose(worker, str(exc))
             return
-        if call.describe:
-            self.book.ready(call.worker, answer)
-            self._log.info("worker.ready", worker=call.worker.index, **answer)
+        self._forget(call)
+        if call.kind == "describe":
+            self.book.ready(worker, answer)
+            self._log.info("worker.ready", worker=worker.index, **answer)
+            self._submit(worker, Call(worker, "watch"))
             return
-        assert progress is not None
+        if call.kind == "watch":
+            await self._alarm(worker, answer)
+            return
+        if self.book.answered(worker):
+            self._log.info("worker.cleared", worker=worker.index, node=worker.node,
+                           detail="a suspect worker answered; it gets work again")
+        if call.kind == "run":
+            self._acknowledge(call, answer)
+
+    def _acknowledge(self, call: Call, answer: tuple[list[Ack], float]) -> None:
+        assert self._progress is not None
         acks, busy = answer
-        for status, duplicate, _seconds, error in acks:
-            progress.advance(status, duplicate=duplicate, error=error)
-        window.throughput.observe(len(acks), busy)
+        for (item, _, _), (status, duplicate, _seconds, error) in zip(call.items, acks):
+            self._progress.advance(status, duplicate=duplicate, error=error, item=(item.task.id, item.repeat))
+        self._window.throughput.observe(len(acks), busy)
+
+    async def _alarm(self, worker: PoolWorker, alarm: dict[str, Any]) -> None:
+        """``worker`` must be replaced: record the item it blames, requeue its others without an attempt charged (an
+        alarm that blames no single item counts as a death)."""
+        key = (alarm.get("task_id"), alarm.get("repeat"))
+        blamed = next(((item, attempt) for call in worker.run_calls for item, attempt, _ in call.items
+                       if (item.task.id, item.repeat) == key), None)
+        self._log.warning("worker.alarm", worker=worker.index, kind=alarm["kind"], reason=alarm["message"],
+                          detail="the worker is replaced" + ("; its other items run again, no attempt charged"
+                                                             if blamed else ""))
+        if blamed is None:
+            await self._lose(worker, alarm["message"])
+            return
+        item, attempt = blamed
+        identity = {key: worker.description[key] for key in _IDENTITY if key in worker.description}
+        fault = Fault(alarm["status"], alarm["error_type"], alarm["message"], identity)
+        status = await self.record(item, attempt, fault)
+        assert self._progress is not None
+        self._progress.advance(status, item=(item.task.id, item.repeat))
+        await self._lose(worker, alarm["message"], charge=False, blamed=(item.task.id, item.repeat))
+
+    async def _lose(self, worker: PoolWorker, reason: str, *, charge: bool = True,
+                    blamed: tuple[str, int] | None = None, node_dead: bool = False) -> None:
+        """``worker`` is gone (it died, or is killed here for an alarm): replace it and send its items out again.
+
+        Args:
+            reason: one line, for the log and for the record of an item given up.
+            charge: charge the items of its running calls an attempt (a death); ``False``: requeue every item
+                (the worker is killed for ``blamed``'s fault, already recorded).
+            blamed: the item the alarm recorded (not sent again).
+            node_dead: the cluster already said its node is dead (its peers are being handled).
+        """
+        if not self.book.dead(worker):
+            return
+        # Answers that arrived before the death was seen count as answered, and the calls after them ran.
+        answered = [call for call in worker.run_calls if _succeeded(call.future)]
+        for call in answered:
+            self._forget(call)
+        running = running_calls(worker, self.spec.max_concurrency) if charge else []
+        calls = list(worker.calls)
+        self._log.warning("worker.died" if charge else "worker.replaced", worker=worker.index, node=worker.node,
+                          reason=reason, in_flight=worker.in_flight,
+                          detail="its items run again on other workers; a new worker replaces it")
+        for call in calls:
+            self._forget(call)
+            if call.future is not None and not call.future.done():
+                call.future.cancel()
+        self.backend.kill(worker.handle)
+        self._start_worker()
+        for call in answered:
+            assert call.future is not None
+            self._acknowledge(call, call.future.result())
+        for call in calls:
+            if call.kind != "run":
+                continue
+            for item, attempt, _ in call.items:
+                key = (item.task.id, item.repeat)
+                if key == blamed:
+                    continue
+                if self._progress is not None:
+                    self._progress.returned(key)
+                if call not in running and (not charge or key not in self._spared):
+                    if charge:
+                        self._spared.add(key)
+                    self._window.requeue(item, attempt)
+                    continue
+                self._spared.discard(key)
+                if attempt < self.spec.max_attempts:
+                    self._window.retry(item, attempt + 1)
+                else:
+                    fault = Fault("error", "WorkerDied", f"its worker died during each of {attempt} attempts "
+                                  f"(last: {reason})")
+                    status = await self.record(item, attempt, fault)
+                    assert self._progress is not None
+                    self._progress.advance(status, item=key)
+        if charge and worker.node is not None and not node_dead:
+            await self._suspect_node(worker.node)
+
+    async def _suspect_node(self, node: str) -> None:
+        """A worker of ``node`` died: ask the cluster about the node; its other workers are dead with it, or
+        suspects until they answer a probe."""
+        peers = self.book.on_node(node)
+        if not peers:
+            return
+        if await asyncio.to_thread(self.backend.node_alive, node) is False:
+            self._log.warning("node.lost", node=node, workers=len(peers),
+                              detail="the cluster reports the node dead; its workers are replaced")
+            for peer in peers:
+                await self._lose(peer, f"its node {node} died", node_dead=True)
+            return
+        suspects = self.book.suspect(node)
+        if suspects:
+            self._log.warning("worker.suspect", node=node, workers=[peer.index for peer in suspects],
+                              detail="a worker of their node died; they get no work until they answer a probe")
+        for peer in suspects:
+            self._submit(peer, Call(peer, "probe"))
+
+
+def _succeeded(future: asyncio.Future[Any] | None) -> bool:
+    """Whether ``future`` holds an answer (it finished without an exception)."""
+    return future is not None and future.done() and not future.cancelled() and future.exception() is None

@@ -1,12 +1,18 @@
-"""Progress of a run: a bar on a terminal, structlog ``run.progress`` events elsewhere.
+"""Progress of a run: a bar on a terminal, structlog ``run.progress`` events elsewhere, and a heartbeat.
 
-Both executors feed it the small acknowledgements of finished items; it never sees records. It hands each one to
-a :class:`~runner.engine.watch.ProtocolWatch`, which stops a run whose model server speaks another protocol.
+Both executors feed it the small acknowledgements of finished items (it never sees records) and say when each item
+went out (:meth:`Progress.sent`), so it knows what is in flight and since when. While a run executes, a daemon
+thread logs ``run.heartbeat`` every :data:`HEARTBEAT_S` seconds whatever happens (an item that hangs, workers that
+do not start, a storage outage): items in flight, done, errors, and the oldest item in flight with its age. Each
+acknowledgement also goes to a :class:`~runner.engine.watch.ProtocolWatch`, which stops a run whose model server
+speaks another protocol.
 """
 
 from __future__ import annotations
 
+import contextvars
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +23,11 @@ from runner.core.record import ErrorInfo
 from runner.engine.watch import ProtocolWatch
 
 _EVENT_INTERVAL_S = 10.0
+HEARTBEAT_S = 30.0
+"""Seconds between two ``run.heartbeat`` events (ARCHITECTURE: at least every 30 s while items are in flight)."""
+
+Key = tuple[str, int]
+"""An item: (task id, repeat)."""
 
 
 class Progress:
@@ -28,10 +39,12 @@ class Progress:
             ``interval`` seconds, with ``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s``.
         interval: seconds between progress events.
         details: more fields for each progress event (the run's model traffic: rates, 429s, pauses, spend).
+        heartbeat_s: seconds between two ``run.heartbeat`` events, logged from a thread of their own until
+            :meth:`close` (``None``: no heartbeat).
     """
 
     def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S,
-                 details: Callable[[], dict[str, Any]] | None = None) -> None:
+                 details: Callable[[], dict[str, Any]] | None = None, heartbeat_s: float | None = None) -> None:
         self.total = total
         self.details = details
         self.done = 0
@@ -46,6 +59,13 @@ class Progress:
         self.watch = ProtocolWatch()
         self._bar: Any = None
         self._bar_task: Any = None
+        self._in_flight: dict[Key, float] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        if heartbeat_s is not None:
+            # In a copy of the caller's context, so the events carry what the caller bound (the run id).
+            threading.Thread(target=contextvars.copy_context().run, args=(self._beat, heartbeat_s),
+                             name="runner-heartbeat", daemon=True).start()
         if bar if bar is not None else sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
             from rich.progress import TimeElapsedColumn, TimeRemainingColumn
@@ -63,16 +83,31 @@ class Progress:
             self._bar_task = self._bar.add_task("items", total=total, errors=0)
             self._bar.start()
 
-    def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None) -> None:
+    def sent(self, item: Key) -> None:
+        """``item`` went out to be executed (again: its clock restarts)."""
+        with self._lock:
+            self._in_flight.pop(item, None)
+            self._in_flight[item] = time.monotonic()
+
+    def returned(self, item: Key) -> None:
+        """``item`` is no longer in flight without being done (it waits for a retry)."""
+        with self._lock:
+            self._in_flight.pop(item, None)
+
+    def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None,
+                item: Key | None = None) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
         already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`); ``error``:
-        what ended it (:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`). An item
-        the budget kept from starting (status ``skipped``) is counted in :attr:`skipped`, not as done.
+        what ended it (:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`); ``item``: which one, no
+        longer in flight. An item the budget kept from starting (status ``skipped``) is counted in
+        :attr:`skipped`, not as done.
 
         Raises:
             ProtocolStop: the model server keeps speaking another protocol (:class:`ProtocolWatch`); the item is
                 counted first.
         """
+        if item is not None:
+            self.returned(item)
         if status == "skipped":
             self.skipped += 1
             return
@@ -107,8 +142,29 @@ class Progress:
             "eta_s": round(eta, 1) if eta is not None else None,
         }
 
+    def heartbeat(self) -> dict[str, Any]:
+        """``in_flight``, ``done``, ``errors``, and the oldest item in flight: ``oldest_task_id``,
+        ``oldest_repeat`` and ``oldest_s`` (seconds since it went out; all ``None`` when nothing is in flight)."""
+        now = time.monotonic()
+        with self._lock:
+            in_flight = len(self._in_flight)
+            oldest = min(self._in_flight.items(), key=lambda entry: entry[1], default=None)
+        return {
+            "in_flight": in_flight,
+            "done": self.done,
+            "errors": self.errors,
+            "oldest_task_id": oldest[0][0] if oldest else None,
+            "oldest_repeat": oldest[0][1] if oldest else None,
+            "oldest_s": round(now - oldest[1], 1) if oldest else None,
+        }
+
+    def _beat(self, every: float) -> None:
+        while not self._stopped.wait(every):
+            self._log.info("run.heartbeat", **self.heartbeat())
+
     def close(self) -> None:
-        """Stop the bar."""
+        """Stop the bar and the heartbeat."""
+        self._stopped.set()
         if self._bar is not None:
             self._bar.stop()
             self._bar = None

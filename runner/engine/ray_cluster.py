@@ -8,6 +8,7 @@ refused within seconds with one line, instead of Ray's long retry loop.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import socket
@@ -208,6 +209,29 @@ def pool_size(spec: WorkerSpec, items: int | None) -> int:
             "up or nodes are added, and the run goes on with those that started",
         )
     return max(count, 1)
+
+
+JOB_ENVIRONMENT = ("RAY_JOB_CONFIG_JSON_ENV_VAR", "RAY_JOB_SUBMISSION_ID", "RAY_JOB_ID")
+"""Variables that say this process is a Ray job's driver: Ray's job supervisor gives the entrypoint
+``RAY_JOB_CONFIG_JSON_ENV_VAR`` (a JSON job config whose ``metadata.job_submission_id`` is the submission id;
+ray/dashboard/modules/job/job_supervisor.py); KubeRay's submitter sets ``RAY_JOB_SUBMISSION_ID``; Ray workers have
+``RAY_JOB_ID``."""
+
+
+def ray_job() -> str | None:
+    """The Ray job this process runs in (its submission id when known, else the variable that says so), or
+    ``None``."""
+    config = os.environ.get(JOB_ENVIRONMENT[0])
+    if config:
+        try:
+            submission = json.loads(config).get("metadata", {}).get("job_submission_id")
+        except (ValueError, AttributeError):
+            submission = None
+        return str(submission or JOB_ENVIRONMENT[0])
+    for name in JOB_ENVIRONMENT[1:]:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
 
 
 def gcs_address() -> str:

@@ -15,7 +15,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Iterable
 from typing import Any
@@ -25,17 +24,14 @@ import structlog
 from runner import log
 from runner.core.config import RunSettings, WorkerSpec
 from runner.core.errors import ConfigError
+from runner.core.record import ErrorInfo
 from runner.engine import ray_cluster
 from runner.engine.context import RunContext
-from runner.engine.execute import SolutionOutcome, finish_item, worker_identity
+from runner.engine.execute import SolutionOutcome, record_fault, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.pool import WorkerPool
+from runner.engine.pool import Fault, WorkerPool
 from runner.engine.progress import Progress
 from runner.engine.traffic import TrafficControl
-
-
-class WorkerDied(Exception):
-    """The error type of an item whose worker died ``max_attempts`` times while running it."""
 
 
 class RayExecutor:
@@ -91,8 +87,9 @@ class RayExecutor:
         The run's limiter actor starts first (:mod:`runner.engine.ray_limiter`).
 
         Raises:
-            ConfigError: a store or response cache in this process's memory (``memory://``), no node fits one
-                worker, or the solution cannot be built on a worker.
+            ConfigError: a store or response cache in this process's memory (``memory://``), the default local
+                storage (no storage given) in a Ray job or on a cluster of several nodes, no node fits one worker, or
+                the solution cannot be built on a worker.
             RayUnavailable: Ray cannot start or attach.
         """
         if context.store.is_process_local:
@@ -103,6 +100,7 @@ class RayExecutor:
         from runner.engine import ray_limiter
         from runner.engine.ray_pool import RayBackend
 
+        _check_default_storage(context, job=ray_cluster.ray_job())
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
         try:
@@ -111,6 +109,7 @@ class RayExecutor:
             self._traffic = context.traffic
             await ray_limiter.start(context.traffic, self.size)
             nodes = len(ray_cluster.cluster_nodes())
+            _check_default_storage(context, nodes=nodes)
             if nodes > 1 and context.store.is_local:
                 structlog.get_logger("runner").warning(
                     "ray.local_storage", nodes=nodes, storage=context.store.uri,
@@ -120,7 +119,7 @@ class RayExecutor:
             structlog.get_logger("runner").info(
                 "ray.pool", workers=self.size, per_worker=ray_cluster.demand(self.spec),
                 max_concurrency=self.spec.max_concurrency, cluster=ray_cluster.gcs_address())
-            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_give_up, context=context))
+            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_record, context=context))
             await self._pool.start(context.solution.display)
         except BaseException:
             await self.close()
@@ -160,12 +159,26 @@ class RayExecutor:
             self._started_ray = False
 
 
-async def _give_up(item: WorkItem, attempt: int, exc: BaseException, *, context: RunContext) -> str:
-    """Store the error record of an item whose workers kept dying (unless one of them stored it); its status."""
-    existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
-    if existing is not None:
-        return existing
-    died = WorkerDied(f"its worker died during each of {attempt} attempts (last: {exc})")
-    result = await finish_item(item, item.task.fresh(), SolutionOutcome.failed(died), context, attempt=attempt,
-                               worker=worker_identity(role="driver"))
-    return result.status
+def _check_default_storage(context: RunContext, *, job: str | None = None, nodes: int = 1) -> None:
+    """Refuse the default local storage (no storage given) where its records would be lost or scattered: in a Ray
+    job (``job``: its submission id; the driver runs on the head node, in a working directory Ray manages) or on a
+    cluster of ``nodes`` nodes (each would write to its own disk).
+
+    Raises:
+        ConfigError: one line asking for ``--storage``.
+    """
+    if not context.store.uri_is_default or not context.store.is_local or (job is None and nodes <= 1):
+        return
+    where = (f"this run is the Ray job {job!r}, so it would land on the head node, in a working directory Ray "
+             "manages and may delete" if job is not None
+             else f"the Ray cluster has {nodes} nodes, and each would write to its own disk")
+    raise ConfigError(
+        f"no --storage given, and the default {context.store.uri} is a local path; {where}: pass --storage with "
+        "an object store URL (s3://bucket/prefix, gs://..., az://...) or a path on a filesystem every node mounts"
+    )
+
+
+async def _record(item: WorkItem, attempt: int, fault: Fault, *, context: RunContext) -> str:
+    """Store the record of an item its workers could not finish (unless one of them stored it); its status."""
+    outcome = SolutionOutcome.failed(ErrorInfo(type=fault.error_type, message=fault.message), fault.status)
+    return await record_fault(item, attempt, outcome, context, fault.worker or worker_identity(role="driver"))

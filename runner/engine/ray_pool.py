@@ -5,7 +5,8 @@ The run's :class:`RunContext` (benchmark, solution recipe, store, settings) goes
 actor builds the solution once; calls carry only task data. Ray's errors become the pool's: a dead actor (killed
 process, lost node, out of memory) is :class:`WorkerLost`, an actor whose constructor raised is
 :class:`WorkerBuildFailed`, and a :class:`RunnerError` raised inside a call (a store that cannot be written, or
-stayed unavailable past the run's outage limit) is raised as it is.
+stayed unavailable past the run's outage limit) is raised as it is. A node's state comes from the GCS
+(``ray.nodes()``), which works without the dashboard.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from runner.core.config import WorkerSpec
 from runner.core.errors import RunnerError, exception_line
 from runner.engine import ray_cluster
 from runner.engine.context import RunContext
-from runner.engine.pool import MAX_BATCH, Batch, WorkerBuildFailed, WorkerLost
-from runner.engine.ray_worker import EvalWorker
+from runner.engine.dispatch import MAX_BATCH
+from runner.engine.pool import WorkerBuildFailed, WorkerLost
+from runner.engine.ray_worker import CONTROL_GROUP, EvalWorker
+from runner.engine.workers import Batch
 
 
 class RayBackend:
@@ -39,28 +42,46 @@ class RayBackend:
     worker_label = "Ray worker"
 
     def __init__(self, spec: WorkerSpec, context: RunContext, log_format: log.LogFormat = "json") -> None:
-        self._actor_class = ray.remote(EvalWorker).options(
+        # The control group holds describe (or a probe) and watch: they answer while items hold the default loop.
+        self._actor_class = ray.remote(concurrency_groups={CONTROL_GROUP: 4})(EvalWorker).options(
             # Room for every call the window can have on one actor (2 * max(batch, concurrency) items, one or
-            # more per call) and its describe call, so none waits in Ray's queue instead of the actor's semaphore.
-            **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency) + 1)
+            # more per call), so none waits in Ray's queue instead of the actor's semaphore.
+            **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency))
         )
         self._context_ref = ray.put(context)
-        self._options = {"max_concurrency": spec.max_concurrency, "log_format": log_format}
+        self._turns: dict[Any, int] = {}
+        memory_limit = int(spec.memory_limit) if spec.memory_limit is not None else None
+        self._options = {"max_concurrency": spec.max_concurrency, "memory_limit": memory_limit,
+                         "log_format": log_format}
 
     def start_worker(self) -> Any:
         """Create one actor (Ray starts it when resources allow)."""
         return self._actor_class.remote(self._context_ref, **self._options)
 
     def describe(self, handle: Any) -> Any:
-        """The actor's first answer: its identity and assigned resources."""
+        """The actor's identity and assigned resources (its first answer, and a suspect's probe)."""
         return _pool_errors(handle.describe.remote())
 
     def run(self, handle: Any, batch: Batch) -> Any:
-        """Run ``batch`` on the actor."""
-        return _pool_errors(handle.run.remote(batch))
+        """Run ``batch`` on the actor, which starts its calls in the order they are sent here."""
+        turn = self._turns.get(handle, 0)
+        self._turns[handle] = turn + 1
+        return _pool_errors(handle.run.remote(batch, turn))
+
+    def watch(self, handle: Any) -> Any:
+        """Answers when the actor's watchdog raises an alarm."""
+        return _pool_errors(handle.watch.remote())
+
+    def node_alive(self, node: str) -> bool | None:
+        """Whether the GCS counts ``node`` (a hex node id) alive; ``None`` if it does not know the node."""
+        for entry in ray.nodes():
+            if entry.get("NodeID") == node:
+                return bool(entry.get("Alive"))
+        return None
 
     def kill(self, handle: Any) -> None:
         """Kill the actor, without restart; nothing if it is gone."""
+        self._turns.pop(handle, None)
         try:
             ray.kill(handle, no_restart=True)
         except (RayActorError, ValueError):

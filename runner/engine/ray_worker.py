@@ -4,11 +4,18 @@ The driver (:mod:`runner.engine.ray_executor`) creates a pool of these actors wi
 resources. Each actor receives the run's :class:`RunContext` (benchmark, solution recipe, store) once, from the
 object store, and then only task data. It writes every record itself and answers with one small acknowledgement
 per item.
+
+Items run on the actor's default event loop. Two calls run in the ``control`` concurrency group, on a loop and
+thread of their own, so they answer even while an item holds the default loop: :meth:`EvalWorker.describe` (the
+first call, and the probe of a suspect worker) and :meth:`EvalWorker.watch`, which answers only when the actor's
+:class:`~runner.engine.watchdog.WorkerWatch` raises an alarm (its event loop blocked past an item's limit, its
+resident memory over ``--memory-limit``); the driver then kills and replaces it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,10 +26,14 @@ from runner import log
 from runner.engine.context import RunContext
 from runner.engine.execute import execute_one, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.pool import Ack, Batch
+from runner.engine.pool import Ack
 from runner.engine.solution import Solution
+from runner.engine.watchdog import Alarm, WorkerWatch
+from runner.engine.workers import Batch
 
 _IO_THREADS = 32
+CONTROL_GROUP = "control"
+"""The concurrency group of the calls that must answer while items run (a loop and thread of its own)."""
 
 
 class EvalWorker:
@@ -32,6 +43,7 @@ class EvalWorker:
         context: the run's benchmark, solution recipe (:meth:`SolutionSpec.build` is called once, here), store
             (every worker writes its own records), run id and settings.
         max_concurrency: items this actor runs at the same time.
+        memory_limit: bytes of resident memory this process may use (``None``: not watched).
         log_format: structlog format for the actor's log lines (Ray forwards them to the driver).
 
     Raises:
@@ -39,15 +51,31 @@ class EvalWorker:
             driver stops the run with that message.
     """
 
-    def __init__(self, context: RunContext, *, max_concurrency: int, log_format: log.LogFormat = "json") -> None:
+    def __init__(self, context: RunContext, *, max_concurrency: int, memory_limit: int | None = None,
+                 log_format: log.LogFormat = "json") -> None:
         log.configure(log_format)
         self.solution = Solution(context.solution.build(context.benchmark))
         self.context = context
         self.max_concurrency = max_concurrency
+        self.memory_limit = memory_limit
         runtime = ray.get_runtime_context()
         self.identity = worker_identity(node_id=runtime.get_node_id(), actor_id=runtime.get_actor_id())
         self._slots: asyncio.Semaphore | None = None
+        self._order: asyncio.Condition | None = None
+        self._turn = 0
+        self._alarm: concurrent.futures.Future[Alarm] = concurrent.futures.Future()
 
+    @ray.method(concurrency_group=CONTROL_GROUP)
+    async def watch(self) -> dict[str, Any]:
+        """Answers when this worker must be replaced: the :class:`Alarm` its watchdog raised, as a dict."""
+        alarm = await asyncio.wrap_future(self._alarm)
+        return alarm.as_dict()
+
+    def _raise(self, alarm: Alarm) -> None:
+        if not self._alarm.done():
+            self._alarm.set_result(alarm)
+
+    @ray.method(concurrency_group=CONTROL_GROUP)
     async def describe(self) -> dict[str, Any]:
         """This worker's identity (host, pid, Ray node and actor ids), the resources Ray assigned to it, and the ids
         of the accelerators it may use (e.g. ``{"GPU": ["0"]}``)."""
@@ -55,45 +83,57 @@ class EvalWorker:
         accelerators = {name: ids for name, ids in context.get_accelerator_ids().items() if ids}
         return {**self.identity, "resources": context.get_assigned_resources(), "accelerators": accelerators}
 
-    async def run(self, items: Batch) -> tuple[list[Ack], float]:
-        """Execute ``items`` (each with its attempt) concurrently: one acknowledgement per item, and the seconds this
-        batch kept the worker busy (from its first item's start to its last item's end), from which the driver
-        sizes batches.
+    async def run(self, items: Batch, turn: int) -> tuple[list[Ack], float]:
+        """Execute ``items`` (each with its attempt, and whether it went out before) concurrently: one
+        acknowledgement per item, and the seconds this batch kept the worker busy (from its first item's start to
+        its last item's end), from which the driver sizes batches.
 
-        At most ``max_concurrency`` solution calls run at a time; metrics and record writes of finished items overlap
-        with them.
+        Calls start in the order the driver sent them (``turn``: 0, 1, ... per actor), whatever order Ray delivers
+        them in (it does not keep it for async actors): each call's items queue for a solution slot only after the
+        items of the calls before it, so the driver can tell which calls were running when a worker died
+        (:func:`~runner.engine.workers.running_calls`). At most ``max_concurrency`` solution calls run at a time;
+        metrics and record writes of finished items overlap with them.
 
         Raises:
             StorageError: a record cannot be written (the driver stops the run; finished records stay).
         """
         if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_concurrency)
+            self._slots, self._order = asyncio.Semaphore(self.max_concurrency), asyncio.Condition()
+            loop = asyncio.get_running_loop()
             # Record writes go through asyncio.to_thread: on an object store each is a network round trip, so give
             # them more threads than asyncio's default (CPUs + 4).
-            asyncio.get_running_loop().set_default_executor(
-                ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="runner-io")
-            )
-        if len(items) == 1:
-            done = [await self._one(*items[0], owned=True)]
-        else:
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="runner-io"))
+            WorkerWatch(loop, self._raise, memory_limit=self.memory_limit).start()
+        assert self._order is not None
+        async with self._order:
+            await self._order.wait_for(lambda: self._turn == turn)
+        try:
+            acks: dict[int, tuple[Ack, float]] = {}
+            for index, (item, _, again) in enumerate(items):
+                if again:
+                    existing = await asyncio.to_thread(self.context.store.record_status, item.task.id, item.repeat)
+                    if existing is not None:
+                        # The previous worker wrote this record before it died: never execute an item twice.
+                        acks[index] = (existing, False, 0.0, None), time.perf_counter()
             # Deserialised tasks are private copies, except that repeats of one task in a batch share one object:
-            # its last item takes the object itself, the others copy it first (each coroutine copies before its
-            # first await, in order, so before the last one can change it).
-            last = {id(item.task): index for index, (item, _) in enumerate(items)}
-            done = await asyncio.gather(
-                *(self._one(item, attempt, owned=last[id(item.task)] == index)
-                  for index, (item, attempt) in enumerate(items))
-            )
+            # its last item takes the object itself, the others copy it first (each task copies before its first
+            # await, in order, so before the last one can change it).
+            last = {id(item.task): index for index, (item, _, _) in enumerate(items) if index not in acks}
+            running = {index: asyncio.ensure_future(self._one(item, attempt, owned=last[id(item.task)] == index))
+                       for index, (item, attempt, _) in enumerate(items) if index not in acks}
+            await asyncio.sleep(0)  # each item runs up to its solution slot's queue, in order
+        finally:
+            async with self._order:
+                self._turn += 1
+                self._order.notify_all()
+        for index, result in zip(running, await asyncio.gather(*running.values())):
+            acks[index] = result
+        done = [acks[index] for index in range(len(items))]
         busy = max(end for _, end in done) - min(end - ack[2] for ack, end in done)
         return [ack for ack, _ in done], busy
 
     async def _one(self, item: WorkItem, attempt: int, owned: bool) -> tuple[Ack, float]:
         assert self._slots is not None
-        if attempt > 1:
-            existing = await asyncio.to_thread(self.context.store.record_status, item.task.id, item.repeat)
-            if existing is not None:
-                # The previous worker wrote this record before it died: never execute an item twice.
-                return (existing, False, 0.0, None), time.perf_counter()
         result = await execute_one(
             item,
             self.solution,

@@ -26,6 +26,7 @@ from runner.core.errors import BudgetExhausted, FingerprintMismatch, RunStopped,
 from runner.engine.context import RunContext
 from runner.engine.lease import LeaseKeeper
 from runner.engine.plan import Plan, WorkItem
+from runner.engine import progress as progress_module
 from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
 from runner.core.secrets import redact
@@ -211,17 +212,30 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
     _prepare(request)
     store.outage_s = settings.storage_outage
     check_conditional_writes(store, settings.allow_overwriting_store)
-    new_directory = store.is_local and not os.path.isdir(store.root)
+    created = _new_folders(store.root) if store.is_local else []
     keeper = LeaseKeeper(store, lease.acquire(store, settings.lease_ttl, settings.take_over))
     keeper.start()
     try:
         return await _execute_owned(request, executor, keeper)
     finally:
         keeper.stop()
-        if new_directory:
-            # Removed only while empty: the run was refused before it wrote anything.
+        # Removed only while empty (the run was refused before it wrote anything), deepest first, and only the
+        # folders this run created (./runs of a default run directory included).
+        for folder in created:
             with contextlib.suppress(OSError):
-                os.rmdir(store.root)
+                os.rmdir(folder)
+
+
+def _new_folders(path: str) -> list[str]:
+    """The folders of ``path`` and its parents that do not exist yet, deepest first."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseKeeper) -> RunOutcome:
@@ -264,7 +278,8 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
                 already_done=already_done,
                 to_run=expected,
             )
-            progress = Progress(expected, bar=request.progress_bar, details=traffic.progress_fields)
+            progress = Progress(expected, bar=request.progress_bar, details=traffic.progress_fields,
+                                heartbeat_s=progress_module.HEARTBEAT_S)
             try:
                 if first is not None:
                     await _execute_while_owned(executor.execute(itertools.chain([first], items), context, progress),

@@ -1,4 +1,10 @@
-"""The sequential executor: one item at a time, in this process, through ``execute_one``."""
+"""The sequential executor: one item at a time, in this process, through ``execute_one``.
+
+With a time limit (``--timeout`` or ``--metric-timeout``), each item runs on an event loop in a thread of its own
+(:class:`~runner.engine.watchdog.ItemLoop`): an item that blocks that loop past its limit is recorded as a
+``timeout`` from here and abandoned with its loop, and the next item gets a fresh one. Without a limit, items run
+in this process's own loop (a debugger's breakpoint in a solution works as usual), and nothing is abandoned.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,19 @@ from collections.abc import Iterable
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError, RunnerError, exception_line
 from runner.engine.context import RunContext
-from runner.engine.execute import execute_one, worker_identity
+from runner.core.record import ErrorInfo
+from runner.engine.execute import SolutionOutcome, execute_one, record_fault, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.solution import Solution
+from runner.engine.watchdog import Alarm, ItemLoop
 
 
 class SequentialExecutor:
     """Run every item in order in the calling process: for debugging, and the reference for the Ray executor.
 
-    Sync solutions run directly in the event loop unless a timeout is set, so a debugger's breakpoint inside one
-    works as usual.
+    Sync solutions run directly in the event loop unless a time limit is set, so a debugger's breakpoint inside one
+    works as usual; with one, items run on an :class:`ItemLoop` that a blocked item is abandoned with.
     """
 
     name = "sequential"
@@ -58,10 +66,34 @@ class SequentialExecutor:
         """
         assert self._built is not None, "start() builds the solution first"
         worker = worker_identity()
-        for item in items:
-            result = await execute_one(item, self._built, context, worker=worker, sync_in_thread=False)
-            progress.advance(result.status, duplicate=result.duplicate, error=result.error)
+        # metric_limit is set whenever timeout or metric_timeout is.
+        item_loop = ItemLoop() if context.settings.metric_limit is not None else None
+        try:
+            for item in items:
+                key = (item.task.id, item.repeat)
+                progress.sent(key)
+                coroutine = execute_one(item, self._built, context, worker=worker, sync_in_thread=False)
+                if item_loop is None:
+                    result = await coroutine
+                    progress.advance(result.status, duplicate=result.duplicate, error=result.error, item=key)
+                    continue
+                answer = await item_loop.run(coroutine)
+                if isinstance(answer, Alarm):
+                    item_loop.abandon()
+                    item_loop = ItemLoop()
+                    progress.advance(await _record_blocked(item, answer, context, worker), item=key)
+                else:
+                    progress.advance(answer.status, duplicate=answer.duplicate, error=answer.error, item=key)
+        finally:
+            if item_loop is not None:
+                item_loop.close()
 
     async def close(self) -> None:
         """Drop the built solution."""
         self._built = None
+
+
+async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, worker: dict[str, object]) -> str:
+    """Store the ``timeout`` record of an item that blocked its event loop; the status of its stored record."""
+    error = ErrorInfo(type=alarm.error_type, message=alarm.message)
+    return await record_fault(item, 1, SolutionOutcome.failed(error, alarm.status), context, dict(worker))

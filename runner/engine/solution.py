@@ -17,6 +17,7 @@ from typing import Any
 from runner.core import signature
 from runner.core.solution import SolutionContext, SolutionOutput
 from runner.core.task import Task
+from runner.engine.guard import Escaped
 
 
 class Solution:
@@ -36,7 +37,7 @@ class Solution:
         if self.is_async:
             result = await self.fn(*args)
         elif in_thread:
-            result = await _in_daemon_thread(self.fn, *args)
+            result = await in_daemon_thread(self.fn, *args)
         else:
             result = self.fn(*args)
         if inspect.isawaitable(result):
@@ -44,8 +45,14 @@ class Solution:
         return result if isinstance(result, SolutionOutput) else SolutionOutput(success=True, output=result)
 
 
-def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-    """Run ``fn(*args)`` in a new daemon thread with the caller's context variables; an awaitable for its result."""
+def in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Run ``fn(*args)`` in a new daemon thread with the caller's context variables; an awaitable for its result.
+
+    An ``Exception`` ``fn`` raises is raised by the awaitable as it is; any other ``BaseException`` (``SystemExit``,
+    ``GeneratorExit``, a ``KeyboardInterrupt``, which is never a Ctrl-C outside the main thread) as
+    :class:`~runner.engine.guard.Escaped`: asyncio throws a future's exception into the awaiting coroutines, and a
+    thrown ``GeneratorExit`` would close them rather than reach their handlers.
+    """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
@@ -57,8 +64,10 @@ def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]
     def target() -> None:
         try:
             outcome = (future.set_result, context.run(fn, *args))
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+        except Exception as exc:  # noqa: BLE001 - handed to the awaiting coroutine
             outcome = (future.set_exception, exc)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, as an Exception
+            outcome = (future.set_exception, Escaped(exc))
         # The loop is gone when the caller stopped waiting (timeout) and the run ended meanwhile.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, *outcome)

@@ -83,6 +83,7 @@ class ResultStore:
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
         self._guard: OutageGuard | None = None
+        self.uri_is_default = False  # no URI given: bind_default bound the default
 
     # -- identity -------------------------------------------------------------------------------------------
 
@@ -99,9 +100,10 @@ class ResultStore:
         return self._uri is not None
 
     def bind_default(self, uri: str) -> None:
-        """Use ``uri`` if the store was created without one."""
+        """Use ``uri`` if the store was created without one (:attr:`uri_is_default` then holds)."""
         if self._uri is None:
             self._uri = normalize_uri(uri)
+            self.uri_is_default = True
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import math
+import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -61,10 +62,11 @@ def built(target, **kwargs):
     return Solution(SolutionSpec(target, kwargs=kwargs).build())
 
 
-async def one(task, repeat, solution, store, *, index=0, attempt=1, owned=False, **settings):
+async def one(task, repeat, solution, store, *, index=0, attempt=1, owned=False, sync_in_thread=True, **settings):
     """``execute_one`` of (``task``, ``repeat``) with run id ``r`` and the run settings ``settings``."""
     context = RunContext(None, None, store, "r", RunSettings(**settings))
-    return await execute_one(WorkItem(task, repeat, index), solution, context, attempt=attempt, owned=owned)
+    return await execute_one(WorkItem(task, repeat, index), solution, context, attempt=attempt, owned=owned,
+                             sync_in_thread=sync_in_thread)
 
 
 async def run(solution, task, store, owned=False, **settings):
@@ -319,3 +321,113 @@ async def test_a_result_that_is_no_value_at_all_is_an_error_of_the_metric(store)
 async def test_a_metric_that_allows_infinity_says_so_in_its_record(store):
     _, record = await run(sync_one_arg, make_task(metrics=[Returns(math.inf, allows_infinite=True)]), store)
     assert record.metrics[0].allows_infinite and record.metrics[0].result == math.inf
+
+
+class Custom(BaseException):
+    """A BaseException subclass a library might define."""
+
+
+def sync_escape(kind):
+    """A sync solution that leaves by ``kind``."""
+    def solve(task):
+        if kind == "sys.exit":
+            sys.exit(3)
+        if kind == "exit":
+            exit()
+        if kind == "GeneratorExit":
+            raise GeneratorExit
+        if kind == "CancelledError":
+            raise asyncio.CancelledError
+        raise Custom("custom base exception")
+    return solve
+
+
+def async_escape(kind):
+    """The same, as an ``async def`` solution."""
+    leave = sync_escape(kind)
+
+    async def solve(task):
+        await asyncio.sleep(0)
+        return leave(task)
+    return solve
+
+
+ESCAPES = {"sys.exit": "SystemExit", "exit": "SystemExit", "GeneratorExit": "GeneratorExit",
+           "CancelledError": "CancelledError", "Custom": "Custom"}
+
+
+@pytest.mark.parametrize("where", ["sync in the loop", "sync in a thread", "async"])
+@pytest.mark.parametrize("kind", list(ESCAPES))
+async def test_any_way_out_of_a_solution_is_that_items_error_record_and_the_next_item_runs(kind, where, store):
+    solution = built(async_escape(kind) if where == "async" else sync_escape(kind))
+    result = await one(make_task(), 0, solution, store, sync_in_thread=where == "sync in a thread")
+    record = next(store.iter_records())
+    assert (result.status, record.status, record.error.type) == ("error", "error", ESCAPES[kind])
+    assert record.metrics[0].result == 0.0                 # scored on the empty output, as any failure
+    if kind.endswith("exit"):
+        assert "sys.exit(" in record.error.message and "or exit() was called" in record.error.message
+    after = await one(make_task(), 1, built(sync_one_arg), store)
+    assert after.status == "ok"
+
+
+async def test_a_keyboard_interrupt_on_the_main_thread_stops_the_run_but_one_raised_in_a_thread_is_an_error(store):
+    def interrupt(task):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):                      # in this (the main) thread: a Ctrl-C
+        await one(make_task(), 0, built(interrupt), store, sync_in_thread=False)
+    assert list(store.iter_records()) == []
+    result = await one(make_task(), 0, built(interrupt), store)  # in a daemon thread: the code's own
+    assert result.status == "error" and next(store.iter_records()).error.type == "KeyboardInterrupt"
+
+
+async def test_cancelling_the_item_from_outside_is_not_an_error_record(store):
+    async def slow(task):
+        await asyncio.sleep(10)
+
+    item = asyncio.ensure_future(one(make_task(), 0, built(slow), store, timeout=30.0))
+    await asyncio.sleep(0.1)
+    item.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await item
+    assert list(store.iter_records()) == []
+
+
+class SlowMetric(MetricBase):
+    def __init__(self, kind):
+        super().__init__(name=f"slow-{kind}", metric_type=MetricType.NUMERICAL)
+        self.kind = kind
+
+    def __call__(self, solution):
+        if self.kind == "exit":
+            sys.exit("metric quits")
+        time.sleep(5)
+        return 1.0
+
+
+class SlowAsyncMetric(MetricBase):
+    def __init__(self):
+        super().__init__(name="slow-async", metric_type=MetricType.NUMERICAL)
+
+    async def __call__(self, solution):
+        await asyncio.sleep(5)
+        return 1.0
+
+
+async def test_a_metric_that_exits_is_a_metric_error_and_the_other_metrics_keep_their_results(store):
+    _, record = await run(sync_one_arg, make_task(metrics=[SlowMetric("exit"), CountingMetric(4)]), store)
+    assert record.status == "error" and record.error.type == "MetricError"
+    quits, match = record.metrics
+    assert quits.error.type == "SystemExit" and "sys.exit('metric quits')" in quits.error.message
+    assert match.result == 1.0
+
+
+@pytest.mark.parametrize("settings", [{"metric_timeout": 0.3}, {"timeout": 0.3}], ids=["metric_timeout", "timeout"])
+async def test_a_metric_past_its_time_limit_makes_the_item_a_timeout(settings, store):
+    start = time.monotonic()
+    task = make_task(metrics=[SlowMetric("sleep"), SlowAsyncMetric(), CountingMetric(4)])
+    result, record = await run(sync_one_arg, task, store, **settings)
+    assert time.monotonic() - start < 2.5
+    assert (result.status, record.error.type) == ("timeout", "MetricTimeout")
+    assert [m.error.type if m.error else m.result for m in record.metrics] == ["TimeoutError", "TimeoutError", 1.0]
+    assert "ran past its 0.3 s limit" in record.metrics[0].error.message

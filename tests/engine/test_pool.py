@@ -13,25 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import structlog
 
 from runner.core.config import WorkerSpec
-from runner.core.errors import ConfigError, RunStopped
+from runner.core.errors import ConfigError, ProtocolStop
 from runner.core.record import ErrorInfo
 from runner.core.task import Task
 from runner.engine.plan import Plan, WorkItem
-from runner.engine.pool import (
-    MAX_BATCH,
-    Ack,
-    DispatchWindow,
-    PoolWorker,
-    Throughput,
-    WorkerBook,
-    WorkerBuildFailed,
-    WorkerLost,
-    WorkerPool,
-    WorkerState,
-    batch_size,
-)
+from runner.engine.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
+from runner.engine.pool import Ack, Fault, WorkerBuildFailed, WorkerLost, WorkerPool
+from runner.engine.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls
 from runner.engine.progress import Progress
 
 
@@ -40,70 +31,147 @@ def items(n: int) -> list[WorkItem]:
 
 
 class FakeBackend:
-    """Workers that answer on this event loop. ``dies(worker number, task id, attempt)`` decides whether a worker dies
-    while running an item (the whole call is lost with it); ``describe_fails`` decides whether starting worker
-    number N dies (``"lost"``) or cannot build the solution (``"build"``); ``ack(task id)`` is an item's
-    acknowledgement (default: ok)."""
+    """Workers that answer on this event loop, each running ``concurrency`` items at a time in the order its calls
+    came (as a Ray actor does).
+
+    ``dies(worker number, task id, attempt)`` decides whether a worker dies while running an item (every call it
+    holds is lost with it); ``describe_fails`` whether starting worker number N dies (``"lost"``) or cannot build
+    the solution (``"build"``); ``node_of`` puts worker N on a node; ``hold(task id, attempt)`` returns an event an
+    item waits for before it answers (a long item); an item that ``linger(task id, attempt)`` names gives its slot
+    back and then waits until its worker dies (a record write still going on when the next item kills the worker).
+    ``ack(task id)`` is an item's acknowledgement (default: ok). :meth:`kill_node` kills a node's workers; the cluster reports it dead (:meth:`node_alive`) only when
+    ``reports_dead`` says so. :meth:`alarm` makes a worker's watch answer.
+    """
 
     worker_label = "fake worker"
 
     def __init__(self, dies: Callable[[int, str, int], bool] = lambda *_: False,
-                 describe_fails: Callable[[int], str | None] = lambda _: None,
+                 describe_fails: Callable[[int], str | None] = lambda _: None, *,
+                 node_of: Callable[[int], str] = lambda worker: "n0", concurrency: int = 1,
+                 hold: Callable[[str, int], asyncio.Event | None] = lambda *_: None,
+                 linger: Callable[[str, int], bool] = lambda *_: False,
                  ack: Callable[[str], Ack] = lambda _: ("ok", False, 0.001, None)) -> None:
         self.dies = dies
+        self.linger = linger
         self.ack = ack
         self.describe_fails = describe_fails
+        self.node_of = node_of
+        self.concurrency = concurrency
+        self.hold = hold
         self.started = 0
         self.killed: list[int] = []
+        self.dead: set[int] = set()
+        self.dead_nodes: set[str] = set()
+        self.reports_dead = False
         self.executed: list[tuple[int, str, int]] = []
+        self.recorded: set[str] = set()
         self.batches: list[int] = []
+        self.sent: list[tuple[int, list[str]]] = []
+        self.probes: list[int] = []
+        self._slots: dict[int, asyncio.Semaphore] = {}
+        self._alarms: dict[int, asyncio.Future[dict[str, Any]]] = {}
 
     def start_worker(self) -> int:
         self.started += 1
         return self.started - 1
 
+    def _check(self, handle: int) -> None:
+        if handle in self.dead or self.node_of(handle) in self.dead_nodes:
+            raise WorkerLost(f"worker {handle} is dead")
+
+    def _alarm_future(self, handle: int) -> asyncio.Future[dict[str, Any]]:
+        return self._alarms.setdefault(handle, asyncio.get_running_loop().create_future())
+
+    def _die(self, handle: int) -> None:
+        self.dead.add(handle)
+        future = self._alarm_future(handle)
+        if not future.done():
+            future.set_result({"died": f"worker {handle} died"})
+
     async def describe(self, handle: int) -> dict[str, Any]:
         await asyncio.sleep(0)
+        if handle in self._slots:
+            self.probes.append(handle)
+        self._check(handle)
         failure = self.describe_fails(handle)
         if failure == "lost":
+            self._die(handle)
             raise WorkerLost("the process died")
         if failure == "build":
             raise WorkerBuildFailed("ValueError: no model")
-        return {"handle": handle}
+        self._slots.setdefault(handle, asyncio.Semaphore(self.concurrency))
+        return {"handle": handle, "node_id": self.node_of(handle), "host": "fake", "pid": 1000 + handle}
 
-    async def run(self, handle: int, batch: list[tuple[WorkItem, int]]) -> tuple[list[Ack], float]:
+    async def run(self, handle: int, batch: list[tuple[WorkItem, int, bool]]) -> tuple[list[Ack], float]:
+        self.sent.append((handle, [item.task.id for item, _, _ in batch]))
         await asyncio.sleep(0)
         self.batches.append(len(batch))
         acks = []
-        for item, attempt in batch:
-            if handle in self.killed:
-                raise WorkerLost("killed")
-            self.executed.append((handle, item.task.id, attempt))
-            if self.dies(handle, item.task.id, attempt):
-                raise WorkerLost(f"worker {handle} died running {item.task.id}")
+        for item, attempt, again in batch:
+            async with self._slots[handle]:
+                self._check(handle)
+                if again and item.task.id in self.recorded:
+                    acks.append(("ok", False, 0.0, None))
+                    continue
+                self.executed.append((handle, item.task.id, attempt))
+                event = self.hold(item.task.id, attempt)
+                if event is not None:
+                    await event.wait()
+                self._check(handle)
+                if self.dies(handle, item.task.id, attempt):
+                    self._die(handle)
+                    raise WorkerLost(f"worker {handle} died running {item.task.id}")
+            if self.linger(item.task.id, attempt):
+                while handle not in self.dead:
+                    await asyncio.sleep(0.001)
+                raise WorkerLost(f"worker {handle} died while {item.task.id} was being written")
+            self.recorded.add(item.task.id)
             acks.append(self.ack(item.task.id))
         return acks, 0.001 * len(batch)
 
+    async def watch(self, handle: int) -> dict[str, Any]:
+        answer = await self._alarm_future(handle)
+        if "died" in answer:
+            raise WorkerLost(answer["died"])
+        return answer
+
+    def alarm(self, handle: int, **alarm: Any) -> None:
+        self._alarm_future(handle).set_result(alarm)
+
+    def kill_node(self, node: str) -> None:
+        """The node's workers die: a call fails when it next runs; watches fail once the cluster reports it."""
+        self.dead_nodes.add(node)
+        if self.reports_dead:
+            for handle, future in self._alarms.items():
+                if self.node_of(handle) == node and not future.done():
+                    future.set_result({"died": f"node {node} died"})
+
+    def node_alive(self, node: str) -> bool | None:
+        return not (self.reports_dead and node in self.dead_nodes)
+
     def kill(self, handle: int) -> None:
         self.killed.append(handle)
+        self._die(handle)
 
 
 async def run_pool(backend: FakeBackend, plan: list[WorkItem], *, size: int = 2, concurrency: int = 1,
-                   max_attempts: int = 3) -> tuple[WorkerPool, Progress, list[tuple[str, int]]]:
-    given_up: list[tuple[str, int]] = []
+                   max_attempts: int = 3, progress: Progress | None = None) -> tuple[WorkerPool, Progress,
+                                                                                      list[tuple[str, int, Fault]]]:
+    recorded: list[tuple[str, int, Fault]] = []
 
-    async def give_up(item: WorkItem, attempt: int, exc: BaseException) -> str:
-        given_up.append((item.task.id, attempt))
-        return "error"
+    async def record(item: WorkItem, attempt: int, fault: Fault) -> str:
+        recorded.append((item.task.id, attempt, fault))
+        backend.recorded.add(item.task.id)
+        return fault.status
 
-    pool = WorkerPool(backend, WorkerSpec(max_concurrency=concurrency, max_attempts=max_attempts), size, give_up)
-    progress = Progress(len(plan), bar=False)
+    pool = WorkerPool(backend, WorkerSpec(max_concurrency=concurrency, max_attempts=max_attempts), size, record)
+    progress = progress or Progress(len(plan), bar=False)
     try:
         await pool.start("fake")
         await pool.run(iter(plan), progress)
     finally:
         pool.close()
-    return pool, progress, given_up
+    return pool, progress, recorded
 
 
 async def test_every_item_runs_once_on_healthy_workers() -> None:
@@ -136,22 +204,24 @@ async def test_workers_that_keep_dying_while_starting_stop_the_run() -> None:
         await run_pool(backend, items(3), size=2, max_attempts=3)
 
 
-async def test_a_death_while_running_retries_the_call_alone_with_the_attempt_counted() -> None:
-    # A worker dies once, on t3's first attempt; every item of that call is retried at attempt 2.
+async def test_a_death_charges_the_running_call_and_requeues_the_calls_queued_behind_it() -> None:
+    # A worker dies once, on t3's first attempt: t3 runs again at attempt 2; nothing else runs twice, and every
+    # other item keeps attempt 1 (those queued behind t3 had not started; those in its call had written records).
     backend = FakeBackend(dies=lambda worker, task, attempt: (task, attempt) == ("t3", 1))
-    pool, progress, given_up = await run_pool(backend, items(12), size=2, concurrency=1)
+    pool, progress, recorded = await run_pool(backend, items(12), size=2, concurrency=1)
     assert pool.book.deaths == 1 and backend.started == 3
-    assert progress.done == 12 and given_up == []
-    attempts = {task: attempt for _, task, attempt in backend.executed}
-    assert attempts["t3"] == 2
-    ok_once = [task for task, count in Counter(t for _, t, _ in backend.executed).items() if count == 1]
-    assert len(ok_once) >= 12 - 4     # only the items of the lost call ran twice
+    assert progress.done == 12 and recorded == []
+    assert [attempt for _, task, attempt in backend.executed if task == "t3"] == [1, 2]
+    others = [(task, attempt) for _, task, attempt in backend.executed if task != "t3"]
+    assert sorted(others) == sorted((f"t{i}", 1) for i in range(12) if i != 3)
 
 
 async def test_an_item_that_kills_every_worker_is_given_up_after_max_attempts_and_innocents_finish() -> None:
     backend = FakeBackend(dies=lambda worker, task, attempt: task == "t5")
-    pool, progress, given_up = await run_pool(backend, items(20), size=2, max_attempts=3)
-    assert given_up == [("t5", 3)]
+    pool, progress, recorded = await run_pool(backend, items(20), size=2, max_attempts=3)
+    assert [(task, attempt, fault.error_type, fault.status) for task, attempt, fault in recorded] == [
+        ("t5", 3, "WorkerDied", "error")]
+    assert recorded[0][2].message.startswith("its worker died during each of 3 attempts (last: worker ")
     assert pool.book.deaths == 3
     assert [attempt for _, task, attempt in backend.executed if task == "t5"] == [1, 2, 3]
     # Retries run alone, so no other item reaches its last attempt because of t5.
@@ -179,11 +249,159 @@ async def test_a_server_that_speaks_another_protocol_stops_the_pool_after_three_
     error = ErrorInfo(type="ModelProtocolError", code="protocol_error",
                       message="vllm:m at http://host/v1: POST /chat/completions answered text/html: an HTML page")
     backend = FakeBackend(ack=lambda task: ("error", False, 0.001, error))
-    with pytest.raises(RunStopped, match="the model server speaks another protocol: 3 items in a row failed with "
+    with pytest.raises(ProtocolStop, match="the model server speaks another protocol: 3 items in a row failed with "
                                          "ModelProtocolError \\(vllm:m at http://host/v1: POST /chat/completions "
                                          "answered text/html"):
         await run_pool(backend, items(200), size=2)
     assert len(backend.executed) < 50 and sorted(backend.killed) == [0, 1]
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait (on this event loop) until ``condition()`` holds, and a little more for answers to be accounted for."""
+    while not condition():
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("reports_dead", [False, True], ids=["node-not-reported-yet", "node-reported-dead"])
+async def test_node_loss_retries_only_on_workers_that_answered_and_charges_only_the_running_item(
+        reports_dead: bool) -> None:
+    """Workers 0-2 on node a, 3 and the replacements on node b. t0 runs long on worker 0 (t1 queued behind it);
+    workers 1 and 2 finished their items and wait. Node a dies: its idle workers look ready to a driver that has not
+    heard, but t0 must not be sent to them (the issue's WorkerDied at attempt 3 after one real execution)."""
+    release = asyncio.Event()
+    backend = FakeBackend(node_of=lambda worker: "a" if worker < 3 else "b",
+                          hold=lambda task, attempt: release if (task, attempt) == ("t0", 1) else None)
+    backend.reports_dead = reports_dead
+
+    async def kill_node_a() -> None:
+        await until(lambda: len({task for _, task, _ in backend.executed}) == 4)   # t0 running; t2, t3, t4 done
+        backend.kill_node("a")
+        backend.sent_before_kill = len(backend.sent)
+        release.set()
+
+    killer = asyncio.ensure_future(kill_node_a())
+    with structlog.testing.capture_logs() as logs:
+        pool, progress, recorded = await run_pool(backend, items(5), size=4)
+    await killer
+    runs = [(worker, attempt) for worker, task, attempt in backend.executed if task == "t0"]
+    assert runs[0] == (0, 1) and len(runs) == 2
+    assert runs[1][1] == 2 and backend.node_of(runs[1][0]) == "b"
+    assert [(backend.node_of(w), a) for w, task, a in backend.executed if task == "t1"] == [("b", 1)]
+    assert all(backend.node_of(worker) == "b" for worker, _ in backend.sent[backend.sent_before_kill:])
+    assert recorded == [] and progress.done == 5 and progress.errors == 0
+    assert pool.book.deaths == 3
+    events = [entry["event"] for entry in logs]
+    if reports_dead:
+        assert "node.lost" in events and backend.probes == []
+    else:
+        assert "worker.suspect" in events and sorted(backend.probes) == [1, 2]
+
+
+async def test_an_alarm_records_the_blamed_item_and_runs_the_others_again_without_charging_them() -> None:
+    """Worker 0 runs t0 and t1 at once; its loop is declared blocked by t0: t0 gets the alarm's record, t1 runs
+    again at attempt 1 on another worker, worker 0 is replaced; nothing falls under suspicion."""
+    never, held = asyncio.Event(), set()
+
+    def hold(task: str, attempt: int) -> asyncio.Event | None:
+        """t0 and t1 hang the first time they run."""
+        if task not in ("t0", "t1") or task in held:
+            return None
+        held.add(task)
+        return never
+
+    backend = FakeBackend(node_of=lambda worker: f"n{worker}", concurrency=2, hold=hold)
+    message = "the event loop was blocked for 2.5 s by task 't0' (repeat 0) in its solution"
+
+    async def block() -> None:
+        await until(lambda: {(w, t) for w, t, _ in backend.executed} >= {(0, "t0"), (0, "t1")})
+        backend.alarm(0, kind="blocked", status="timeout", error_type="EventLoopBlocked", message=message,
+                      task_id="t0", repeat=0)
+
+    blocker = asyncio.ensure_future(block())
+    pool, progress, recorded = await run_pool(backend, items(6), size=2, concurrency=2)
+    await blocker
+    assert recorded == [("t0", 1, Fault("timeout", "EventLoopBlocked", message,
+                                        {"host": "fake", "pid": 1000, "node_id": "n0"}))]
+    assert [(worker, attempt) for worker, task, attempt in backend.executed if task == "t1"][0] == (0, 1)
+    assert [attempt for worker, task, attempt in backend.executed if task == "t1"] == [1, 1]
+    assert [task for _, task, _ in backend.executed].count("t0") == 1
+    assert 0 in backend.killed and pool.book.deaths == 1 and backend.probes == []
+    assert (progress.done, progress.errors) == (6, 1)
+
+
+async def test_an_alarm_that_blames_no_single_item_counts_as_a_death() -> None:
+    never = asyncio.Event()
+    backend = FakeBackend(node_of=lambda worker: f"n{worker}",
+                          hold=lambda task, attempt: never if (task, attempt) == ("t0", 1) else None)
+
+    async def overrun() -> None:
+        await until(lambda: (0, "t0", 1) in backend.executed)
+        backend.alarm(0, kind="memory", status="error", error_type="MemoryLimitExceeded",
+                      message="the worker's resident memory reached 900 MiB with 2 items running", task_id=None,
+                      repeat=None)
+
+    watcher = asyncio.ensure_future(overrun())
+    _, progress, recorded = await run_pool(backend, items(4), size=2)
+    await watcher
+    assert recorded == []
+    assert [attempt for _, task, attempt in backend.executed if task == "t0"] == [1, 2]
+    assert progress.done == 4
+
+
+async def test_an_item_queued_on_a_dying_worker_twice_is_charged_the_second_time() -> None:
+    """x kills every worker it runs on, but twice an item sent before it (b0, then b1) is still writing its record
+    on that worker: by its place in the queue x looks queued. The first time it is requeued uncharged; the second
+    time it is charged, and from then on it runs alone until it is given up."""
+    backend = FakeBackend(dies=lambda worker, task, attempt: task == "x",
+                          linger=lambda task, attempt: task in ("b0", "b1") and attempt == 1)
+    plan = [WorkItem(Task(id=task), 0, index) for index, task in enumerate(["b0", "x", "b1", "c"])]
+    _, progress, recorded = await run_pool(backend, plan, size=2, max_attempts=3)
+    assert [attempt for _, task, attempt in backend.executed if task == "x"] == [1, 1, 2, 3]
+    assert [(task, attempt, fault.error_type) for task, attempt, fault in recorded] == [("x", 3, "WorkerDied")]
+    assert progress.done == 4
+
+
+async def test_the_driver_knows_what_is_in_flight_and_since_when() -> None:
+    """What the heartbeat reports: every item sent and not answered (t0 running, t1 queued behind it on the same
+    worker), the oldest first."""
+    release = asyncio.Event()
+    backend = FakeBackend(hold=lambda task, attempt: release if task == "t0" else None)
+    progress = Progress(3, bar=False)
+    seen: list[dict[str, Any]] = []
+
+    async def look() -> None:
+        await until(lambda: progress.done == 1)
+        seen.append(progress.heartbeat())
+        release.set()
+
+    looker = asyncio.ensure_future(look())
+    await run_pool(backend, items(3), size=2, progress=progress)
+    await looker
+    assert (seen[0]["in_flight"], seen[0]["oldest_task_id"], seen[0]["done"]) == (2, "t0", 1)
+    assert progress.heartbeat()["in_flight"] == 0
+
+
+def test_running_calls_are_the_oldest_up_to_the_concurrency() -> None:
+    worker = PoolWorker(handle=0, index=0, state=WorkerState.READY)
+    plan = items(7)
+    worker.calls = [Call(worker, "watch"), Call(worker, "run", [(plan[0], 1, False), (plan[1], 1, False)]),
+                    Call(worker, "run", [(plan[2], 1, False)]), Call(worker, "run", [(plan[3], 1, False)])]
+    assert [len(call.items) for call in running_calls(worker, 1)] == [2]
+    assert [len(call.items) for call in running_calls(worker, 3)] == [2, 1]
+    assert [len(call.items) for call in running_calls(worker, 8)] == [2, 1, 1]
+
+
+def test_the_book_puts_a_nodes_ready_workers_under_suspicion_until_they_answer() -> None:
+    book = WorkerBook()
+    a1, a2, b1, a3 = book.add("a1"), book.add("a2"), book.add("b1"), book.add("a3")
+    for worker, node in ((a1, "a"), (a2, "a"), (b1, "b")):
+        book.ready(worker, {"node_id": node})
+    assert book.suspect("a") == [a1, a2]                      # a3 is still pending: it has not answered at all
+    assert (a1.state, a3.state, b1.state) == (WorkerState.SUSPECT, WorkerState.PENDING, WorkerState.READY)
+    assert DispatchWindow(iter(items(3))).batches_for(a1) == []
+    assert book.answered(a1) and a1.state is WorkerState.READY and not book.answered(b1)
+    assert book.on_node("a") == [a1, a2]
 
 
 def test_batch_size_is_about_target_seconds_of_work_within_bounds() -> None:
@@ -231,7 +449,7 @@ def test_a_pending_or_isolated_worker_gets_nothing_and_a_retry_goes_alone_to_an_
     window.retry(plan[0], 2)
     assert window.batches_for(pending) == []
     assert window.batches_for(busy) == []                       # retries wait: busy workers drain
-    assert window.batches_for(idle) == [[(plan[0], 2)]] and idle.isolated
+    assert window.batches_for(idle) == [[(plan[0], 2, True)]] and idle.isolated
     assert window.batches_for(idle) == []                       # isolated until its call ends
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import worker_pythonpath
+from tests.support.ray_nodes import descendants, free_port
 
 from runner import ResultStore
 
@@ -28,32 +28,6 @@ def runner_env(**extra: str) -> dict[str, str]:
     env.pop("RAY_ADDRESS", None)
     env.update(extra)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def test_unreachable_ray_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -123,7 +97,9 @@ def test_driver_killed_midway_resumes_without_running_items_twice(tmp_path: Path
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """``ray start --head`` on 127.0.0.1 with fixed ports and Ray 2.60's default token authentication.
+    """``ray start --head`` on 127.0.0.1 with fixed ports and Ray 2.60's default token authentication. The job agent
+    gets a free port too: Ray's default (52365) may be held by another Ray on this machine (the tests' embedded one),
+    and then the head takes no job ("No available agent to submit job").
 
     It runs with ``--block`` as a child of this test, so SIGTERM to it stops exactly the processes it started (no
     machine-wide ``ray stop``). Every port is its own, the agents' too: with their defaults (52365 for the dashboard
@@ -155,26 +131,40 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
             head.kill()
 
 
+def submit_job(dashboard: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ray job submit --working-dir . -- python -m runner ARGS`` (RAY_AUTH_MODE=token), again while the head's job
+    agent is not registered: it registers some seconds after `ray start` returns (longer on a busy machine), and
+    until then the job server refuses submissions and creates no job, as it would for a user who submits right after
+    starting a head."""
+    deadline = time.monotonic() + 180
+    while True:
+        submitted = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", "--address", dashboard, "--working-dir", ".", "--", "python", "-m",
+             "runner", *args], cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True,
+            timeout=300)
+        if "No available agent to submit job" not in submitted.stdout + submitted.stderr:
+            return submitted
+        assert time.monotonic() < deadline, "the head's job agent never registered"
+        time.sleep(3)
+
+
 def test_ray_job_submit_and_ray_address_against_a_head(ray_head: dict[str, str], tmp_path: Path) -> None:
     """The documented commands: ``ray job submit --working-dir . -- python -m runner ...`` (the driver attaches
     through RAY_ADDRESS) and ``python -m runner --ray-address``; both with RAY_AUTH_MODE=token."""
     job_run, direct_run = tmp_path / "job-run", tmp_path / "direct-run"
-    for _ in range(10):
-        submitted = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", "--address", ray_head["dashboard"], "--working-dir", ".", "--",
-             "python", "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",
-             str(job_run), "--log-format", "json"],
-            cwd=REPO, env=runner_env(RAY_AUTH_MODE="token"), capture_output=True, text=True, timeout=300,
-        )
-        # The head's job agent registers a few seconds after `ray start` returns; until then the job server refuses
-        # submissions (and creates no job), as it would for a user who submits right after starting a head.
-        if "No available agent to submit job" not in submitted.stdout + submitted.stderr:
-            break
-        time.sleep(3)
+    submitted = submit_job(ray_head["dashboard"], "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",
+                           str(job_run), "--log-format", "json")
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
     assert "succeeded" in submitted.stdout + submitted.stderr
     assert len(list((job_run / "records").iterdir())) == 10
     assert (job_run / "summary.json").is_file()
+
+    # Without --storage, the job's driver refuses the default ./runs (on the head, in a directory Ray manages).
+    refused = submit_job(ray_head["dashboard"], "-b", "toy", "-B", "n_tasks=10", "-s", "calculator")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "failed" in output
+    assert "error: no --storage given, and the default file://" in output
+    assert "this run is the Ray job 'raysubmit_" in output
 
     direct = subprocess.run(
         [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=10", "-s", "calculator", "--storage",

@@ -1,0 +1,209 @@
+"""Nothing a solution does stops the run (issue 11, item 1), sequentially and on a local Ray: every way out of a
+solution but a return, an event loop blocked for a while or for good, a worker over its memory limit; and the
+heartbeat that keeps a run from being silent."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog.testing
+from tests.engine import ray_solutions
+
+from runner import (FileEvaluatorStorage, GeneralEvaluator, MetricBase, MetricType, RayEvaluator, ResultStore,
+                    SolutionSpec)
+from runner.benchmarks.toy import ToyBenchmark
+from runner.solutions.calculator import calculator
+from runner.engine import progress as progress_module
+from tests.support.cli import REPO
+from runner.engine.progress import Progress
+
+EXPECTED = {
+    1: ("error", "SystemExit"),
+    2: ("error", "SystemExit"),
+    3: ("error", "GeneratorExit"),
+    4: ("error", "CancelledError"),
+    5: ("error", "Quit"),
+    6: ("timeout", "EventLoopBlocked"),
+    7: ("timeout", "EventLoopBlocked"),
+}
+"""What ``ray_solutions.misbehaving`` leaves in the record of each task index (the others are ok)."""
+
+
+def outcome(store: ResultStore) -> dict[int, tuple[str, str | None]]:
+    """(status, error type) of every record, by task index."""
+    return {ray_solutions.task_index_of(r.task_id): (r.status, r.error.type if r.error else None)
+            for r in store.iter_records()}
+
+
+def expected(n_tasks: int) -> dict[int, tuple[str, str | None]]:
+    return {index: EXPECTED.get(index, ("ok", None)) for index in range(n_tasks)}
+
+
+def test_sequential_cli_records_every_way_out_of_a_solution_and_ends_with_a_report(cli_process, tmp_path: Path):
+    """The issue: ``--sequential`` ended with exit status 0 after 3 of 10 records and no report when a solution
+    called sys.exit(); a blocked loop was recorded ok after 15 s, and one blocked for good hung the run."""
+    run = tmp_path / "run"
+    started = time.monotonic()
+    done = cli_process("-b", "toy", "-B", "n_tasks=10", "-s", "tests.engine.ray_solutions:misbehaving",
+                       "-S", "block_s=15", "--sequential", "--timeout", "1", "--storage", str(run),
+                       "--log-format", "json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert time.monotonic() - started < 60
+    store = ResultStore(str(run))
+    assert outcome(store) == expected(10)
+    blocked = next(r for r in store.iter_records() if r.task_id == "toy-006")
+    assert "the event loop was blocked for" in blocked.error.message
+    assert "by task 'toy-006' (repeat 0) in its solution (at solve, ray_solutions.py:" in blocked.error.message
+    assert "past its 1 s limit" in blocked.error.message
+    assert (run / "summary.json").is_file()
+    assert done.event("run.finished")["errors"] == 7
+
+
+def test_ctrl_c_still_stops_a_sequential_run_with_exit_130(tmp_path: Path) -> None:
+    """A real interrupt is not the solution's: SIGINT ends the run (items run on a loop of their own, --timeout),
+    finished records stay, and the same command resumes."""
+    run, log = tmp_path / "run", tmp_path / "executions.txt"
+    command = [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=200", "-s",
+               "tests.engine.ray_solutions:slow_counted", "-S", f"log={log}", "--sequential", "--timeout", "30",
+               "--storage", str(run), "--log-format", "json"]
+    driver = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (run / "records").is_dir() or len(list((run / "records").iterdir())) < 5:
+        assert driver.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGINT)
+    _, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 130, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == ("interrupted: finished records are kept; run the same command again "
+                                               "to resume")
+    assert 5 <= len(list((run / "records").iterdir())) < 200
+
+
+async def test_an_item_that_blocks_the_loop_is_abandoned_and_the_next_ones_run_on_a_fresh_loop(tmp_path: Path):
+    """In process: the blocked item is a timeout once past its limit (plus the grace), not when it unblocks."""
+    evaluator = GeneralEvaluator(benchmark=ToyBenchmark(n_tasks=9), show=False, timeout=0.5,
+                                 solution_func=SolutionSpec(ray_solutions.misbehaving, {"block_s": 20}),
+                                 storage=FileEvaluatorStorage(str(tmp_path / "run")))
+    started = time.monotonic()
+    await evaluator.run()
+    assert time.monotonic() - started < 15
+    assert outcome(evaluator.storage) == expected(9)
+
+
+class BlockingMetric(MetricBase):
+    """An async metric that blocks its event loop (a synchronous HTTP client, here ``time.sleep``)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="judge", metric_type=MetricType.NUMERICAL)
+
+    async def __call__(self, solution: Any) -> float:
+        time.sleep(30)
+        return 1.0
+
+
+async def test_a_metric_that_blocks_the_loop_past_its_limit_is_a_timeout(tmp_path: Path) -> None:
+    class Judged(ToyBenchmark):
+        def __iter__(self):
+            for task in super().__iter__():
+                yield dataclasses.replace(task, metrics=[BlockingMetric()]) if task.id == "toy-001" else task
+
+    evaluator = GeneralEvaluator(benchmark=Judged(n_tasks=3), solution_func=calculator, show=False,
+                                 metric_timeout=0.3, storage=FileEvaluatorStorage(str(tmp_path / "run")))
+    started = time.monotonic()
+    await evaluator.run()
+    assert time.monotonic() - started < 10
+    records = {r.task_id: r for r in evaluator.storage.iter_records()}
+    assert {task: r.status for task, r in records.items()} == {"toy-000": "ok", "toy-001": "timeout", "toy-002": "ok"}
+    assert "by task 'toy-001' (repeat 0) in its metric 'judge'" in records["toy-001"].error.message
+    assert "past its 0.3 s limit" in records["toy-001"].error.message
+
+
+def test_the_heartbeat_names_the_items_in_flight_and_the_oldest(monkeypatch: pytest.MonkeyPatch) -> None:
+    with structlog.testing.capture_logs() as logs:
+        progress = Progress(3, bar=False, heartbeat_s=0.05)
+        progress.sent(("a", 0))
+        time.sleep(0.02)
+        progress.sent(("b", 1))
+        time.sleep(0.2)
+        progress.advance("error", item=("a", 0))
+        time.sleep(0.1)
+        progress.close()
+        time.sleep(0.1)
+        count = len(logs)
+    beats = [entry for entry in logs if entry["event"] == "run.heartbeat"]
+    assert len(beats) == count and len(beats) >= 4
+    assert beats[0]["in_flight"] == 2 and beats[0]["oldest_task_id"] == "a" and beats[0]["oldest_repeat"] == 0
+    assert beats[0]["oldest_s"] >= 0.04
+    last = beats[-1]
+    assert (last["in_flight"], last["done"], last["errors"], last["oldest_task_id"]) == (1, 1, 1, "b")
+    assert len([entry for entry in logs if entry["event"] == "run.heartbeat"]) == len(beats)   # none after close
+
+
+async def test_a_run_whose_item_hangs_is_not_silent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With no timeout, an item that hangs holds the run; the driver still says every heartbeat what it waits
+    for."""
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.2)
+
+    async def hangs(task: Any) -> int:
+        await asyncio.sleep(1.0 if task.id == "toy-001" else 0)
+        return 0
+
+    with structlog.testing.capture_logs() as logs:
+        await GeneralEvaluator(benchmark=ToyBenchmark(n_tasks=3), solution_func=hangs, show=False,
+                               storage=FileEvaluatorStorage(str(tmp_path / "run"))).run()
+    waiting = [beat for beat in logs if beat["event"] == "run.heartbeat" and beat["in_flight"]]
+    assert len(waiting) >= 3
+    assert {(beat["in_flight"], beat["oldest_task_id"], beat["done"]) for beat in waiting} == {(1, "toy-001", 1)}
+    assert max(beat["oldest_s"] for beat in waiting) >= 0.6
+
+
+pytestmark_ray = pytest.mark.usefixtures("ray_session")
+
+
+@pytestmark_ray
+def test_ray_records_every_way_out_and_replaces_a_worker_whose_loop_is_blocked(tmp_path: Path) -> None:
+    """Two workers, four items in flight each. Items 6 and 7 block their worker's loop: each is a timeout record,
+    its worker is replaced, and the items in flight with it run again without an attempt charged."""
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=16), show=False, timeout=1.0, max_workers=2,
+                             max_concurrency=4, solution_func=SolutionSpec(ray_solutions.misbehaving, {"block_s": 20}),
+                             storage=FileEvaluatorStorage(str(tmp_path / "run")))
+    started = time.monotonic()
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(evaluator.run())
+    assert time.monotonic() - started < 90
+    store = evaluator.storage
+    assert outcome(store) == expected(16)
+    assert all(r.attempt == 1 for r in store.iter_records())
+    blocked = {r.task_id: r for r in store.iter_records() if r.status == "timeout"}
+    for task_id, record in blocked.items():
+        assert f"by task {task_id!r} (repeat 0) in its solution (at solve, ray_solutions.py:" in record.error.message
+        assert record.worker["actor_id"] and record.worker["node_id"]
+    alarms = [entry for entry in logs if entry["event"] == "worker.alarm"]
+    assert sorted(entry["kind"] for entry in alarms) == ["blocked", "blocked"]
+    assert evaluator.executor.deaths == 2
+
+
+@pytestmark_ray
+def test_ray_memory_limit_makes_the_overrun_an_error_record_and_replaces_the_worker(tmp_path: Path) -> None:
+    log = tmp_path / "executions.txt"
+    evaluator = RayEvaluator(benchmark=ToyBenchmark(n_tasks=6), show=False, max_workers=1,
+                             memory_limit="700MiB", storage=FileEvaluatorStorage(str(tmp_path / "run")),
+                             solution_func=SolutionSpec(ray_solutions.memory_hog, {"log": str(log)}))
+    asyncio.run(evaluator.run())
+    records = {r.task_id: r for r in evaluator.storage.iter_records()}
+    assert {task_id: r.status for task_id, r in records.items()} == {
+        **{f"toy-{i:03d}": "ok" for i in range(6)}, "toy-002": "error"}
+    hog = records["toy-002"]
+    assert hog.error.type == "MemoryLimitExceeded" and hog.attempt == 1
+    assert "over the 700 MiB --memory-limit while task 'toy-002' (repeat 0) ran its solution" in hog.error.message
+    assert Counter(line.split()[0] for line in log.read_text().splitlines())["toy-002"] == 1
+    assert evaluator.executor.deaths == 1
