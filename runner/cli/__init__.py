@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("uri", help="the run's storage URI")
         command.add_argument("--storage-options", type=json_object, metavar="JSON", help="fsspec options")
         command.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        if name == "status":
+            command.add_argument("--watch", nargs="?", type=float, const=5.0, metavar="SECONDS",
+                                 help="say it again every SECONDS (default 5) until the run ends")
         if name == "report":
             command.add_argument("--log-format", choices=("console", "json"))
             command.add_argument("--html", action="store_true", help="also write report.html in the run directory")

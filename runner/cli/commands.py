@@ -6,6 +6,9 @@ import argparse
 import asyncio
 import json
 import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
 
 import structlog
 from rich.console import Console
@@ -19,7 +22,7 @@ from runner.evaluators import evaluate
 from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
 from runner.report import PlanScope, build_report, count_stored, render, scope_notes, summary_json, write_html_report
 from runner.storage.lease import Lease, read_lease
-from runner.storage.store import ResultStore
+from runner.storage.store import PROGRESS_FILE, ResultStore
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -63,13 +66,43 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status URI``: how far a run is, from its manifest and one listing of its records.
+    """``status URI [--watch [SECONDS]]``: how far a run is, from its manifest, one listing of its records, its
+    lease and its ``progress.json``.
 
     Counts the records of the current plan, as the report does (:mod:`runner.report.scope`); it reads records
     only when the run's limit was lowered below one an earlier run used, to tell the tasks past it. Says which
-    driver owns the run (``lease.json``) and whether its lease is alive.
+    driver owns the run (``lease.json``) and whether its lease is alive, and, while a driver executes it, what that
+    driver last said (``progress.json``: rate, ETA, running means) and how long ago. ``--watch`` says it again every
+    few seconds until no driver executes the run (or Ctrl-C).
     """
     store = _store(args)
+    if args.watch is None:
+        status, lines = _status(store)
+        print(json.dumps(status, indent=2) if args.json else "\n".join(lines))
+        return 0
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    every = max(args.watch, 0.5)
+    with Live(auto_refresh=False, console=Console()) as live:
+        while True:
+            status, lines = _status(store)
+            body = json.dumps(status, indent=2) if args.json else "\n".join(lines)
+            live.update(Group(Text(body), Text(f"(every {every:g} s; Ctrl-C to stop watching)", style="dim")),
+                        refresh=True)
+            # Until no driver executes it: it ended (or was abandoned; status says so).
+            if status["driver"] is None or (status.get("progress") or {}).get("state") == "ended":
+                return 0
+            time.sleep(every)
+
+
+def _status(store: ResultStore) -> tuple[dict[str, Any], list[str]]:
+    """The status of the run at ``store``, as JSON-ready data and as lines for people.
+
+    Raises:
+        ConfigError: no run at that URI.
+    """
     manifest = store.read_manifest()
     if manifest is None:
         raise ConfigError(f"no run at {store.uri} (no run.json); check the URI")
@@ -80,6 +113,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     expected = (n_tasks - manifest.benchmark.duplicate_tasks) * manifest.n_repeats if n_tasks is not None else None
     has_summary = store.read_file("summary.json") is not None
     owner = read_lease(store)
+    progress = _progress(store)
     status = {
         "run_id": manifest.run_id,
         "benchmark": manifest.benchmark.name,
@@ -93,18 +127,48 @@ def cmd_status(args: argparse.Namespace) -> int:
         "summary": has_summary,
         "updated_at": manifest.updated_at,
         "driver": owner.describe() if owner is not None else None,
+        "progress": progress,
     }
-    if args.json:
-        print(json.dumps(status, indent=2))
-    else:
-        share = f" ({100 * done / expected:.1f}%)" if expected else ""
-        state = "complete" if status["complete"] else "incomplete"
-        print(f"{manifest.benchmark.name} run {manifest.run_id}: {done}/{expected if expected is not None else '?'} "
-              f"items{share}, {state}; summary.json {'present' if has_summary else 'absent'} ({store.uri})")
-        print(_driver_line(owner))
-        for note in scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks):
-            print(f"note: {note}")
-    return 0
+    share = f" ({100 * done / expected:.1f}%)" if expected else ""
+    state = "complete" if status["complete"] else "incomplete"
+    lines = [f"{manifest.benchmark.name} run {manifest.run_id}: {done}/{expected if expected is not None else '?'} "
+             f"items{share}, {state}; summary.json {'present' if has_summary else 'absent'} ({store.uri})",
+             _driver_line(owner)]
+    if progress is not None:
+        lines.append(_progress_line(progress))
+    lines += [f"note: {note}" for note in scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks)]
+    return status, lines
+
+
+def _progress(store: ResultStore) -> dict[str, Any] | None:
+    """The run's ``progress.json`` with ``age_s`` (seconds since its driver wrote it), or ``None`` without one."""
+    data = store.read_file(PROGRESS_FILE)
+    if data is None:
+        return None
+    try:
+        progress = json.loads(data)
+        written = datetime.fromisoformat(progress["updated_at"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    progress["age_s"] = round((datetime.now(timezone.utc) - written).total_seconds(), 1)
+    return progress
+
+
+def _progress_line(progress: dict[str, Any]) -> str:
+    """What the driver last said, in one line: counts, rate, ETA and the headline metric's running mean."""
+    parts = [f"{progress.get('done')}/{progress.get('total') if progress.get('total') is not None else '?'} items "
+             f"this invocation", f"errors {progress.get('errors', 0)}"]
+    if progress.get("rate") is not None:
+        parts.append(f"{progress['rate']:g} items/s")
+    if progress.get("eta_s") is not None and progress.get("state") == "running":
+        parts.append(f"ETA {progress['eta_s']:.0f} s")
+    headline = progress.get("headline")
+    metric = (progress.get("metrics") or {}).get(headline) if headline else None
+    if metric:
+        interval = metric.get("ci95")
+        bounds = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+        parts.append(f"{headline} {metric['mean']:.3f}{bounds} (n {metric['n']})")
+    return (f"progress ({progress.get('state', '?')}, written {progress['age_s']:.0f} s ago): " + ", ".join(parts))
 
 
 def _driver_line(owner: Lease | None) -> str:

@@ -32,6 +32,7 @@ from runner.core.task import Task
 from runner.core.usage import usage_scope
 from runner.engine import watchdog
 from runner.engine.context import RunContext
+from runner.engine.live import usable_scores
 from runner.engine.guard import Escaped, guarded
 from runner.engine.plan import WorkItem
 from runner.engine.solution import Solution, in_daemon_thread
@@ -63,6 +64,9 @@ class ItemResult:
         error: what made the item an error, without its traceback (``None`` for an ``ok`` item): the solution's
             error, or else the first failing metric's (the record's own ``MetricError`` only sums those up). The
             driver reads its ``code`` (a ``protocol_error`` stops a run whose server speaks another protocol).
+        scores: the record's metric values a mean can use (:func:`runner.core.metric.number`), by metric name, for
+            the driver's live statistics (:mod:`runner.engine.live`): small numbers, never the record.
+        category: the task's ``tags["category"]``, for the live per-category means.
     """
 
     task_id: str
@@ -72,6 +76,8 @@ class ItemResult:
     attempt: int
     seconds: float
     error: ErrorInfo | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    category: str | None = None
 
     @property
     def duplicate(self) -> bool:
@@ -351,7 +357,9 @@ async def finish_item(
         cause = outcome.error or next((m.error for m in failed), None) or error
     if cause is not None:
         cause = cause.model_copy(update={"traceback": None})
-    return ItemResult(task.id, item.repeat, status, written, attempt, seconds, cause)
+    scores = usable_scores((m.name, m.result) for m in metric_records if m.error is None)
+    return ItemResult(task.id, item.repeat, status, written, attempt, seconds, cause, scores,
+                      record.tags.get("category"))
 
 
 async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, context: RunContext,

@@ -45,16 +45,15 @@ import structlog
 
 from runner.core.config import WorkerSpec
 from runner.core.errors import ConfigError
-from runner.core.record import ErrorInfo
 from runner.engine.dispatch import DispatchWindow
+from runner.engine.execute import ItemResult
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.workers import Batch, Call, PoolWorker, WorkerBook, running_calls
 
-Ack = tuple[str, bool, float, ErrorInfo | None]
-"""One item's acknowledgement: (record status, whether it was a duplicate (:attr:`ItemResult.duplicate
-<runner.engine.execute.ItemResult.duplicate>`), seconds of the item, what ended it as an error
-(:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`))."""
+Ack = ItemResult
+"""One item's acknowledgement: its :class:`~runner.engine.execute.ItemResult` (status, duplicate, seconds, what
+ended it as an error, the metric values the driver's live statistics use)."""
 
 
 class WorkerLost(Exception):
@@ -270,8 +269,8 @@ class WorkerPool:
     def _acknowledge(self, call: Call, answer: tuple[list[Ack], float]) -> None:
         assert self._progress is not None
         acks, busy = answer
-        for (item, _, _), (status, duplicate, _seconds, error) in zip(call.items, acks):
-            self._progress.advance(status, duplicate=duplicate, error=error, item=(item.task.id, item.repeat))
+        for (item, _, _), result in zip(call.items, acks):
+            self._progress.acknowledge(result, item=(item.task.id, item.repeat))
         self._window.throughput.observe(len(acks), busy)
 
     async def _alarm(self, worker: PoolWorker, alarm: dict[str, Any]) -> None:

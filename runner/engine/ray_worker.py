@@ -24,7 +24,7 @@ import ray
 
 from runner import log
 from runner.engine.context import RunContext
-from runner.engine.execute import execute_one, worker_identity
+from runner.engine.execute import ItemResult, execute_one, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.pool import Ack
 from runner.engine.solution import Solution
@@ -109,12 +109,13 @@ class EvalWorker:
             await self._order.wait_for(lambda: self._turn == turn)
         try:
             acks: dict[int, tuple[Ack, float]] = {}
-            for index, (item, _, again) in enumerate(items):
+            for index, (item, attempt, again) in enumerate(items):
                 if again:
                     existing = await asyncio.to_thread(self.context.store.record_status, item.task.id, item.repeat)
                     if existing is not None:
                         # The previous worker wrote this record before it died: never execute an item twice.
-                        acks[index] = (existing, False, 0.0, None), time.perf_counter()
+                        acks[index] = ItemResult(item.task.id, item.repeat, existing, False, attempt, 0.0), \
+                            time.perf_counter()
             # Deserialised tasks are private copies, except that repeats of one task in a batch share one object:
             # its last item takes the object itself, the others copy it first (each task copies before its first
             # await, in order, so before the last one can change it).
@@ -129,7 +130,7 @@ class EvalWorker:
         for index, result in zip(running, await asyncio.gather(*running.values())):
             acks[index] = result
         done = [acks[index] for index in range(len(items))]
-        busy = max(end for _, end in done) - min(end - ack[2] for ack, end in done)
+        busy = max(end for _, end in done) - min(end - ack.seconds for ack, end in done)
         return [ack for ack, _ in done], busy
 
     async def _one(self, item: WorkItem, attempt: int, owned: bool) -> tuple[Ack, float]:
@@ -146,4 +147,4 @@ class EvalWorker:
             sync_in_thread=self.max_concurrency > 1,
             owned=owned,
         )
-        return (result.status, result.duplicate, result.seconds, result.error), time.perf_counter()
+        return result, time.perf_counter()

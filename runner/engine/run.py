@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import functools
 import itertools
 import os
 import re
@@ -23,17 +24,18 @@ from runner import registry
 from runner._version import __version__
 from runner.core.config import RunSettings, fingerprint
 from runner.core.errors import BudgetExhausted, FingerprintMismatch, RunStopped, StorageError
+from runner.core.secrets import redact
 from runner.engine.context import RunContext
 from runner.engine.lease import LeaseKeeper
 from runner.engine.plan import Plan, WorkItem
 from runner.engine import progress as progress_module
 from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
-from runner.core.secrets import redact
 from runner.engine.traffic import TrafficControl
 from runner.storage import lease
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
 from runner.storage.probe import check_conditional_writes
+from runner.storage.store import PROGRESS_FILE
 
 
 class Executor(Protocol):
@@ -279,7 +281,10 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
                 to_run=expected,
             )
             progress = Progress(expected, bar=request.progress_bar, details=traffic.progress_fields,
-                                heartbeat_s=progress_module.HEARTBEAT_S)
+                                heartbeat_s=progress_module.HEARTBEAT_S,  # read here, so a test can shorten it
+                                headline=request.benchmark.headline_metrics, run_id=manifest.run_id,
+                                sink=functools.partial(store.write_file, PROGRESS_FILE),
+                                file_s=progress_module.PROGRESS_FILE_S)
             try:
                 if first is not None:
                     await _execute_while_owned(executor.execute(itertools.chain([first], items), context, progress),

@@ -75,7 +75,7 @@ class SequentialExecutor:
                 coroutine = execute_one(item, self._built, context, worker=worker, sync_in_thread=False)
                 if item_loop is None:
                     result = await coroutine
-                    progress.advance(result.status, duplicate=result.duplicate, error=result.error, item=key)
+                    progress.acknowledge(result, item=key)
                     continue
                 answer = await item_loop.run(coroutine)
                 if isinstance(answer, Alarm):
@@ -83,7 +83,7 @@ class SequentialExecutor:
                     item_loop = ItemLoop()
                     progress.advance(await _record_blocked(item, answer, context, worker), item=key)
                 else:
-                    progress.advance(answer.status, duplicate=answer.duplicate, error=answer.error, item=key)
+                    progress.acknowledge(answer, item=key)
         finally:
             if item_loop is not None:
                 item_loop.close()

@@ -44,7 +44,9 @@ RECORDS = "records"
 RETIRED = "retired"
 LIMITS_FILE = "limits.json"
 """The model traffic of the run's latest invocation (rates, 429s, pauses, budget), written by the driver."""
-REPORT_FILES = ("summary.json", "results.csv", LIMITS_FILE)
+PROGRESS_FILE = "progress.json"
+"""What the driver of a run that executes says about it (counts, rate, ETA, running means), at most 10 s old."""
+REPORT_FILES = ("summary.json", "results.csv", LIMITS_FILE, PROGRESS_FILE)
 _LOCAL_PROTOCOLS = {"file", "local"}
 
 

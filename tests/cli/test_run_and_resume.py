@@ -187,9 +187,10 @@ def test_lowering_repeats_and_limit_on_resume_reports_the_current_plan(cli, tmp_
     assert summary["metrics"]["exact-match"]["n"] == 4 and list(summary["by_repeat"]) == ["0"]
     status = cli("status", str(storage))
     assert status.returncode == 0, status.stderr
-    first, driver, second = status.stdout.splitlines()
+    first, driver, progress, second = status.stdout.splitlines()
     assert ": 4/4 items (100.0%), complete;" in first and second == note
     assert driver == "driver: none (no driver holds the run)"
+    assert progress.startswith("progress (ended, written ") and "0/0 items this invocation" in progress  # a resume
     assert json.loads(cli("status", str(storage), "--json").stdout)["outside_plan"] == 26
     assert len(list((storage / "records").glob("*/*.json"))) == 30
 
@@ -216,7 +217,7 @@ def test_duplicate_task_id_warns_is_not_run_and_the_run_completes(cli, tmp_path)
     assert (summary["n_tasks"], summary["expected"], summary["completed"], summary["duplicate_tasks"]) == (3, 3, 3, 1)
     status = cli("status", str(storage)).stdout.splitlines()
     assert ": 3/3 items (100.0%), complete;" in status[0]
-    assert status[2] == ("note: the benchmark repeats 1 task id(s) at later positions: each id has one record per "
+    assert status[3] == ("note: the benchmark repeats 1 task id(s) at later positions: each id has one record per "
                          "repeat and is counted once")
 
 

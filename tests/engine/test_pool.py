@@ -21,6 +21,7 @@ from runner.core.record import ErrorInfo
 from runner.core.task import Task
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
+from runner.engine.execute import ItemResult
 from runner.engine.pool import Ack, Fault, WorkerBuildFailed, WorkerLost, WorkerPool
 from runner.engine.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls
 from runner.engine.progress import Progress
@@ -50,7 +51,7 @@ class FakeBackend:
                  node_of: Callable[[int], str] = lambda worker: "n0", concurrency: int = 1,
                  hold: Callable[[str, int], asyncio.Event | None] = lambda *_: None,
                  linger: Callable[[str, int], bool] = lambda *_: False,
-                 ack: Callable[[str], Ack] = lambda _: ("ok", False, 0.001, None)) -> None:
+                 ack: Callable[[str], Ack] = lambda task: ItemResult(task, 0, "ok", True, 1, 0.001)) -> None:
         self.dies = dies
         self.linger = linger
         self.ack = ack
@@ -111,7 +112,7 @@ class FakeBackend:
             async with self._slots[handle]:
                 self._check(handle)
                 if again and item.task.id in self.recorded:
-                    acks.append(("ok", False, 0.0, None))
+                    acks.append(ItemResult(item.task.id, item.repeat, "ok", False, attempt, 0.0))
                     continue
                 self.executed.append((handle, item.task.id, attempt))
                 event = self.hold(item.task.id, attempt)
@@ -248,7 +249,7 @@ async def test_a_server_that_speaks_another_protocol_stops_the_pool_after_three_
     """Every item's ack carries a protocol error: the pool stops at the third, not after all 200."""
     error = ErrorInfo(type="ModelProtocolError", code="protocol_error",
                       message="vllm:m at http://host/v1: POST /chat/completions answered text/html: an HTML page")
-    backend = FakeBackend(ack=lambda task: ("error", False, 0.001, error))
+    backend = FakeBackend(ack=lambda task: ItemResult(task, 0, "error", True, 1, 0.001, error))
     with pytest.raises(ProtocolStop, match="the model server speaks another protocol: 3 items in a row failed with "
                                          "ModelProtocolError \\(vllm:m at http://host/v1: POST /chat/completions "
                                          "answered text/html"):

@@ -79,3 +79,20 @@ def test_progress_events_carry_the_model_traffic_and_skipped_items_are_not_done(
     assert event["limits"]["vllm:m@http://gpu/v1"]["rate_rpm"] == 300.0
     assert 29 < event["limits"]["vllm:m@http://gpu/v1"]["paused_for_s"] <= 30
     assert event["spent"] == {"tokens": 7, "cost_usd": 0.0}
+
+
+def test_progress_events_and_the_bar_carry_the_headline_metrics_running_mean_and_interval():
+    from runner.engine.execute import ItemResult
+
+    progress = Progress(total=4, bar=False, interval=0, headline=("accuracy",))
+    with structlog.testing.capture_logs() as logs:
+        for task, value in (("a", 1.0), ("b", 0.0), ("c", 1.0)):
+            progress.acknowledge(ItemResult(task, 0, "ok", True, 1, 0.01, scores={"accuracy": value, "other": 0.5},
+                                            category="x"))
+    running = [entry["running"] for entry in logs if entry["event"] == "run.progress"]
+    assert running[0] == "accuracy 1.000" and running[-1] == progress.live.line()
+    assert running[-1].startswith("accuracy 0.667 [")
+    snapshot = progress.file()
+    assert (snapshot["done"], snapshot["by_status"], snapshot["headline"]) == (3, {"ok": 3}, "accuracy")
+    assert snapshot["by_category"]["x"]["accuracy"] == {"mean": 2 / 3, "n": 3}
+    assert snapshot["metrics"]["other"]["stderr"] == 0.0
