@@ -21,7 +21,6 @@ import warnings
 from typing import Any
 
 from pydantic import ValidationError
-from rich.console import Console
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings, WorkerSpec, format_validation_error
@@ -30,6 +29,7 @@ from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
 from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
 from runner.report import Summary, build_report, render, write_html_report
+from runner.report.table import default_console
 from runner.storage.store import ResultStore
 
 
@@ -72,7 +72,7 @@ def _report(request: RunRequest, show: bool, html: bool) -> Summary:
     summary = build_report(request.store, request.benchmark)
     page = write_html_report(request.store, summary) if html else None
     if show:
-        console = Console()
+        console = default_console()
         render(summary, console, storage=request.store.uri)
         if page:
             console.print(f"report: {page}", markup=False, soft_wrap=True)

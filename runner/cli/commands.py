@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import structlog
-from rich.console import Console
 
 from runner import log
 from runner.cli.args import config_from_args
@@ -21,6 +20,7 @@ from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
 from runner.report import PlanScope, build_report, count_stored, render, scope_notes, summary_json, write_html_report
+from runner.report.table import default_console
 from runner.storage.lease import Lease, read_lease
 from runner.storage.store import PROGRESS_FILE, ResultStore
 
@@ -59,7 +59,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(summary_json(summary).decode(), end="")
     else:
-        render(summary, Console(), storage=store.uri)
+        render(summary, default_console(), storage=store.uri)
     if args.html:
         print(f"report: {write_html_report(store, summary)}", file=sys.stderr if args.json else sys.stdout)
     return 0
@@ -85,7 +85,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     every = max(args.watch, 0.5)
-    with Live(auto_refresh=False, console=Console()) as live:
+    with Live(auto_refresh=False, console=default_console()) as live:
         while True:
             status, lines = _status(store)
             body = json.dumps(status, indent=2) if args.json else "\n".join(lines)
@@ -185,7 +185,7 @@ def _driver_line(owner: Lease | None) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``list``: the benchmarks, solutions, executors and model providers this installation knows."""
-    console = Console()
+    console = default_console()
     console.print("[bold]benchmarks[/bold]")
     for name, path in sorted(available_benchmarks().items()):
         console.print(f"  {name:<16} {path}")

@@ -7,10 +7,9 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
-
 from runner.cli.args import json_object
 from runner.report.paired import N_RESAMPLES
+from runner.report.table import default_console
 from runner.storage.store import ResultStore
 
 
@@ -56,7 +55,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(comparison.model_dump(mode="json"), indent=2))
     else:
-        render_comparison(comparison, Console())
+        render_comparison(comparison, default_console())
     for path in written:
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

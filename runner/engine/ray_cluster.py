@@ -8,6 +8,7 @@ refused within seconds with one line, instead of Ray's long retry loop.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import json
 import math
 import os
@@ -111,11 +112,13 @@ def connect(address: str | None) -> bool:
     if target:
         check_reachable(target)
     try:
+        # Ray's own INFO lines ("Started a local Ray instance") would stand before a run's one-line error: the run
+        # logs what it does itself (ray.pool, worker.ready).
         if target:
-            ray.init(address=target)
+            ray.init(address=target, logging_level=logging.WARNING)
         else:
             # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray.
-            ray.init(address="local", include_dashboard=False)
+            ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         detail = exception_line(exc)
         if not target:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -13,6 +15,19 @@ from runner.core.metric import MetricType
 from runner.report.compare import Comparison
 from runner.report.summary import Summary
 
+
+
+WIDTH_OFF_TERMINAL = 160
+"""Columns of the tables when stdout is no terminal (a pipe, a CI log) and ``COLUMNS`` does not say: rich's default of
+80 would split metric and category names."""
+
+
+def default_console() -> Console:
+    """The console tables print to: the terminal's width on a terminal, ``COLUMNS`` when set, else
+    :data:`WIDTH_OFF_TERMINAL`."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=WIDTH_OFF_TERMINAL)
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     if value is None:
@@ -35,7 +50,7 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
     The metric table's ``unusable`` column counts the results each metric could not use (errors included); the
     notes above it say why.
     """
-    console = console or Console()
+    console = console or default_console()
     head = (
         f"[bold]{summary.benchmark}[/bold]  run {summary.run_id}  "
         f"{summary.completed}/{summary.expected} items  errors {summary.errors}"
@@ -121,7 +136,7 @@ def render_comparison(comparison: Comparison, console: Console | None = None) ->
     """Print a comparison: the runs and what was left out of each, warnings, then one table row per metric and
     category with each run's mean [95 % CI] and each difference from the baseline [95 % CI] and p-value, the
     difference coloured only where its interval excludes 0 (green above the baseline, red below)."""
-    console = console or Console()
+    console = console or default_console()
     version = f" version {comparison.benchmark_version}" if comparison.benchmark_version else ""
     console.print(f"[bold]compare {comparison.benchmark}[/bold]{version}: {comparison.aligned} items in every run; "
                   f"baseline {comparison.baseline}", soft_wrap=True)

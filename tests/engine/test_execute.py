@@ -431,3 +431,10 @@ async def test_a_metric_past_its_time_limit_makes_the_item_a_timeout(settings, s
     assert (result.status, record.error.type) == ("timeout", "MetricTimeout")
     assert [m.error.type if m.error else m.result for m in record.metrics] == ["TimeoutError", "TimeoutError", 1.0]
     assert "ran past its 0.3 s limit" in record.metrics[0].error.message
+
+
+async def test_a_metric_result_of_none_in_a_metric_result_is_kept_and_counted(store):
+    """``MetricResult(result=None)``, as a metric that could not decide writes it: the record keeps None, the item is
+    ok, and the report counts the result as one it could not use."""
+    _, record = await run(sync_one_arg, make_task(metrics=[Returns(None, wrapped=True)]), store)
+    assert record.status == "ok" and record.metrics[0].error is None and record.metrics[0].result is None
