@@ -42,6 +42,8 @@ def test_bad_input_in_a_real_process_is_one_line_exit_2_and_writes_nothing(cli_p
         (TOY[:4] + ["--resources", '{"TPU": 0}'], ["error: --resources: 'TPU': 0 is not a positive amount"]),
         (["--benchmark", "toy", "--solution", "chat", "--model", "mock", "-S", "temperature=hot"],
          ["solution 'chat': argument temperature='hot' is not a valid float", "-S temperature=VALUE"]),
+        (["--benchmark", "toy", "-B", "n_tasks=abc", "--solution", "calculator"],
+         ["benchmark 'toy': argument n_tasks='abc' is not a valid int", "-B n_tasks=VALUE"]),
     ],
 )
 def test_unknown_names_and_bad_flags(cli, tmp_path, args, fragments):
@@ -58,6 +60,9 @@ def test_config_file_that_does_not_validate_names_the_field(cli, tmp_path):
     assert_one_line_error(result, "worker.max_concurency", "Extra inputs are not permitted")
     config.write_text("benchmark: toy\nrepeats: [1\n")
     assert_one_line_error(cli("--config", str(config)), "not valid YAML", "line")
+    config.write_bytes("benchmark: toy\nname: caf\u00e9\n".encode("latin-1"))
+    assert_one_line_error(cli("--config", str(config)), f"config file {str(config)!r} is not UTF-8 text",
+                          "byte 0xe9", "save it as UTF-8")
     assert not (tmp_path / "run").exists()
 
 
