@@ -108,15 +108,19 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _driver_line(owner: Lease | None) -> str:
-    """Who drives the run, in one line: no driver, a live one, or one whose lease lapsed."""
+    """Who drives the run, in one line: no driver, a live one, or one whose lease lapsed, with how the run goes on
+    (:func:`runner.storage.lease.acquire`'s rules)."""
     if owner is None:
         return "driver: none (no driver holds the run)"
     state = owner.state()
+    if state == "driver gone":
+        return (f"driver: {owner.owner()}, its process is gone (killed); the same command on this host resumes "
+                "(it takes the lease over)")
     if state == "alive":
         return (f"driver: {owner.owner()}, alive (last heartbeat {owner.heartbeat_at}, lease until "
                 f"{owner.expires_at})")
-    lapsed = "its process is gone" if state == "driver gone" else f"its lease expired at {owner.expires_at}"
-    return f"driver: {owner.owner()}, {lapsed}; the run continues with --take-over"
+    return (f"driver: {owner.owner()}, its lease expired at {owner.expires_at} (killed, or cut off from the "
+            "storage); if it no longer runs, the same command with --take-over resumes")
 
 
 def cmd_list(args: argparse.Namespace) -> int:

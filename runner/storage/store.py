@@ -11,7 +11,8 @@ Promises: a record's existence means "done"; a reader never sees half a record (
 ``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``, which
 :func:`runner.storage.probe.check_conditional_writes` probes once per run); a refused write whose stored record
 carries this write's id (its response was lost, a retry was refused) is this write's success; a record write
-outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`); resume needs one
+outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`), a store that hangs
+included (:mod:`runner.storage.deadline`); resume needs one
 listing of ``records/``; reading records holds at most one bounded batch of them at once
 (:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
 local temp-file-and-link write (:mod:`runner.storage.local`), which no fsspec primitive gives.
@@ -30,7 +31,7 @@ import structlog
 
 from runner.core.errors import RunStopped, StorageError, exception_line
 from runner.core.record import TaskRecord
-from runner.storage import local, reading
+from runner.storage import deadline, local, reading
 from runner.storage.faults import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
@@ -68,7 +69,8 @@ class ResultStore:
 
     Attributes a run sets before its records are written (they travel to Ray workers with the store):
         outage_s: seconds a record write retries a store that fails with errors that look temporary (0, the
-            default outside a run: a failure is raised at once).
+            default outside a run: a failure is raised at once); it also bounds each call to an object store
+            (:mod:`runner.storage.deadline`), so that a store that hangs fails within it.
         conditional: whether writes use the store's conditional write (``If-None-Match: *``); ``False`` only after
             the probe found a store that ignores it and the user allowed that (an existence check, then a PUT).
 
@@ -155,6 +157,11 @@ class ResultStore:
         self._guard.limit_s = self.outage_s
         return self._guard
 
+    def _call(self, method: str, *args: Any, nbytes: int = 0, **kwargs: Any) -> Any:
+        """``fs.<method>(*args, **kwargs)`` for one object of ``nbytes`` bytes, within its deadline during a run
+        (:mod:`runner.storage.deadline`: a store that hangs fails with a ``TimeoutError``, which looks temporary)."""
+        return deadline.call(self.fs, method, *args, seconds=deadline.deadline(self.outage_s, nbytes), **kwargs)
+
     def path(self, *parts: str) -> str:
         """The filesystem path of ``parts`` under the run root."""
         return "/".join([self.root, *parts])
@@ -200,11 +207,11 @@ class ResultStore:
         if self.is_local:
             local.write_once(path, data)
         elif self.conditional:
-            self.fs.pipe_file(path, data, mode="create")
-        elif self.fs.exists(path):
+            self._call("pipe_file", path, data, mode="create", nbytes=len(data))
+        elif self._call("exists", path):
             raise FileExistsError(path)
         else:
-            self.fs.pipe_file(path, data)
+            self._call("pipe_file", path, data, nbytes=len(data))
 
     def write_file(self, name: str, data: bytes) -> None:
         """Replace the run-level file ``name`` (``run.json``, ``summary.json``...) whole.
@@ -217,7 +224,7 @@ class ResultStore:
             if self.is_local:
                 local.replace(path, data)
             else:
-                self.fs.pipe_file(path, data)
+                self._call("pipe_file", path, data, nbytes=len(data))
         except Exception as exc:  # noqa: BLE001
             raise StorageError(self.explain(f"cannot write {self.display(path)}", exc)) from None
 
@@ -229,7 +236,7 @@ class ResultStore:
         """
         path = self.path(name)
         try:
-            self.fs.rm_file(path)
+            self._call("rm_file", path)
         except FileNotFoundError:
             return
         except Exception as exc:  # noqa: BLE001
@@ -259,7 +266,7 @@ class ResultStore:
         """The record at ``path`` (``None`` if absent or damaged), read through outages like a write."""
         what = f"read {self.display(path)}"
         try:
-            data = self.outage.call(what, lambda: self.fs.cat_file(path))
+            data = self.outage.call(what, lambda: self._call("cat_file", path))
         except FileNotFoundError:
             return None
         except RunStopped:
@@ -288,7 +295,7 @@ class ResultStore:
         """
         path = self.path(MANIFEST)
         try:
-            data = self.fs.cat_file(path)
+            data = self._call("cat_file", path)
         except FileNotFoundError:
             return None
         except Exception as exc:  # noqa: BLE001
@@ -303,7 +310,7 @@ class ResultStore:
     def read_file(self, name: str) -> bytes | None:
         """The bytes of the run-level file ``name``, or ``None`` if absent."""
         try:
-            return self.fs.cat_file(self.path(name))
+            return self._call("cat_file", self.path(name))
         except FileNotFoundError:
             return None
 
@@ -332,7 +339,7 @@ class ResultStore:
         Read before an item runs again after its worker died: the dead worker may have stored it already.
         """
         try:
-            data = self.fs.cat_file(self.record_path(task_id, repeat))
+            data = self._call("cat_file", self.record_path(task_id, repeat))
         except FileNotFoundError:
             return None
         return TaskRecord.model_validate_json(data).status
