@@ -156,3 +156,14 @@ def test_a_worker_no_ray_node_fits_is_refused_before_anything_is_written(cli, tm
 def test_memory_storage_is_refused_on_ray(cli, ray_session):
     result = cli("--benchmark", "toy", "--solution", "calculator", "--storage", "memory://lost", env={"RAY_ADDRESS": ""})
     assert_one_line_error(result, "'memory://lost'", "Ray workers cannot write", "--sequential, a path, or")
+
+
+def test_a_benchmark_without_tasks_is_refused_and_leaves_nothing(cli, tmp_path):
+    """Found only by iterating it (it has no size): after the lease was taken, which is released, and the new run
+    directory removed."""
+    storage = tmp_path / "runs" / "empty"
+    result = cli("-b", "tests.support.solutions:SquaresBenchmark", "-B", "n=0", "-s", "calculator", "--sequential",
+                 "--storage", str(storage))
+    assert_one_line_error(result, "the benchmark 'squares' yielded no tasks, so there is nothing to run; nothing was "
+                          "written; check its data and arguments (--data-dir, -B)")
+    assert result.stdout == "" and not (tmp_path / "runs").exists()
