@@ -21,6 +21,7 @@ import os
 import warnings
 from typing import Any
 
+import structlog
 from pydantic import ValidationError
 from rich.console import Console
 
@@ -70,8 +71,18 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
 
 
 def _report(request: RunRequest, show: bool, html: bool) -> Summary:
-    """``summary.json`` and ``results.csv`` of the run's records (and ``report.html``), printed with ``show``."""
+    """``summary.json`` and ``results.csv`` of the run's records (and ``report.html``), printed with ``show``.
+
+    Record files that cannot be read are logged (``run.unreadable_records``): a resume takes every item with a
+    record file as done without reading it, so this says how many of them are damaged and how to run them again.
+    """
     summary = build_report(request.store, request.benchmark)
+    if summary.unreadable_records:
+        structlog.get_logger("runner").warning(
+            "run.unreadable_records", files=summary.unreadable_records,
+            detail=f"{summary.unreadable_records} record file(s) cannot be read (damaged outside the runner): their "
+            "items count as missing, and a resume does not run them; run the same command with --rerun-failed to "
+            "run them again")
     page = write_html_report(request.store, summary) if html else None
     if show:
         console = Console()

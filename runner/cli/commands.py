@@ -13,12 +13,14 @@ from rich.console import Console
 from runner import log
 from runner.cli.args import config_from_args
 from runner.cli.model_flags import preflight_models, provider_lines
+from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import ConfigError, RunnerError
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
 from runner.report import PlanScope, build_report, count_stored, render, scope_notes, summary_json, write_html_report
 from runner.storage.lease import Lease, read_lease
+from runner.storage.manifest import RunManifest
 from runner.storage.store import ResultStore
 
 
@@ -45,13 +47,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     manifest = store.read_manifest()
     if manifest is None:
         raise ConfigError(f"no run at {store.uri} (no run.json); check the URI")
-    benchmark = None
-    config = manifest.config
-    if config.get("benchmark"):
-        try:
-            benchmark = build_benchmark(config["benchmark"], config.get("benchmark_args"), config.get("data_dir"))
-        except RunnerError as exc:
-            structlog.get_logger("runner").warning("report.no_headline_score", reason=str(exc))
+    benchmark, problem = _benchmark_of(manifest)
+    if problem is not None:
+        structlog.get_logger("runner").warning("report.no_headline_score", reason=problem)
     summary = build_report(store, benchmark)
     if args.json:
         print(summary_json(summary).decode(), end="")
@@ -62,18 +60,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark_of(manifest: RunManifest) -> tuple[BenchmarkBase | None, str | None]:
+    """The run's benchmark rebuilt from ``run.json``'s configuration, or ``None`` and why not (a run of the Python
+    API names no built-in benchmark; its data may be missing here)."""
+    config = manifest.config
+    if not config.get("benchmark"):
+        return None, "run.json names no benchmark"
+    try:
+        return build_benchmark(config["benchmark"], config.get("benchmark_args"), config.get("data_dir")), None
+    except RunnerError as exc:
+        return None, str(exc)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """``status URI``: how far a run is, from its manifest and one listing of its records.
 
-    Counts the records of the current plan, as the report does (:mod:`runner.report.scope`); it reads records
-    only when the run's limit was lowered below one an earlier run used, to tell the tasks past it. Says which
-    driver owns the run (``lease.json``) and whether its lease is alive.
+    Counts the records of the current plan, as the report does (:mod:`runner.report.scope`): record files of task
+    ids the run's benchmark does not have are left out when the benchmark can be rebuilt here from ``run.json``;
+    records are read only when the run's limit was lowered below one an earlier run used, to tell the tasks past
+    it. Says which driver owns the run (``lease.json``) and whether its lease is alive.
     """
     store = _store(args)
     manifest = store.read_manifest()
     if manifest is None:
         raise ConfigError(f"no run at {store.uri} (no run.json); check the URI")
-    scope = PlanScope.of(manifest)
+    benchmark, problem = _benchmark_of(manifest)
+    scope = PlanScope.of(manifest, benchmark)
     stored = count_stored(store, scope)
     done = stored.done
     n_tasks = manifest.benchmark.n_tasks
@@ -89,6 +101,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "fraction": round(done / expected, 4) if expected else None,
         "complete": expected is not None and done >= expected,
         "outside_plan": sum(stored.outside.values()),
+        "task_ids_checked": scope.task_keys is not None,
         "duplicate_tasks": manifest.benchmark.duplicate_tasks,
         "summary": has_summary,
         "updated_at": manifest.updated_at,
@@ -102,7 +115,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{manifest.benchmark.name} run {manifest.run_id}: {done}/{expected if expected is not None else '?'} "
               f"items{share}, {state}; summary.json {'present' if has_summary else 'absent'} ({store.uri})")
         print(_driver_line(owner))
-        for note in scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks):
+        notes = scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks)
+        if scope.task_keys is None and expected is not None and done > expected:
+            why = problem or "its tasks cannot be read here"
+            notes.append(f"{done - expected} more record files than items: some are of task ids the plan does not "
+                         f"have, which cannot be told apart without the run's benchmark ({why})")
+        for note in notes:
             print(f"note: {note}")
     return 0
 

@@ -306,7 +306,7 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
                     raise _interrupted(exc) from None
         seconds = time.monotonic() - started
         if progress.done == 0 and plan.exhausted:
-            log.info("run.nothing_to_do", detail="every item already has a record; nothing was executed")
+            log.info("run.nothing_to_do", detail="every item already has a record file; nothing was executed")
         if progress.duplicates:
             log.warning("run.records_of_another_writer", items=progress.duplicates,
                         detail="items whose record another writer had stored when their first attempt ended (kept "

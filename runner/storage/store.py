@@ -24,6 +24,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -331,7 +332,7 @@ class ResultStore:
 
     def done_items(self) -> set[tuple[str, int]]:
         """(task key, repeat) of every stored record, from one listing."""
-        return {item for item in map(_item_of, self.list_record_paths()) if item is not None}
+        return {item for item in map(item_of, self.list_record_paths()) if item is not None}
 
     def record_status(self, task_id: str, repeat: int) -> str | None:
         """The status of the stored record of (``task_id``, ``repeat``), or ``None`` if it has none.
@@ -344,17 +345,32 @@ class ResultStore:
             return None
         return TaskRecord.model_validate_json(data).status
 
-    def iter_records(self, paths: Iterable[str] | None = None) -> Iterator[TaskRecord]:
+    def iter_records(self, paths: Iterable[str] | None = None,
+                     left_out: UnusableFiles | None = None) -> Iterator[TaskRecord]:
         """Yield every stored record (or those at ``paths``), fetched in batches (concurrently on object stores).
 
-        A file that does not parse as a record (damaged outside the runner: records are written whole) is skipped
-        with a ``store.unreadable_record`` warning naming it; ``--rerun-errors`` retires it and runs its item
-        again. Nothing is held beyond one batch (:func:`runner.storage.reading.read_batches`).
+        Two kinds of file are skipped with a warning naming them (both come from outside the runner: records are
+        written whole, each at its own item's path), and listed in ``left_out`` when given:
+
+        - one that does not parse as a record (``store.unreadable_record``): ``--rerun-failed`` retires it and runs
+          its item again;
+        - one that holds the record of another item than its path names (``store.misplaced_record``: a copy), which
+          would count that item twice.
+
+        Nothing is held beyond one batch (:func:`runner.storage.reading.read_batches`).
         """
         for path, record in self._parse_records(paths):
             if record is None:
                 _log.warning("store.unreadable_record", path=mask(self.display(path)),
-                                  detail="not a valid record; --rerun-errors retires it and runs its item again")
+                             detail="not a valid record; --rerun-failed retires it and runs its item again")
+                if left_out is not None:
+                    left_out.unreadable.append(mask(self.display(path)))
+            elif item_of(path) != (encode_key(record.task_id), record.repeat):
+                _log.warning("store.misplaced_record", path=mask(self.display(path)), task_id=record.task_id,
+                             repeat=record.repeat, detail="this file holds the record of another item (a copy "
+                             "made outside the runner): it is not counted; remove it")
+                if left_out is not None:
+                    left_out.misplaced.append(mask(self.display(path)))
             else:
                 yield record
 
@@ -373,7 +389,7 @@ class ResultStore:
         not parse as a record (damaged outside the runner). Reads every record; writes nothing."""
         failed = set()
         for path, record in self._parse_records():
-            item = _item_of(path)
+            item = item_of(path)
             if item is not None and (record is None or record.status != "ok"):
                 failed.add(item)
         return failed
@@ -426,13 +442,22 @@ class ResultStore:
         return mask(f"{what} ({detail}); {advice(self._uri, exc)}", self.storage_options)
 
 
+@dataclass
+class UnusableFiles:
+    """The files under ``records/`` that :meth:`ResultStore.iter_records` skipped, by path as the user writes it:
+    ``unreadable`` ones (not a record) and ``misplaced`` ones (the record of another item than their path's)."""
+
+    unreadable: list[str] = field(default_factory=list)
+    misplaced: list[str] = field(default_factory=list)
+
+
 def _same_write(stored: TaskRecord, record: TaskRecord) -> bool:
     """Whether ``stored`` is what the write of ``record`` stored (a write id is drawn per write)."""
     fields = ("run_id", "task_id", "repeat", "attempt", "write_id")
     return all(getattr(stored, name) == getattr(record, name) for name in fields)
 
 
-def _item_of(path: str) -> tuple[str, int] | None:
+def item_of(path: str) -> tuple[str, int] | None:
     """``(task key, repeat)`` of a record path ``.../records/<task-key>/<repeat>.json``; ``None`` for another file."""
     key, name = path.rsplit("/", 2)[-2:]
     stem = name.removesuffix(".json")
