@@ -4,19 +4,24 @@ An object store that stops answering (a gateway that holds connections, a server
 client waits. botocore waits ``read_timeout`` (s3fs: 15 s) per attempt, retries up to 4 more times, and s3fs
 retries that up to 5 times (``s3fs.core._error_wrapper``), so one call could hang for minutes before the run's
 outage handling (:mod:`runner.storage.outage`) saw a failure. fsspec's asynchronous filesystems (s3fs, gcsfs,
-adlfs...) take a ``timeout`` in seconds on every blocking call (``fsspec.asyn.sync``), which cancels the call,
-inner retries included, when it passes; this module computes that deadline from the run's outage budget and turns
-its expiry into a :class:`TimeoutError` that says so, which :func:`runner.storage.faults.is_transient` counts as
-temporary. Filesystems without asynchronous calls (a local disk, ``memory://``) are called as they are.
+adlfs...) run each blocking call as a coroutine through ``fsspec.asyn.sync``, whose ``timeout`` in seconds cancels
+the call, inner retries included, when it passes; this module computes that deadline from the run's outage budget
+and turns its expiry into a :class:`TimeoutError` that says so, which :func:`runner.storage.faults.is_transient`
+counts as temporary. Filesystems without asynchronous calls (a local disk, ``memory://``) are called as they are.
+
+A call cut at its deadline may still have reached the store (a PUT that was sent, whose answer never came): the
+record write that retries it is refused, and the store tells its own write by its write id
+(:meth:`runner.storage.store.ResultStore.write_record`), as after a lost response.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 import fsspec
-from fsspec.asyn import AsyncFileSystem
+from fsspec.asyn import AsyncFileSystem, sync
 
 MIN_DEADLINE_S = 1.0
 """The shortest deadline of one call, in seconds."""
@@ -37,15 +42,17 @@ def deadline(outage_s: float, nbytes: int = 0) -> float | None:
 
 
 def call(fs: fsspec.AbstractFileSystem, method: str, *args: Any, seconds: float | None, **kwargs: Any) -> Any:
-    """``fs.<method>(*args, **kwargs)``, cancelled after ``seconds`` on an asynchronous filesystem.
+    """``fs.<method>(*args, **kwargs)``, cancelled after ``seconds`` on an asynchronous filesystem (its coroutine
+    ``fs._<method>``, run as fsspec runs it: ``fsspec.asyn.sync``, on the filesystem's loop).
 
     Raises:
         TimeoutError: the call passed its deadline ("the storage did not answer within N s").
         Exception: whatever the call raises.
     """
-    if seconds is None or not isinstance(fs, AsyncFileSystem):
+    coroutine = getattr(fs, f"_{method}", None) if isinstance(fs, AsyncFileSystem) else None
+    if seconds is None or not inspect.iscoroutinefunction(coroutine):
         return getattr(fs, method)(*args, **kwargs)
     try:
-        return getattr(fs, method)(*args, timeout=seconds, **kwargs)
+        return sync(fs.loop, coroutine, *args, timeout=seconds, **kwargs)
     except asyncio.TimeoutError:  # fsspec's FSTimeoutError
         raise TimeoutError(f"the storage did not answer within {seconds:.0f} s") from None
