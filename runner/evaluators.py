@@ -17,11 +17,14 @@ Ray itself is imported only when a ``RayEvaluator`` runs, so ``from runner impor
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
+import structlog
 from pydantic import ValidationError
 
+from runner import log
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings, WorkerSpec, format_validation_error
 from runner.core.errors import BudgetExhausted, ConfigError, ProtocolStop
@@ -68,8 +71,18 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
 
 
 def _report(request: RunRequest, show: bool, html: bool) -> Summary:
-    """``summary.json`` and ``results.csv`` of the run's records (and ``report.html``), printed with ``show``."""
+    """``summary.json`` and ``results.csv`` of the run's records (and ``report.html``), printed with ``show``.
+
+    Record files that cannot be read are logged (``run.unreadable_records``): a resume takes every item with a
+    record file as done without reading it, so this says how many of them are damaged and how to run them again.
+    """
     summary = build_report(request.store, request.benchmark)
+    if summary.unreadable_records:
+        structlog.get_logger("runner").warning(
+            "run.unreadable_records", files=summary.unreadable_records,
+            detail=f"{summary.unreadable_records} record file(s) cannot be read (damaged outside the runner): their "
+            "items count as missing, and a resume does not run them; run the same command with --rerun-failed to "
+            "run them again")
     page = write_html_report(request.store, summary) if html else None
     if show:
         console = default_console()
@@ -89,7 +102,8 @@ class EvaluatorBase:
         name: a name for the evaluation (AgentScope's first argument; informational).
         benchmark: the :class:`BenchmarkBase` to run.
         n_repeat: repeats per task (>= 1); pass@k is reported when > 1.
-        storage: a :class:`ResultStore` / ``FileEvaluatorStorage``; ``None`` for ``./runs/<benchmark>-<timestamp>``.
+        storage: a :class:`ResultStore` / ``FileEvaluatorStorage``, or its URI (a path, ``s3://bucket/prefix``, any
+            fsspec URL: a ``ResultStore`` of it); ``None`` for ``./runs/<benchmark>-<timestamp>``.
         solution_func: the solution (the seed's form); or pass it to :meth:`run` (AgentScope v1's form). A
             function ``(task)`` or ``(task, context)``, sync or async; a class or ``@solution_factory`` is built
             once per worker; a :class:`SolutionSpec` is used as is.
@@ -105,8 +119,8 @@ class EvaluatorBase:
             is written).
 
     Raises:
-        ConfigError: a missing benchmark, ``n_repeat < 1``, a setting that does not validate, or no solution at
-            :meth:`run`.
+        ConfigError: a missing benchmark, ``n_repeat < 1``, a storage that is neither a store nor a URI, a setting
+            that does not validate, or no solution at :meth:`run`.
     """
 
     default_executor = "sequential"
@@ -117,7 +131,7 @@ class EvaluatorBase:
         name: str | None = None,
         benchmark: BenchmarkBase | None = None,
         n_repeat: int = 1,
-        storage: ResultStore | None = None,
+        storage: ResultStore | str | os.PathLike[str] | None = None,
         *,
         solution_func: Any = None,
         show: bool = True,
@@ -143,7 +157,7 @@ class EvaluatorBase:
         self.name = name or benchmark.name
         self.benchmark = benchmark
         self.n_repeat = n_repeat
-        self.storage = storage if storage is not None else ResultStore()
+        self.storage = _store_of(storage)
         self.solution_func = solution_func
         self.show = show
         self.progress_bar = progress_bar
@@ -179,6 +193,9 @@ class EvaluatorBase:
     async def run(self, solution: Any = None) -> Summary:
         """Run every item without a record, then aggregate all records into ``summary.json`` and ``results.csv``.
 
+        Logs warnings and errors only, unless structlog was configured before
+        (:func:`runner.log.configure_unless_configured`).
+
         Returns:
             the :class:`Summary` (also printed when ``show``).
 
@@ -186,6 +203,7 @@ class EvaluatorBase:
             RunnerError: bad input, before anything is written.
         """
         request = self.request(solution)
+        log.configure_unless_configured()
         summary, self.outcome = await evaluate(request, show=self.show, executor=self.make_executor())
         return summary
 
@@ -194,6 +212,22 @@ class EvaluatorBase:
         :attr:`executor` (a ``RayExecutor``'s ``workers``, ``size`` and ``deaths`` describe its pool after a run)."""
         self.executor = make_executor(self.settings)
         return self.executor
+
+
+def _store_of(storage: ResultStore | str | os.PathLike[str] | None) -> ResultStore:
+    """The store of an evaluator's ``storage`` argument: a store as it is, a URI or path as a store of it.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    if storage is None:
+        return ResultStore()
+    if isinstance(storage, ResultStore):
+        return storage
+    if isinstance(storage, (str, os.PathLike)):
+        return ResultStore(os.fspath(storage))
+    raise ConfigError(f"storage must be a ResultStore (FileEvaluatorStorage) or a URI such as 'runs/x', got "
+                      f"{type(storage).__name__}")
 
 
 class GeneralEvaluator(EvaluatorBase):
@@ -205,7 +239,8 @@ class GeneralEvaluator(EvaluatorBase):
     default_executor = "sequential"
 
     def __init__(self, name: str | None = None, benchmark: BenchmarkBase | None = None, n_repeat: int = 1,
-                 storage: ResultStore | None = None, n_workers: int = 1, **options: Any) -> None:
+                 storage: ResultStore | str | os.PathLike[str] | None = None, n_workers: int = 1,
+                 **options: Any) -> None:
         super().__init__(name, benchmark, n_repeat, storage, **options)
         self.n_workers = n_workers
 
@@ -249,7 +284,7 @@ class RayEvaluator(EvaluatorBase):
         name: str | None = None,
         benchmark: BenchmarkBase | None = None,
         n_repeat: int = 1,
-        storage: ResultStore | None = None,
+        storage: ResultStore | str | os.PathLike[str] | None = None,
         n_workers: int | None = None,
         *,
         max_workers: int | None = None,

@@ -1,7 +1,8 @@
 """structlog set-up: console lines on a terminal, JSON lines elsewhere, context bound once.
 
 The engine binds ``run_id`` for a run and ``task_id``/``repeat`` for each item with structlog's context variables,
-so every event carries them without repeating them in each call.
+so every event carries them without repeating them in each call. The CLI configures structlog for each command; the
+evaluators of the Python API do it only when nothing has (:func:`configure_unless_configured`).
 """
 
 from __future__ import annotations
@@ -58,3 +59,16 @@ def configure(log_format: LogFormat | None = None, level: int = logging.INFO) ->
     )
     return chosen
 
+
+
+API_LEVEL = logging.WARNING
+"""The lowest level the evaluators emit when they configure structlog themselves: their summary is what a script
+prints, and warnings (a storage outage, a lease taken over) still show."""
+
+
+def configure_unless_configured(level: int = API_LEVEL) -> None:
+    """Configure structlog (:func:`configure`, at ``level``) if nothing in this process has yet: unconfigured, its
+    defaults print every event, debug ones included (an ``item.done`` line per item). A program that configured
+    structlog itself keeps its configuration."""
+    if not structlog.is_configured():
+        configure(level=level)

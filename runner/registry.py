@@ -117,7 +117,8 @@ def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str
 
     Raises:
         PluginError: unknown name, bad import path, or not a :class:`BenchmarkBase`.
-        BenchmarkError: arguments the benchmark does not accept or rejects.
+        BenchmarkError: arguments the benchmark does not accept, that do not validate against its constructor's
+            annotations (:func:`runner.core.signature.mistyped`), or that it rejects.
     """
     target, _ = resolve(name, available_benchmarks(), "benchmark")
     kwargs = dict(args or {})
@@ -126,6 +127,9 @@ def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str
     if not callable(target):
         raise PluginError(f"benchmark {name!r} is a {type(target).__name__}, not a benchmark class or factory")
     _check_kwargs(target, kwargs, f"benchmark {name!r}")
+    for argument, problem in signature.mistyped(target, kwargs).items():
+        flag = "--data-dir" if argument == "data_dir" else f"-B {argument}=VALUE (or the config's benchmark_args)"
+        raise BenchmarkError(f"benchmark {name!r}: argument {argument}={kwargs[argument]!r} {problem}; fix {flag}")
     try:
         benchmark = target(**kwargs)
     except (TypeError, ValueError) as exc:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from tests.support.cli import CliResult, run_in_process, run_process
 from tests.support.model_server import ScriptedModelServer
@@ -46,6 +47,13 @@ def distractor_file(shared_data: Path) -> str:
 def beeai_file(shared_data: Path) -> str:
     """BeeAI's 2-record HotpotQA evaluation dataset."""
     return str(shared_data / "hotpotqa_beeai" / "dataset.json")
+
+
+@pytest.fixture(autouse=True)
+def unconfigured_logging() -> None:
+    """structlog as a fresh process has it (unconfigured) at the start of every test, so what a command or an
+    evaluator of an earlier test configured (a level, a format) does not leak into the next one."""
+    structlog.reset_defaults()
 
 
 @pytest.fixture

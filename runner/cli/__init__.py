@@ -3,15 +3,21 @@
 No subcommand means ``run``. Bad input ends with exit status 2 and one line on stderr naming the problem and the
 way out; a run that stopped after writing started (a model server that speaks another protocol, a storage outage)
 with exit status 3, a spent budget with exit status 4, each with one line; an unexpected failure keeps its traceback
-(exit status 1).
+(exit status 1). Ctrl-C (SIGINT) and SIGTERM (what Kubernetes and ``timeout`` send) stop a run the same way: the
+run is cancelled, its lease released, finished records kept, and one line says so (exit status 130 and 143, the
+shell's 128 + signal number).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 
 from runner._version import __version__
 from runner.cli.args import add_run_arguments, json_object
@@ -75,16 +81,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "run")
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    terminated = threading.Event()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _sigterm_as_interrupt(terminated):
             warnings.showwarning = _warning_line
             return handler(args)
     except RunnerError as exc:
         print(f"{exc.label}: {exc}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
-        print("interrupted: finished records are kept; run the same command again to resume", file=sys.stderr)
-        return 130
+        word, status = ("terminated", 128 + signal.SIGTERM) if terminated.is_set() else ("interrupted", 130)
+        print(f"{word}: finished records are kept; run the same command again to resume", file=sys.stderr)
+        return status
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt(received: threading.Event) -> Iterator[None]:
+    """Handle SIGTERM as Ctrl-C while the command runs, setting ``received``: this process's SIGINT handler is
+    called (asyncio's, while a run executes: it cancels the run, whose ``finally`` blocks release the lease and
+    stop the executor, then ``asyncio.run`` raises ``KeyboardInterrupt``; Python's default one raises it at once).
+    The previous SIGTERM handler is put back afterwards. Only the main thread can handle signals; from another,
+    SIGTERM is left as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        received.set()
+        interrupt = signal.getsignal(signal.SIGINT)
+        if not callable(interrupt):  # SIGINT ignored (a background job): SIGTERM still stops the command
+            raise KeyboardInterrupt
+        interrupt(signal.SIGINT, frame)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:

@@ -15,6 +15,7 @@ import structlog
 from runner import log
 from runner.cli.args import config_from_args
 from runner.cli.model_flags import preflight_models, provider_lines
+from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import ConfigError, RunnerError
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
@@ -22,6 +23,7 @@ from runner.registry import available_benchmarks, available_executors, available
 from runner.report import PlanScope, build_report, count_stored, render, scope_notes, summary_json, write_html_report
 from runner.report.table import default_console
 from runner.storage.lease import Lease, read_lease
+from runner.storage.manifest import RunManifest
 from runner.storage.store import PROGRESS_FILE, ResultStore
 
 
@@ -48,13 +50,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     manifest = store.read_manifest()
     if manifest is None:
         raise ConfigError(f"no run at {store.uri} (no run.json); check the URI")
-    benchmark = None
-    config = manifest.config
-    if config.get("benchmark"):
-        try:
-            benchmark = build_benchmark(config["benchmark"], config.get("benchmark_args"), config.get("data_dir"))
-        except RunnerError as exc:
-            structlog.get_logger("runner").warning("report.no_headline_score", reason=str(exc))
+    benchmark, problem = _benchmark_of(manifest)
+    if problem is not None:
+        structlog.get_logger("runner").warning("report.no_headline_score", reason=problem)
     summary = build_report(store, benchmark)
     if args.json:
         print(summary_json(summary).decode(), end="")
@@ -65,19 +63,33 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark_of(manifest: RunManifest) -> tuple[BenchmarkBase | None, str | None]:
+    """The run's benchmark rebuilt from ``run.json``'s configuration, or ``None`` and why not (a run of the Python
+    API names no built-in benchmark; its data may be missing here)."""
+    config = manifest.config
+    if not config.get("benchmark"):
+        return None, "run.json names no benchmark"
+    try:
+        return build_benchmark(config["benchmark"], config.get("benchmark_args"), config.get("data_dir")), None
+    except RunnerError as exc:
+        return None, str(exc)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """``status URI [--watch [SECONDS]]``: how far a run is, from its manifest, one listing of its records, its
     lease and its ``progress.json``.
 
-    Counts the records of the current plan, as the report does (:mod:`runner.report.scope`); it reads records
-    only when the run's limit was lowered below one an earlier run used, to tell the tasks past it. Says which
-    driver owns the run (``lease.json``) and whether its lease is alive, and, while a driver executes it, what that
-    driver last said (``progress.json``: rate, ETA, running means) and how long ago. ``--watch`` says it again every
-    few seconds until no driver executes the run (or Ctrl-C).
+    Counts the records of the current plan, as the report does (:mod:`runner.report.scope`): record files of task
+    ids the run's benchmark does not have are left out when the benchmark can be rebuilt here from ``run.json``;
+    records are read only when the run's limit was lowered below one an earlier run used, to tell the tasks past
+    it. Says which driver owns the run (``lease.json``) and whether its lease is alive, and, while a driver executes
+    it, what that driver last said (``progress.json``: rate, ETA, running means) and how long ago. ``--watch`` says
+    it again every few seconds until no driver executes the run (or Ctrl-C).
     """
     store = _store(args)
+    benchmarks: dict[str, tuple[Any, str | None]] = {}
     if args.watch is None:
-        status, lines = _status(store)
+        status, lines = _status(store, benchmarks)
         print(json.dumps(status, indent=2) if args.json else "\n".join(lines))
         return 0
     from rich.console import Group
@@ -87,7 +99,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     every = max(args.watch, 0.5)
     with Live(auto_refresh=False, console=default_console()) as live:
         while True:
-            status, lines = _status(store)
+            status, lines = _status(store, benchmarks)
             body = json.dumps(status, indent=2) if args.json else "\n".join(lines)
             live.update(Group(Text(body), Text(f"(every {every:g} s; Ctrl-C to stop watching)", style="dim")),
                         refresh=True)
@@ -97,8 +109,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             time.sleep(every)
 
 
-def _status(store: ResultStore) -> tuple[dict[str, Any], list[str]]:
-    """The status of the run at ``store``, as JSON-ready data and as lines for people.
+def _status(store: ResultStore, benchmarks: dict[str, tuple[Any, str | None]]) -> tuple[dict[str, Any], list[str]]:
+    """The status of the run at ``store``, as JSON-ready data and as lines for people. ``benchmarks`` keeps the
+    run's benchmark (rebuilt from ``run.json`` to know its task ids) from one call to the next, by run id.
 
     Raises:
         ConfigError: no run at that URI.
@@ -106,7 +119,10 @@ def _status(store: ResultStore) -> tuple[dict[str, Any], list[str]]:
     manifest = store.read_manifest()
     if manifest is None:
         raise ConfigError(f"no run at {store.uri} (no run.json); check the URI")
-    scope = PlanScope.of(manifest)
+    if manifest.run_id not in benchmarks:
+        benchmarks[manifest.run_id] = _benchmark_of(manifest)
+    benchmark, problem = benchmarks[manifest.run_id]
+    scope = PlanScope.of(manifest, benchmark)
     stored = count_stored(store, scope)
     done = stored.done
     n_tasks = manifest.benchmark.n_tasks
@@ -123,6 +139,7 @@ def _status(store: ResultStore) -> tuple[dict[str, Any], list[str]]:
         "fraction": round(done / expected, 4) if expected else None,
         "complete": expected is not None and done >= expected,
         "outside_plan": sum(stored.outside.values()),
+        "task_ids_checked": scope.task_keys is not None,
         "duplicate_tasks": manifest.benchmark.duplicate_tasks,
         "summary": has_summary,
         "updated_at": manifest.updated_at,
@@ -136,7 +153,12 @@ def _status(store: ResultStore) -> tuple[dict[str, Any], list[str]]:
              _driver_line(owner)]
     if progress is not None:
         lines.append(_progress_line(progress))
-    lines += [f"note: {note}" for note in scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks)]
+    notes = scope_notes(scope, stored.outside, manifest.benchmark.duplicate_tasks)
+    if scope.task_keys is None and expected is not None and done > expected:
+        why = problem or "its tasks cannot be read here"
+        notes.append(f"{done - expected} more record files than items: some are of task ids the plan does not "
+                     f"have, which cannot be told apart without the run's benchmark ({why})")
+    lines += [f"note: {note}" for note in notes]
     return status, lines
 
 
@@ -172,15 +194,19 @@ def _progress_line(progress: dict[str, Any]) -> str:
 
 
 def _driver_line(owner: Lease | None) -> str:
-    """Who drives the run, in one line: no driver, a live one, or one whose lease lapsed."""
+    """Who drives the run, in one line: no driver, a live one, or one whose lease lapsed, with how the run goes on
+    (:func:`runner.storage.lease.acquire`'s rules)."""
     if owner is None:
         return "driver: none (no driver holds the run)"
     state = owner.state()
+    if state == "driver gone":
+        return (f"driver: {owner.owner()}, its process is gone (killed); the same command on this host resumes "
+                "(it takes the lease over)")
     if state == "alive":
         return (f"driver: {owner.owner()}, alive (last heartbeat {owner.heartbeat_at}, lease until "
                 f"{owner.expires_at})")
-    lapsed = "its process is gone" if state == "driver gone" else f"its lease expired at {owner.expires_at}"
-    return f"driver: {owner.owner()}, {lapsed}; the run continues with --take-over"
+    return (f"driver: {owner.owner()}, its lease expired at {owner.expires_at} (killed, or cut off from the "
+            "storage); if it no longer runs, the same command with --take-over resumes")
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -360,7 +360,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML or JSON run config into a dict (not yet validated).
 
     Raises:
-        ConfigError: the file is missing, unreadable, not YAML/JSON, or not a mapping.
+        ConfigError: the file is missing, unreadable, not UTF-8, not YAML/JSON, or not a mapping.
     """
     path = Path(path)
     try:
@@ -368,6 +368,11 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(
             f"cannot read config file {str(path)!r}: {exc.strerror or exc}; check the --config path"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+            "save it as UTF-8 YAML or JSON"
         ) from None
     try:
         data = yaml.safe_load(text)

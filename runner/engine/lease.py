@@ -74,25 +74,33 @@ class LeaseKeeper:
             raise self.lost
 
     def stop(self) -> None:
-        """Stop renewing and remove the lease if this driver still surely holds it (a lease that may have lapsed is
-        left to lapse; a storage failure is logged, and the lease lapses by itself)."""
+        """Stop renewing and remove the lease. A lease that may have lapsed (the storage did not answer for a
+        while, so renewals failed) is claimed back first, as a renewal does (:func:`runner.storage.lease.renew`);
+        one that another driver took over meanwhile stays theirs. If the store fails, the failure is logged
+        (``lease.not_released``, saying how the run goes on) and the lease lapses by itself."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
         if self.lost is not None:
             return
         try:
+            if not self.held.safe:
+                lease.renew(self.store, self.held)
             released = lease.release(self.store, self.held)
-        except RunnerError as exc:
-            released = False
+        except LeaseLost as exc:
+            self._log.error("lease.lost", detail=str(exc))
+            return
+        except RunnerError as exc:  # the storage failed: the lease lapses by itself
             self._log.warning("lease.not_released", error=str(exc), detail=self._lapses())
             return
         if not released:
             self._log.warning("lease.not_released", detail=self._lapses())
 
     def _lapses(self) -> str:
-        return (f"the lease lapses at {self.held.lease.expires_at}; after that, a driver needs --take-over to run "
-                "this run again")
+        """What a lease left behind means for the next run (:func:`runner.storage.lease.acquire`)."""
+        return (f"lease.json stays until it lapses at {self.held.lease.expires_at}; once this process has exited, "
+                "the same command on this host resumes at once (it takes over a lease whose process is gone); from "
+                "another host, run it with --take-over (it waits for the lease to lapse)")
 
     def _beat(self) -> None:
         interval = self.held.lease.ttl_s / BEATS_PER_TTL

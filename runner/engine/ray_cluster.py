@@ -7,12 +7,16 @@ refused within seconds with one line, instead of Ray's long retry loop.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import json
 import math
 import os
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -96,7 +100,8 @@ def preflight(address: str | None) -> None:
 def connect(address: str | None) -> bool:
     """Attach to the Ray cluster of ``address`` (or ``RAY_ADDRESS``), or start an embedded one.
 
-    An already initialised Ray in this process (a notebook, a test session) is used as it is.
+    An already initialised Ray in this process (a notebook, a test session) is used as it is. The process keeps its
+    own SIGTERM handling (:func:`_keeping_sigterm`).
 
     Returns:
         whether this call initialised Ray in this process, embedded or attached (the caller then shuts it down when
@@ -114,11 +119,12 @@ def connect(address: str | None) -> bool:
     try:
         # Ray's own INFO lines ("Started a local Ray instance") would stand before a run's one-line error: the run
         # logs what it does itself (ray.pool, worker.ready).
-        if target:
-            ray.init(address=target, logging_level=logging.WARNING)
-        else:
-            # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray.
-            ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
+        with _keeping_sigterm():
+            if target:
+                ray.init(address=target, logging_level=logging.WARNING)
+            else:
+                # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray.
+                ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         detail = exception_line(exc)
         if not target:
@@ -129,6 +135,26 @@ def connect(address: str | None) -> bool:
         )
         raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
     return True
+
+
+@contextlib.contextmanager
+def _keeping_sigterm() -> Iterator[None]:
+    """Put this process's SIGTERM handler back after ``ray.init`` replaced it.
+
+    ``ray.init`` sets a Python handler that exits with status 15 (``sys.exit(signum)``, ray/_private/worker.py
+    ``init``), and the driver's core worker then installs absl's failure signal handler, which prints a C++ stack
+    dump ("SIGTERM received ... epoll_wait") before calling it. Setting the previous handler again with
+    :func:`signal.signal` replaces both at the OS level, so SIGTERM does what the process said (the CLI: stop the
+    run like Ctrl-C). Signal handlers belong to the main thread; from any other, nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def actor_options(spec: WorkerSpec, calls_per_actor: int) -> dict[str, Any]:

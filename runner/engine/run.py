@@ -23,7 +23,7 @@ import structlog
 from runner import registry
 from runner._version import __version__
 from runner.core.config import RunSettings, fingerprint
-from runner.core.errors import BudgetExhausted, FingerprintMismatch, RunStopped, StorageError
+from runner.core.errors import BenchmarkError, BudgetExhausted, FingerprintMismatch, RunStopped, StorageError
 from runner.core.secrets import redact
 from runner.engine.context import RunContext
 from runner.engine.lease import LeaseKeeper
@@ -201,7 +201,8 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
     cache); its final state is written to ``limits.json``.
 
     Raises:
-        RunnerError: bad input, before anything is written (``LeaseHeld``: another driver owns the run).
+        RunnerError: bad input, before anything is written (``LeaseHeld``: another driver owns the run;
+            ``BenchmarkError``: among others, a benchmark that yields no tasks).
         RunStopped: a fault after writing started: the storage stayed down past ``storage_outage``
             (``StorageOutage``), another driver took the run over (``LeaseLost``), or the store failed otherwise;
             finished records stay, and the same command resumes.
@@ -260,6 +261,10 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
         traffic = TrafficControl.for_run(settings, store, kept=resumable)
         items = traffic.gate(items)
         first = next(items, None)
+        if first is None and plan.exhausted and plan.n_tasks == 0:
+            raise BenchmarkError(
+                f"the benchmark {request.benchmark.name!r} yielded no tasks, so there is nothing to run; nothing was "
+                "written; check its data and arguments (--data-dir, -B)")
         context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings, traffic)
         if first is not None:
             await executor.start(context, expected)
@@ -306,7 +311,7 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
                     raise _interrupted(exc) from None
         seconds = time.monotonic() - started
         if progress.done == 0 and plan.exhausted:
-            log.info("run.nothing_to_do", detail="every item already has a record; nothing was executed")
+            log.info("run.nothing_to_do", detail="every item already has a record file; nothing was executed")
         if progress.duplicates:
             log.warning("run.records_of_another_writer", items=progress.duplicates,
                         detail="items whose record another writer had stored when their first attempt ended (kept "

@@ -13,7 +13,7 @@ from runner.report.html import comparison_html, html_report, write_html_report
 from runner.report.scope import PlanScope, StoredCount, count_stored
 from runner.report.summary import MetricSummary, Summary, scope_notes, summarize
 from runner.report.table import render, render_comparison
-from runner.storage.store import LIMITS_FILE, ResultStore
+from runner.storage.store import LIMITS_FILE, ResultStore, UnusableFiles
 
 
 def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, write: bool = True) -> Summary:
@@ -23,8 +23,10 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     ``summary.json`` also carries the model traffic of the run's latest invocation (``limits.json``: rates, 429s,
     pauses, budget), when there is one.
 
-    Works on a partial run too: missing items are counted in ``missing``; records outside the plan (a lowered
-    ``repeats`` or ``limit``) in ``outside_plan``, and they stay on disk.
+    Works on a partial run too: missing items are counted in ``missing`` (and a note says what the score covers);
+    records outside the plan (a lowered ``repeats`` or ``limit``, a task id ``benchmark`` does not have) in
+    ``outside_plan``, and they stay on disk; files under ``records/`` that are not records, or not their path's,
+    in ``unreadable_records`` and ``misplaced_records``, with a note each.
 
     Raises:
         StorageError: no run at that URI, or it cannot be read or written.
@@ -32,7 +34,8 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     manifest = store.read_manifest()
     if manifest is None:
         raise StorageError(f"no run at {store.uri} (no run.json); check the URI")
-    summary, rows = summarize(store.iter_records(), manifest, benchmark)
+    left_out = UnusableFiles()
+    summary, rows = summarize(store.iter_records(left_out=left_out), manifest, benchmark, left_out)
     limits = store.read_file(LIMITS_FILE)
     if limits is not None:
         summary.limits = json.loads(limits)

@@ -101,13 +101,18 @@ def _numerical(summary: Summary) -> list[str]:
 
 
 def _headline(summary: Summary) -> dict[str, Any]:
+    """The main figure: the score, else the first numerical metric's mean; ``partial`` says, when some items have
+    no record yet, that it covers only the items done (shown beside it)."""
+    partial = (f"partial: {summary.missing} of {summary.expected} items have no record yet; this covers the "
+               f"{summary.completed} items done") if summary.missing else ""
     if summary.score is not None:
         parts = " · ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items() if k != "Overall")
-        return {"label": "score", "value": summary.score, "ci": None, "detail": parts}
+        return {"label": "score", "value": summary.score, "ci": None, "detail": parts, "partial": partial}
     for name in _numerical(summary):
         metric = summary.metrics[name]
-        return {"label": f"{name} (mean)", "value": metric.mean, "ci": _ci(metric.mean, metric.stderr), "detail": ""}
-    return {"label": "score", "value": None, "ci": None, "detail": ""}
+        return {"label": f"{name} (mean)", "value": metric.mean, "ci": _ci(metric.mean, metric.stderr), "detail": "",
+                "partial": partial}
+    return {"label": "score", "value": None, "ci": None, "detail": "", "partial": partial}
 
 
 def _kpis(summary: Summary) -> list[dict[str, str]]:

@@ -24,7 +24,9 @@ from runner.core.results import Headline, ResultRow, RunResults
 from runner.report import stats
 from runner.report.scope import PlanScope
 from runner.report.values import UNUSABLE_REASONS, unusable_reason
+from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest
+from runner.storage.store import UnusableFiles
 
 
 class MetricSummary(BaseModel):
@@ -72,11 +74,17 @@ class Summary(BaseModel):
             tasks seen if unknown).
         n_repeats: repeats per task.
         expected, completed, missing: items planned, with a record, without one (records of the current plan only).
-        outside_plan: stored records left out because the current plan no longer has them (a lowered ``repeats``
-            or ``limit``); ``outside_plan_by`` breaks them down by reason (``repeats``, ``limit``).
+        outside_plan: stored records left out because the current plan does not have them (a lowered ``repeats``
+            or ``limit``, a task id the benchmark does not have); ``outside_plan_by`` breaks them down by reason
+            (``repeats``, ``limit``, ``task_id``).
+        unreadable_records: files under ``records/`` that are not records (damaged outside the runner): their
+            items count as missing, and ``--rerun-failed`` runs them again.
+        misplaced_records: files under ``records/`` that hold the record of another item than their path names (a
+            copy made outside the runner): not counted.
         duplicate_tasks: task positions whose id repeats an earlier one (from the manifest; not in ``n_tasks``).
-        notes: one line each about what is left out (outside the plan, duplicate task ids, metric results that
-            could not be used), about infinite means, clamped scores and retried items, for people.
+        notes: one line each about items without a record (the score covers the others), what is left out
+            (outside the plan, files that are not records, duplicate task ids, metric results that could not be
+            used), about infinite means, clamped scores and retried items, for people.
         errors: records whose status is not ``ok``; ``by_status`` breaks them down.
         retried_items: records whose solution needed more than one try (``tries > 1``); each metric's ``by_tries``
             compares them with the others.
@@ -117,6 +125,8 @@ class Summary(BaseModel):
     missing: int
     outside_plan: int = 0
     outside_plan_by: dict[str, int] = Field(default_factory=dict)
+    unreadable_records: int = 0
+    misplaced_records: int = 0
     duplicate_tasks: int = 0
     notes: list[str] = Field(default_factory=list)
     errors: int
@@ -335,20 +345,24 @@ def summarize(
     records: Iterable[TaskRecord],
     manifest: RunManifest,
     benchmark: BenchmarkBase | None = None,
+    left_out: UnusableFiles | None = None,
 ) -> tuple[Summary, list[ResultRow]]:
     """Aggregate ``records`` into a :class:`Summary` (and the per-item rows, for ``results.csv``).
 
     Args:
         records: the run's records (streamed); those outside the manifest's current plan are counted, not used.
         manifest: the run manifest (identity and planned size).
-        benchmark: when given, its :meth:`~BenchmarkBase.score` adds the headline score; a score function that
-            raises is logged and the score left ``None``.
+        benchmark: when given, its :meth:`~BenchmarkBase.score` adds the headline score (a score function that
+            raises is logged and the score left ``None``), and records of task ids it does not have are left out
+            (:class:`PlanScope`).
+        left_out: the files :meth:`ResultStore.iter_records <runner.storage.store.ResultStore.iter_records>`
+            skipped while yielding ``records`` (read once ``records`` is consumed), for the counts and notes.
     """
-    scope = PlanScope.of(manifest)
+    scope = PlanScope.of(manifest, benchmark)
     collector = _Collector()
     outside: Counter[str] = Counter()
     for record in records:
-        reason = scope.outside(record.repeat, record.task_index)
+        reason = scope.outside(record.repeat, record.task_index, encode_key(record.task_id))
         if reason is None:
             collector.add(record)
         else:
@@ -363,6 +377,8 @@ def summarize(
     n_repeats = manifest.n_repeats
     expected = n_tasks * n_repeats
     completed = len(collector.rows)
+    missing = max(expected - completed, 0)
+    left_out = left_out or UnusableFiles()
     metrics = _metric_summaries(collector)
     retried_items = sum(1 for row in collector.rows if row.tries > 1)
     by_category = _grouped(collector, lambda row: row.tags.get("category"))
@@ -375,11 +391,14 @@ def summarize(
         n_repeats=n_repeats,
         expected=expected,
         completed=completed,
-        missing=max(expected - completed, 0),
+        missing=missing,
         outside_plan=sum(outside.values()),
         outside_plan_by=dict(sorted(outside.items())),
+        unreadable_records=len(left_out.unreadable),
+        misplaced_records=len(left_out.misplaced),
         duplicate_tasks=duplicates,
-        notes=scope_notes(scope, outside, duplicates) + metric_notes(metrics, retried_items),
+        notes=(missing_notes(missing, expected, completed, left_out) + scope_notes(scope, outside, duplicates)
+               + metric_notes(metrics, retried_items)),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),
         retried_items=retried_items,
@@ -401,6 +420,29 @@ def summarize(
     if benchmark is not None:
         _apply_headline(summary, benchmark, collector.rows)
     return summary, collector.rows
+
+
+def missing_notes(missing: int, expected: int, completed: int, left_out: UnusableFiles) -> list[str]:
+    """The lines that say which items the numbers do not cover: items without a record yet (a partial run), files
+    under ``records/`` that are not records, copies of records at another item's path."""
+    notes = []
+    if missing:
+        notes.append(f"{missing} of {expected} items have no record yet: the score and the metrics cover the "
+                     f"{completed} items done")
+    if left_out.unreadable:
+        notes.append(f"{len(left_out.unreadable)} record file(s) cannot be read (damaged outside the runner: "
+                     f"{_some(left_out.unreadable)}): their items count as missing; run the same command with "
+                     "--rerun-failed to run them again")
+    if left_out.misplaced:
+        notes.append(f"{len(left_out.misplaced)} file(s) under records/ hold the record of another item (copies "
+                     f"made outside the runner: {_some(left_out.misplaced)}): not counted; remove them")
+    return notes
+
+
+def _some(paths: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``paths``, and how many more."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
 
 
 def scope_notes(scope: PlanScope, outside: dict[str, int], duplicate_tasks: int) -> list[str]:

@@ -45,7 +45,8 @@ def format_seconds(value: float | None) -> str:
 
 
 def render(summary: Summary, console: Console | None = None, storage: str | None = None) -> None:
-    """Print the run's headline, its notes, the metric table, per-category table and pass@k table.
+    """Print the run's headline, its notes, the metric table, per-category table and pass@k table, and the score
+    (with how many items it covers when some have no record yet).
 
     The metric table's ``unusable`` column counts the results each metric could not use (errors included); the
     notes above it say why.
@@ -94,7 +95,8 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
 
     if summary.score is not None:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
-        console.print(f"[bold]score {summary.score:.3f}[/bold]" + (f"  ({parts})" if parts else ""))
+        partial = f"  [yellow]of {summary.completed}/{summary.expected} items[/yellow]" if summary.missing else ""
+        console.print(f"[bold]score {summary.score:.3f}[/bold]" + partial + (f"  ({parts})" if parts else ""))
 
 
 def _category_table(summary: Summary) -> Table:

@@ -111,10 +111,11 @@ class Lease(BaseModel):
         return f"a driver on host {self.host} (pid {self.pid}) since {self.since}"
 
     def state(self) -> str:
-        """``alive``, ``expired`` or ``driver gone`` (a process of this host that no longer exists)."""
-        if self.expired():
-            return "expired"
-        return "driver gone" if self.driver_gone() else "alive"
+        """``driver gone`` (a process of this host that no longer exists: the same command takes its lease over,
+        expired or not), ``expired`` or ``alive``."""
+        if self.driver_gone():
+            return "driver gone"
+        return "expired" if self.expired() else "alive"
 
     def describe(self) -> dict[str, Any]:
         """The lease with its ``state`` and ``alive``, for ``status``."""

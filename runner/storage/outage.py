@@ -34,6 +34,7 @@ MAX_BACKOFF_S = 10.0
 """The longest wait between two tries of one write, in seconds."""
 POLL_S = 0.2
 """How often an item held back by an outage looks again, in seconds."""
+_CLOCK_EPSILON_S = 1e-6
 
 _log = structlog.get_logger("runner")
 
@@ -95,9 +96,11 @@ class OutageGuard:
                     raise
                 since = self._failed(what, exc)
                 elapsed = self._clock() - since
-                if elapsed >= self.limit_s:
+                # Within a microsecond of the limit counts as past it: a wait cut to the time left can end a
+                # rounding error short of it, and the next waits would then be that short too.
+                if elapsed >= self.limit_s - _CLOCK_EPSILON_S:
                     raise self._give_up(what, exc, elapsed) from None
-                self._sleep(min(backoff(attempt), max(self.limit_s - elapsed, 0.0)))
+                self._sleep(min(backoff(attempt), self.limit_s - elapsed))
                 attempt += 1
                 continue
             self._succeeded()

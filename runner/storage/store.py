@@ -11,7 +11,8 @@ Promises: a record's existence means "done"; a reader never sees half a record (
 ``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``, which
 :func:`runner.storage.probe.check_conditional_writes` probes once per run); a refused write whose stored record
 carries this write's id (its response was lost, a retry was refused) is this write's success; a record write
-outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`); resume needs one
+outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`), a store that hangs
+included (:mod:`runner.storage.deadline`); resume needs one
 listing of ``records/``; reading records holds at most one bounded batch of them at once
 (:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
 local temp-file-and-link write (:mod:`runner.storage.local`), which no fsspec primitive gives.
@@ -23,6 +24,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -30,7 +32,7 @@ import structlog
 
 from runner.core.errors import RunStopped, StorageError, exception_line
 from runner.core.record import TaskRecord
-from runner.storage import local, reading
+from runner.storage import deadline, local, reading
 from runner.storage.faults import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
@@ -70,7 +72,8 @@ class ResultStore:
 
     Attributes a run sets before its records are written (they travel to Ray workers with the store):
         outage_s: seconds a record write retries a store that fails with errors that look temporary (0, the
-            default outside a run: a failure is raised at once).
+            default outside a run: a failure is raised at once); it also bounds each call to an object store
+            (:mod:`runner.storage.deadline`), so that a store that hangs fails within it.
         conditional: whether writes use the store's conditional write (``If-None-Match: *``); ``False`` only after
             the probe found a store that ignores it and the user allowed that (an existence check, then a PUT).
 
@@ -157,6 +160,11 @@ class ResultStore:
         self._guard.limit_s = self.outage_s
         return self._guard
 
+    def _call(self, method: str, *args: Any, nbytes: int = 0, **kwargs: Any) -> Any:
+        """``fs.<method>(*args, **kwargs)`` for one object of ``nbytes`` bytes, within its deadline during a run
+        (:mod:`runner.storage.deadline`: a store that hangs fails with a ``TimeoutError``, which looks temporary)."""
+        return deadline.call(self.fs, method, *args, seconds=deadline.deadline(self.outage_s, nbytes), **kwargs)
+
     def path(self, *parts: str) -> str:
         """The filesystem path of ``parts`` under the run root."""
         return "/".join([self.root, *parts])
@@ -202,11 +210,11 @@ class ResultStore:
         if self.is_local:
             local.write_once(path, data)
         elif self.conditional:
-            self.fs.pipe_file(path, data, mode="create")
-        elif self.fs.exists(path):
+            self._call("pipe_file", path, data, mode="create", nbytes=len(data))
+        elif self._call("exists", path):
             raise FileExistsError(path)
         else:
-            self.fs.pipe_file(path, data)
+            self._call("pipe_file", path, data, nbytes=len(data))
 
     def write_file(self, name: str, data: bytes) -> None:
         """Replace the run-level file ``name`` (``run.json``, ``summary.json``...) whole.
@@ -219,7 +227,7 @@ class ResultStore:
             if self.is_local:
                 local.replace(path, data)
             else:
-                self.fs.pipe_file(path, data)
+                self._call("pipe_file", path, data, nbytes=len(data))
         except Exception as exc:  # noqa: BLE001
             raise StorageError(self.explain(f"cannot write {self.display(path)}", exc)) from None
 
@@ -231,7 +239,7 @@ class ResultStore:
         """
         path = self.path(name)
         try:
-            self.fs.rm_file(path)
+            self._call("rm_file", path)
         except FileNotFoundError:
             return
         except Exception as exc:  # noqa: BLE001
@@ -261,7 +269,7 @@ class ResultStore:
         """The record at ``path`` (``None`` if absent or damaged), read through outages like a write."""
         what = f"read {self.display(path)}"
         try:
-            data = self.outage.call(what, lambda: self.fs.cat_file(path))
+            data = self.outage.call(what, lambda: self._call("cat_file", path))
         except FileNotFoundError:
             return None
         except RunStopped:
@@ -290,7 +298,7 @@ class ResultStore:
         """
         path = self.path(MANIFEST)
         try:
-            data = self.fs.cat_file(path)
+            data = self._call("cat_file", path)
         except FileNotFoundError:
             return None
         except Exception as exc:  # noqa: BLE001
@@ -305,7 +313,7 @@ class ResultStore:
     def read_file(self, name: str) -> bytes | None:
         """The bytes of the run-level file ``name``, or ``None`` if absent."""
         try:
-            return self.fs.cat_file(self.path(name))
+            return self._call("cat_file", self.path(name))
         except FileNotFoundError:
             return None
 
@@ -326,7 +334,7 @@ class ResultStore:
 
     def done_items(self) -> set[tuple[str, int]]:
         """(task key, repeat) of every stored record, from one listing."""
-        return {item for item in map(_item_of, self.list_record_paths()) if item is not None}
+        return {item for item in map(item_of, self.list_record_paths()) if item is not None}
 
     def record_status(self, task_id: str, repeat: int) -> str | None:
         """The status of the stored record of (``task_id``, ``repeat``), or ``None`` if it has none.
@@ -334,22 +342,37 @@ class ResultStore:
         Read before an item runs again after its worker died: the dead worker may have stored it already.
         """
         try:
-            data = self.fs.cat_file(self.record_path(task_id, repeat))
+            data = self._call("cat_file", self.record_path(task_id, repeat))
         except FileNotFoundError:
             return None
         return TaskRecord.model_validate_json(data).status
 
-    def iter_records(self, paths: Iterable[str] | None = None) -> Iterator[TaskRecord]:
+    def iter_records(self, paths: Iterable[str] | None = None,
+                     left_out: UnusableFiles | None = None) -> Iterator[TaskRecord]:
         """Yield every stored record (or those at ``paths``), fetched in batches (concurrently on object stores).
 
-        A file that does not parse as a record (damaged outside the runner: records are written whole) is skipped
-        with a ``store.unreadable_record`` warning naming it; ``--rerun-errors`` retires it and runs its item
-        again. Nothing is held beyond one batch (:func:`runner.storage.reading.read_batches`).
+        Two kinds of file are skipped with a warning naming them (both come from outside the runner: records are
+        written whole, each at its own item's path), and listed in ``left_out`` when given:
+
+        - one that does not parse as a record (``store.unreadable_record``): ``--rerun-failed`` retires it and runs
+          its item again;
+        - one that holds the record of another item than its path names (``store.misplaced_record``: a copy), which
+          would count that item twice.
+
+        Nothing is held beyond one batch (:func:`runner.storage.reading.read_batches`).
         """
         for path, record in self._parse_records(paths):
             if record is None:
                 _log.warning("store.unreadable_record", path=mask(self.display(path)),
-                                  detail="not a valid record; --rerun-errors retires it and runs its item again")
+                             detail="not a valid record; --rerun-failed retires it and runs its item again")
+                if left_out is not None:
+                    left_out.unreadable.append(mask(self.display(path)))
+            elif item_of(path) != (encode_key(record.task_id), record.repeat):
+                _log.warning("store.misplaced_record", path=mask(self.display(path)), task_id=record.task_id,
+                             repeat=record.repeat, detail="this file holds the record of another item (a copy "
+                             "made outside the runner): it is not counted; remove it")
+                if left_out is not None:
+                    left_out.misplaced.append(mask(self.display(path)))
             else:
                 yield record
 
@@ -368,7 +391,7 @@ class ResultStore:
         not parse as a record (damaged outside the runner). Reads every record; writes nothing."""
         failed = set()
         for path, record in self._parse_records():
-            item = _item_of(path)
+            item = item_of(path)
             if item is not None and (record is None or record.status != "ok"):
                 failed.add(item)
         return failed
@@ -421,13 +444,22 @@ class ResultStore:
         return mask(f"{what} ({detail}); {advice(self._uri, exc)}", self.storage_options)
 
 
+@dataclass
+class UnusableFiles:
+    """The files under ``records/`` that :meth:`ResultStore.iter_records` skipped, by path as the user writes it:
+    ``unreadable`` ones (not a record) and ``misplaced`` ones (the record of another item than their path's)."""
+
+    unreadable: list[str] = field(default_factory=list)
+    misplaced: list[str] = field(default_factory=list)
+
+
 def _same_write(stored: TaskRecord, record: TaskRecord) -> bool:
     """Whether ``stored`` is what the write of ``record`` stored (a write id is drawn per write)."""
     fields = ("run_id", "task_id", "repeat", "attempt", "write_id")
     return all(getattr(stored, name) == getattr(record, name) for name in fields)
 
 
-def _item_of(path: str) -> tuple[str, int] | None:
+def item_of(path: str) -> tuple[str, int] | None:
     """``(task key, repeat)`` of a record path ``.../records/<task-key>/<repeat>.json``; ``None`` for another file."""
     key, name = path.rsplit("/", 2)[-2:]
     stem = name.removesuffix(".json")

@@ -42,6 +42,8 @@ def test_bad_input_in_a_real_process_is_one_line_exit_2_and_writes_nothing(cli_p
         (TOY[:4] + ["--resources", '{"TPU": 0}'], ["error: --resources: 'TPU': 0 is not a positive amount"]),
         (["--benchmark", "toy", "--solution", "chat", "--model", "mock", "-S", "temperature=hot"],
          ["solution 'chat': argument temperature='hot' is not a valid float", "-S temperature=VALUE"]),
+        (["--benchmark", "toy", "-B", "n_tasks=abc", "--solution", "calculator"],
+         ["benchmark 'toy': argument n_tasks='abc' is not a valid int", "-B n_tasks=VALUE"]),
     ],
 )
 def test_unknown_names_and_bad_flags(cli, tmp_path, args, fragments):
@@ -58,6 +60,9 @@ def test_config_file_that_does_not_validate_names_the_field(cli, tmp_path):
     assert_one_line_error(result, "worker.max_concurency", "Extra inputs are not permitted")
     config.write_text("benchmark: toy\nrepeats: [1\n")
     assert_one_line_error(cli("--config", str(config)), "not valid YAML", "line")
+    config.write_bytes("benchmark: toy\nname: caf\u00e9\n".encode("latin-1"))
+    assert_one_line_error(cli("--config", str(config)), f"config file {str(config)!r} is not UTF-8 text",
+                          "byte 0xe9", "save it as UTF-8")
     assert not (tmp_path / "run").exists()
 
 
@@ -151,3 +156,14 @@ def test_a_worker_no_ray_node_fits_is_refused_before_anything_is_written(cli, tm
 def test_memory_storage_is_refused_on_ray(cli, ray_session):
     result = cli("--benchmark", "toy", "--solution", "calculator", "--storage", "memory://lost", env={"RAY_ADDRESS": ""})
     assert_one_line_error(result, "'memory://lost'", "Ray workers cannot write", "--sequential, a path, or")
+
+
+def test_a_benchmark_without_tasks_is_refused_and_leaves_nothing(cli, tmp_path):
+    """Found only by iterating it (it has no size): after the lease was taken, which is released, and the new run
+    directory removed."""
+    storage = tmp_path / "runs" / "empty"
+    result = cli("-b", "tests.support.solutions:SquaresBenchmark", "-B", "n=0", "-s", "calculator", "--sequential",
+                 "--storage", str(storage))
+    assert_one_line_error(result, "the benchmark 'squares' yielded no tasks, so there is nothing to run; nothing was "
+                          "written; check its data and arguments (--data-dir, -B)")
+    assert result.stdout == "" and not (tmp_path / "runs").exists()

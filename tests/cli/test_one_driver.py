@@ -3,6 +3,7 @@ loopback), the lease renewed while a run executes, a driver whose run was taken 
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -106,3 +107,30 @@ def test_a_driver_whose_run_is_taken_over_stops_with_exit_3(tmp_path, cli):
                       "over after this driver's lease lapsed", "this driver stopped; records written so far are kept")
     assert 10 <= len(list((storage / "records").glob("*/0.json"))) < 100
     assert json.loads((storage / LEASE).read_text())["host"] == "other-host"
+
+
+def test_status_says_how_a_run_left_with_its_lease_goes_on(tmp_path, cli):
+    """A driver killed on this host: the same command resumes (its lease is taken over without --take-over), expired
+    or not. A lease of another host that expired: --take-over. Each as status says it, and as the run does it."""
+    storage = tmp_path / "run"
+    toy = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--limit", "3", "--storage", str(storage)]
+    assert cli(*toy).returncode == 0
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = {"token": "0" * 32, "host": socket.gethostname(), "pid": int(child.stdout), "run_id": None,
+              "since": "2026-01-01T00:00:00+00:00", "heartbeat_at": "2026-01-01T00:00:00+00:00",
+              "expires_at": "2026-01-01T00:01:00+00:00", "ttl_s": 60.0}
+    (storage / LEASE).write_text(json.dumps(killed))
+    status = cli("status", str(storage))
+    assert status.stdout.splitlines()[1] == (
+        f"driver: a driver on host {socket.gethostname()} (pid {killed['pid']}) since 2026-01-01T00:00:00+00:00, its "
+        "process is gone (killed); the same command on this host resumes (it takes the lease over)")
+    assert json.loads(cli("status", str(storage), "--json").stdout)["driver"]["state"] == "driver gone"
+    assert cli(*toy).returncode == 0
+
+    (storage / LEASE).write_text(json.dumps({**killed, "host": "other-host", "token": "1" * 32}))
+    assert cli("status", str(storage)).stdout.splitlines()[1] == (
+        "driver: a driver on host other-host (pid {}) since 2026-01-01T00:00:00+00:00, its lease expired at "
+        "2026-01-01T00:01:00+00:00 (killed, or cut off from the storage); if it no longer runs, the same command "
+        "with --take-over resumes".format(killed["pid"]))
+    assert cli(*toy).returncode == 2
+    assert cli(*toy, "--take-over").returncode == 0

@@ -172,6 +172,54 @@ def test_a_damaged_record_is_named_by_the_report_and_run_again_by_rerun_failed(c
 TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential"]
 
 
+def test_damaged_and_stray_record_files_are_named_not_counted_and_redone_with_rerun_failed(cli, tmp_path):
+    """A record cut short, an empty one, and a copy of another record under a task id the benchmark does not have:
+    status counts the plan's task ids only, the report counts readable records and notes the others, a resume says
+    how many files are damaged and how to redo them, and every message names --rerun-failed."""
+    storage = tmp_path / "run"
+    args = [*TOY, "--storage", str(storage), "--limit", "10", "--log-format", "json"]
+    assert cli(*args).returncode == 0
+    records = storage / "records"
+    (records / "toy-007" / "0.json").write_bytes((records / "toy-007" / "0.json").read_bytes()[:40])
+    (records / "toy-008" / "0.json").write_bytes(b"")
+    (records / "zzz").mkdir()
+    (records / "zzz" / "0.json").write_bytes((records / "toy-001" / "0.json").read_bytes())
+
+    status = cli("status", str(storage))
+    assert status.returncode == 0, status.stderr
+    first, _, _, note = status.stdout.splitlines()
+    assert ": 10/10 items (100.0%), complete;" in first
+    assert note == ("note: 1 stored records are outside the current plan (1 of task ids the benchmark does not have: "
+                    "files put under records/ from outside the runner): kept on disk, not counted")
+
+    report = cli("report", str(storage), "--log-format", "json")
+    assert report.returncode == 0, report.stderr
+    summary = json.loads((storage / "summary.json").read_text())
+    assert (summary["completed"], summary["missing"], summary["unreadable_records"], summary["misplaced_records"]) \
+        == (8, 2, 2, 1)
+    assert summary["notes"] == [
+        "2 of 10 items have no record yet: the score and the metrics cover the 8 items done",
+        f"2 record file(s) cannot be read (damaged outside the runner: {records}/toy-007/0.json, "
+        f"{records}/toy-008/0.json): their items count as missing; run the same command with --rerun-failed to run "
+        "them again",
+        f"1 file(s) under records/ hold the record of another item (copies made outside the runner: "
+        f"{records}/zzz/0.json): not counted; remove them"]
+    assert "8/10 items" in report.stdout
+
+    resumed = cli(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.event("run.finished")["executed"] == 0
+    assert resumed.event("run.unreadable_records")["files"] == 2
+    assert "run the same command with --rerun-failed" in resumed.event("run.unreadable_records")["detail"]
+    assert "--rerun-errors" not in resumed.stderr + report.stderr + status.stdout
+
+    rerun = cli(*args, "--rerun-failed")
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.event("run.finished")["executed"] == 2
+    summary = json.loads((storage / "summary.json").read_text())
+    assert (summary["completed"], summary["unreadable_records"], summary["misplaced_records"]) == (10, 0, 1)
+
+
 def test_lowering_repeats_and_limit_on_resume_reports_the_current_plan(cli, tmp_path):
     storage = tmp_path / "run"
     assert cli(*TOY, "--storage", str(storage), "--limit", "10", "--repeats", "3").returncode == 0

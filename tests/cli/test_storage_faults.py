@@ -4,9 +4,11 @@ each way, a longer one stops the run with exit status 3 and the same command res
 conditional writes is refused before anything is written, and the advice fits the fault."""
 
 import json
+import time
 
 import pytest
 
+from runner.engine import progress as progress_module
 from runner.storage import ResultStore
 
 TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--log-format", "json"]
@@ -125,3 +127,39 @@ def test_refused_credentials_mid_run_stop_it_with_exit_3(cli, storage, s3_proxy)
                       "refused the credentials", "the records written so far are kept, and the same command resumes "
                       "once this is fixed")
     assert len(ResultStore(storage).done_items()) == 3
+
+
+def test_a_store_that_hangs_is_an_outage_within_the_budget(cli, storage, s3_proxy, monkeypatch):
+    """S3 holds record writes without answering (a paused server): each call is cut at the outage budget, so the
+    outage is logged and the run stops with exit status 3 within seconds, not after botocore's and s3fs' retries
+    of their 15 s read timeout; meanwhile the heartbeat names the item that waits, and the lease is released."""
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.5)
+    s3_proxy.inject("delay", method="PUT", path="/records/", after=3, delay=30)
+    started = time.monotonic()
+    result = cli(*TOY, "--limit", "10", "--storage", storage, "--storage-outage", "2")
+    assert time.monotonic() - started < 15
+    result.fault_line(f"cannot write {storage}/records/toy-003/0.json: the storage kept failing for ",
+                      "(TimeoutError: the storage did not answer within 2 s); this looks temporary")
+    assert result.event("storage.outage")["error"] == "TimeoutError: the storage did not answer within 2 s"
+    waiting = [beat for beat in result.events() if beat["event"] == "run.heartbeat" and beat["in_flight"]]
+    assert waiting and {(beat["oldest_task_id"], beat["in_flight"]) for beat in waiting} == {("toy-003", 1)}
+    assert max(beat["oldest_s"] for beat in waiting) >= 2
+    assert ResultStore(storage).read_file("lease.json") is None
+
+
+def test_a_hang_shorter_than_the_budget_is_waited_out_and_the_lease_released(cli, storage, s3_proxy, monkeypatch):
+    """A record write and a renewal of the lease held for 3 s each (with a 2 s lease, which may thus have lapsed):
+    the run waits, the heartbeat names the item that waits, and at the end the driver claims its lease back and
+    releases it, leaving nothing that would stop the next run."""
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.5)
+    s3_proxy.inject("delay", method="PUT", path="/records/", after=3, delay=3, times=1)
+    s3_proxy.inject("delay", method="PUT", path="/lease.json", after=2, delay=3, times=1)
+    result = cli(*TOY, "--limit", "10", "--storage", storage, "--lease-ttl", "2")
+    assert result.returncode == 0, result.stderr
+    events = [event["event"] for event in result.events()]
+    assert "lease.not_released" not in events and "lease.lost" not in events
+    waiting = [beat for beat in result.events() if beat["event"] == "run.heartbeat" and beat["in_flight"]]
+    assert {beat["oldest_task_id"] for beat in waiting} == {"toy-003"}
+    assert max(beat["oldest_s"] for beat in waiting) >= 2
+    assert ResultStore(storage).read_file("lease.json") is None
+    assert cli(*TOY, "--limit", "10", "--storage", storage).returncode == 0

@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 
 import html5lib
 import pytest
@@ -155,3 +156,23 @@ def test_a_run_with_html_prints_where_its_page_is(tmp_path, cli):
     assert result.stdout.splitlines()[-1] == f"report: file://{storage}/report.html"
     visible = " ".join(parse((storage / "report.html").read_text()).find(f"{NS}body").itertext())
     assert "1.000" in visible and "toy" in visible
+
+
+def test_a_partial_runs_score_says_which_items_it_covers(tmp_path, cli):
+    """5 of 100 items have records (the run was stopped): summary.json, the terminal and the page say that the score
+    covers those 5 only, the page right beside the score."""
+    storage = tmp_path / "run"
+    assert cli("-b", "toy", "-s", "calculator", "--sequential", "--storage", str(storage)).returncode == 0
+    for folder in sorted((storage / "records").iterdir())[5:]:
+        shutil.rmtree(folder)
+    result = cli("report", str(storage), "--html")
+    assert result.returncode == 0, result.stderr
+    note = "95 of 100 items have no record yet: the score and the metrics cover the 5 items done"
+    assert json.loads((storage / "summary.json").read_text())["notes"] == [note]
+    assert f"note: {note}" in result.stdout.splitlines()
+    assert "score 1.000  of 5/100 items" in result.stdout.splitlines()
+    main_figure = next(div for div in parse((storage / "report.html").read_text()).iter(f"{NS}div")
+                       if div.get("class") == "kpi main")
+    visible = " ".join(" ".join(main_figure.itertext()).split())
+    assert visible.startswith("score 1.000")
+    assert visible.endswith("partial: 95 of 100 items have no record yet; this covers the 5 items done")

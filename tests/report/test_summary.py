@@ -155,5 +155,6 @@ def test_duplicate_task_ids_count_once(tmp_path):
     summary = build_report(store)
     assert (summary.n_tasks, summary.expected, summary.completed, summary.missing) == (6, 18, 16, 2)
     assert summary.duplicate_tasks == 1 and summary.outside_plan == 0
-    assert summary.notes == ["the benchmark repeats 1 task id(s) at later positions: each id has one record per "
+    assert summary.notes == ["2 of 18 items have no record yet: the score and the metrics cover the 16 items done",
+                             "the benchmark repeats 1 task id(s) at later positions: each id has one record per "
                              "repeat and is counted once"]

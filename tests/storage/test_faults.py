@@ -11,6 +11,7 @@ import structlog
 from runner.core.errors import StorageError, StorageOutage
 from runner.core.record import TaskRecord
 from runner.storage import ResultStore
+from runner.storage import outage
 from runner.storage.outage import OutageGuard, backoff
 
 NO_CLIENT_RETRIES = {"config_kwargs": {"retries": {"total_max_attempts": 1}}}
@@ -144,6 +145,18 @@ def test_the_guard_backs_off_with_jitter_and_gives_up_at_its_limit():
     assert clock.now - started == pytest.approx(30)          # 30 s after the first failure, never past it
     with pytest.raises(StorageOutage):                        # every later write gives up at once
         guard.call("write z", _Flaky())
+
+
+def test_the_guard_gives_up_at_its_limit_despite_the_clocks_rounding(monkeypatch):
+    """An outage that starts at 7.3 s on the clock: its last wait, cut to the time left, ends a rounding error short
+    of the limit; the guard gives up there instead of trying again after ever shorter waits."""
+    monkeypatch.setattr(outage, "backoff", lambda attempt: 0.7)
+    clock = _Clock()
+    clock.now = 7.3
+    forever = _Flaky(*[TimeoutError("timed out")] * 1000)
+    with pytest.raises(StorageOutage, match=r"^cannot write y: the storage kept failing for 30 s "):
+        OutageGuard(30, clock=clock, sleep=clock.sleep).call("write y", forever)
+    assert forever.calls == 44 and clock.now == pytest.approx(37.3)
 
 
 def test_the_guard_raises_other_failures_at_once_and_retries_nothing_without_a_limit():
