@@ -4,8 +4,8 @@ Both executors feed it the small acknowledgements of finished items (it never se
 went out (:meth:`Progress.sent`), so it knows what is in flight and since when. While a run executes, a daemon
 thread logs ``run.heartbeat`` every :data:`HEARTBEAT_S` seconds whatever happens (an item that hangs, workers that
 do not start, a storage outage): items in flight, done, errors, and the oldest item in flight with its age. Each
-acknowledgement also goes to a :class:`~runner.engine.watch.ProtocolWatch`, which stops a run whose model server
-speaks another protocol.
+acknowledgement also goes to a :class:`~runner.engine.watch.ServerWatch`, which stops a run whose model server
+fails every call the same way (another protocol, HTTP 429 refusals).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from runner.core.record import ErrorInfo
-from runner.engine.watch import ProtocolWatch
+from runner.engine.watch import ServerWatch
 
 _EVENT_INTERVAL_S = 10.0
 HEARTBEAT_S = 30.0
@@ -56,7 +56,7 @@ class Progress:
         self.interval = interval
         self._last_event = self.started
         self._log = structlog.get_logger("runner")
-        self.watch = ProtocolWatch()
+        self.watch = ServerWatch()
         self._bar: Any = None
         self._bar_task: Any = None
         self._in_flight: dict[Key, float] = {}
@@ -103,8 +103,8 @@ class Progress:
         :attr:`skipped`, not as done.
 
         Raises:
-            ProtocolStop: the model server keeps speaking another protocol (:class:`ProtocolWatch`); the item is
-                counted first.
+            ServerStop: the model server fails every call the same way (:class:`ServerWatch`); the item is counted
+                first.
         """
         if item is not None:
             self.returned(item)
