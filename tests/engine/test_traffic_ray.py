@@ -111,6 +111,14 @@ def test_what_two_workers_cached_answers_a_rerun(cli, model_server, tmp_path):
     assert after["metrics"] == before["metrics"] and after["score"] == before["score"]
 
 
+def test_a_cache_in_the_drivers_memory_is_refused_naming_the_flag(cli, tmp_path):
+    result = cli("-b", "toy", "-s", "calculator", "--storage", str(tmp_path / "run"), "--cache", "memory://cache",
+                 "--workers", "1")
+    result.error_line("--cache memory://cache lives in this process's memory, where Ray workers cannot reach it",
+                      "or --sequential")
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_budget_stops_the_pool_and_the_items_in_flight_are_written(cli, tmp_path):
     storage = tmp_path / "run"
     result = cli("--benchmark", "toy", "--solution", "chat", "--model", "mock", "--storage", str(storage),
