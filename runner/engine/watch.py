@@ -48,14 +48,9 @@ codes that are certain to repeat, more for refusals that a rate limit may lift."
 
 class ServerWatch:
     """Counts the items ended by each code of :data:`ERRORS_TO_STOP` since the last ``ok`` one; stops the run at the
-    code's limit.
+    code's limit."""
 
-    Args:
-        limits: the count that stops the run, per code (default :data:`ERRORS_TO_STOP`).
-    """
-
-    def __init__(self, limits: dict[str, int] | None = None) -> None:
-        self.limits = dict(ERRORS_TO_STOP if limits is None else limits)
+    def __init__(self) -> None:
         self.counts: dict[str, int] = {}
 
     def observe(self, status: str, error: ErrorInfo | None) -> None:
@@ -69,13 +64,11 @@ class ServerWatch:
         if status == "ok":
             self.counts.clear()
             return
-        code = error.code if error is not None else None
-        if code not in self.limits:
+        if error is None or error.code is None or error.code not in ERRORS_TO_STOP:
             return
-        assert error is not None and code is not None
-        count = self.counts[code] = self.counts.get(code, 0) + 1
-        if count >= self.limits[code]:
-            stop = _STOPS[code]
+        count = self.counts[error.code] = self.counts.get(error.code, 0) + 1
+        if count >= ERRORS_TO_STOP[error.code]:
+            stop = _STOPS[error.code]
             raise stop.error(
                 f"{stop.what}: {count} items in a row failed with {error.type} ({error.message}); the run stopped, "
                 f"its records are kept: {stop.fix}, then run the same command with --rerun-failed"

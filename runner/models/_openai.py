@@ -236,7 +236,8 @@ class OpenAICompatibleModel(ChatModel):
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 wait = retry_after_seconds(exc.response.headers)
-                if not is_retryable_status(status) or attempt == attempts or refusal_cause(exc.body)[1]:
+                quota = status == 429 and refusal_cause(exc.body)[1]
+                if not is_retryable_status(status) or attempt == attempts or quota:
                     raise self._status_error(exc, attempt, uses_tools) from exc
                 if wait is not None and wait > self.retry.max_retry_after:
                     raise ModelError(
