@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from runner import log
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings, WorkerSpec, format_validation_error
-from runner.core.errors import BudgetExhausted, ConfigError, ProtocolStop
+from runner.core.errors import BudgetExhausted, ConfigError, ServerStop
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
 from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
@@ -54,15 +54,15 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
     Raises:
         RunnerError: bad input, before anything is written.
         StorageError: a record cannot be written mid-run (finished records stay; the same call resumes).
-        RunStopped: the run stopped after writing started (exit status 3): a model server that speaks another
-            protocol (``ProtocolStop``: the summary of the records written so far is written first), a storage
-            outage, another driver taking the run over.
+        RunStopped: the run stopped after writing started (exit status 3): a model server that fails every call
+            the same way (``ServerStop``: another protocol, HTTP 429 refusals; the summary of the records written so
+            far is written first), a storage outage, another driver taking the run over.
         BudgetExhausted: the run's budget is spent (``summary.json`` holds the records written so far; the same
             call with a larger budget resumes).
     """
     try:
         outcome = await execute_run(request, executor)
-    except (BudgetExhausted, ProtocolStop):
+    except (BudgetExhausted, ServerStop):
         # The records written so far are the run's results until it resumes: report them (after a storage fault
         # the store is what failed, so nothing more is written there).
         _report(request, show, html)

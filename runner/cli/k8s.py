@@ -30,7 +30,7 @@ from runner.cli.args import add_run_arguments, config_from_args
 from runner.cli.model_flags import check_model_names
 from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
-from runner.kuberay.checks import MAX_RAYJOB_NAME, check_rayjob_name
+from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name, image_repository, image_tag
 from runner.kuberay.manifest import build_configmap, build_rayjob, dump_yaml
 from runner.kuberay.options import DeployOptions
 
@@ -111,12 +111,17 @@ def split_image(ref: str) -> tuple[str, str]:
     """``registry:5000/org/runner:tag`` -> (``registry:5000/org/runner``, ``tag``).
 
     Raises:
-        ConfigError: no tag, or a digest (the chart's values name a tag).
+        ConfigError: no tag, a digest (the chart's values name a tag), or a repository or tag that breaks the image
+            reference grammar (:func:`runner.kuberay.checks.image_repository` and ``image_tag``).
     """
+    example = "e.g. ghcr.io/org/runner:0.1.0-ray2.60.0-py311"
     repository, sep, tag = ref.rpartition(":")
     if "@" in ref or not sep or "/" in tag or not repository or not tag:
-        raise ConfigError(f"--image {ref!r} must be REPOSITORY:TAG, e.g. ghcr.io/org/runner:0.1.0-ray2.60.0-py311")
-    return repository, tag
+        raise ConfigError(f"--image {ref!r} must be REPOSITORY:TAG, {example}")
+    try:
+        return image_repository(repository), image_tag(tag)
+    except ValueError as exc:
+        raise ConfigError(f"--image {ref!r}: {exc}; pass REPOSITORY:TAG, {example}") from None
 
 
 def default_name(benchmark: str, now: datetime | None = None) -> str:
@@ -159,6 +164,7 @@ def deploy_options(args: argparse.Namespace, values: dict[str, Any]) -> DeployOp
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """``submit``: build the RayJob; print it (``--dry-run``) or create it, then optionally follow and wait."""
+    check_namespace(args.namespace)
     values = load_values(args.values) if args.values else {}
     job = dict(values.get("job") or {})
     extra_args = job.pop("extraArgs", None) or []
@@ -199,6 +205,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> Any:
     from runner.kuberay.client import RayJobClient
 
+    check_namespace(args.namespace)
     return RayJobClient.from_environment(args.namespace, args.context)
 
 

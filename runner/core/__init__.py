@@ -13,8 +13,10 @@ from runner.core.errors import (
     FingerprintMismatch,
     PluginError,
     ProtocolStop,
+    RefusalStop,
     RunStopped,
     RunnerError,
+    ServerStop,
     StorageError,
 )
 from runner.core.limits import EndpointLimits, ModelPrice
@@ -45,10 +47,12 @@ __all__ = [
     "ResultRow",
     "RunConfig",
     "ProtocolStop",
+    "RefusalStop",
     "RunStopped",
     "RunResults",
     "RunSettings",
     "RunnerError",
+    "ServerStop",
     "SolutionContext",
     "SolutionOutput",
     "SolutionSpec",

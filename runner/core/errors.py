@@ -24,16 +24,25 @@ class RunnerError(Exception):
 
 class RunStopped(RunnerError):
     """A fault after the run started writing records (exit status 3): the records written so far are kept and, once
-    the cause is fixed, the same command resumes. The message is one line naming what failed and the way on. As
-    such: a model server that speaks another protocol (:mod:`runner.engine.watch`; ``--rerun-failed`` then redoes
-    the items that failed); subclasses for the storage."""
+    the cause is fixed, the same command resumes. The message is one line naming what failed and the way on.
+    Subclasses: a model server that fails every call the same way (:class:`ServerStop`), the storage."""
 
     exit_status: ClassVar[int] = 3
 
 
-class ProtocolStop(RunStopped):
-    """The run stopped because its model server speaks another protocol (:mod:`runner.engine.watch`): the same
-    command with the server's URL fixed and ``--rerun-failed`` redoes the items that failed."""
+class ServerStop(RunStopped):
+    """The run stopped because its model server fails every call the same way (:mod:`runner.engine.watch`): the
+    same command, once the cause is fixed, with ``--rerun-failed`` redoes the items that failed. The summary of the
+    records written so far is written first."""
+
+
+class ProtocolStop(ServerStop):
+    """The model server speaks another protocol: fix its URL."""
+
+
+class RefusalStop(ServerStop):
+    """The model server keeps refusing calls with HTTP 429: its quota is gone, or its rate limit holds every call
+    back."""
 
 
 class ConfigError(RunnerError):

@@ -63,7 +63,7 @@ class ItemResult:
         seconds: wall time of the item.
         error: what made the item an error, without its traceback (``None`` for an ``ok`` item): the solution's
             error, or else the first failing metric's (the record's own ``MetricError`` only sums those up). The
-            driver reads its ``code`` (a ``protocol_error`` stops a run whose server speaks another protocol).
+            driver reads its ``code`` (:mod:`runner.engine.watch` stops a run whose server fails every call alike).
         scores: the record's metric values a mean can use (:func:`runner.core.metric.number`), by metric name, for
             the driver's live statistics (:mod:`runner.engine.live`): small numbers, never the record.
         category: the task's ``tags["category"]``, for the live per-category means.
@@ -93,16 +93,15 @@ def worker_identity(**extra: Any) -> dict[str, Any]:
 
 def error_info(exc: BaseException, with_traceback: bool = True) -> ErrorInfo:
     """An exception as an :class:`ErrorInfo` (an :class:`~runner.engine.guard.Escaped` as the exception it carries,
-    described); its ``code`` is ``protocol_error`` for an exception flagged ``protocol_error`` (a model server that
-    speaks another protocol: ``ModelProtocolError``, recognised by the flag so that the engine imports no model
-    code), a :class:`MetricError`'s code, else ``None``."""
+    described); its ``code`` is a :class:`MetricError`'s code, or the ``error_code`` string an exception carries (a
+    model error's: ``protocol_error``, ``quota_exhausted``, ``rate_limited``, read by that name so that the engine
+    imports no model code; :mod:`runner.engine.watch` stops a run on them), else ``None``."""
     message = str(exc) or type(exc).__name__
     if isinstance(exc, Escaped):
         exc = exc.original
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) if with_traceback else None
-    code = "protocol_error" if getattr(exc, "protocol_error", False) else None
-    if isinstance(exc, MetricError):
-        code = exc.code
+    carried = getattr(exc, "error_code", None)
+    code = exc.code if isinstance(exc, MetricError) else carried if isinstance(carried, str) else None
     return ErrorInfo(type=type(exc).__name__, message=message, traceback=trace, code=code)
 
 

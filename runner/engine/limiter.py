@@ -11,12 +11,10 @@ per run.
   the one second a provider that quantizes its per-minute limits allows (OpenAI's rate-limit guide), so that
   requests reaching the server a little closer together than they were sent still fit.
 - Tokens are booked at their estimate and corrected by the reply's usage (a debt, or a refund).
-- A refusal for rate (429, or 503 with ``Retry-After``) halves the endpoint's request rate (from the rate observed
-  over the last :data:`WINDOW_S` seconds when that is lower, or when the endpoint had no limit), at most once per
-  :data:`HOLD_S` seconds, and the rate then grows back by its ceiling (or, without one, the rate refused) divided by
-  :data:`INCREASE_S` each second: additive increase, multiplicative decrease, as TCP's congestion control
-  (RFC 5681). A refusal, or an answer that says a limit is used up (``x-ratelimit-remaining-*: 0``), also pauses
-  the endpoint for every worker until the time the server gave (:class:`~runner.core.limits.RateSignal`).
+- A refusal for rate (429, or 503 with ``Retry-After``), or an answer that says a limit is used up
+  (``x-ratelimit-remaining-*: 0``), pauses the endpoint for every worker until the time the server gave
+  (:class:`~runner.core.limits.RateSignal`); refusals also adapt the endpoint's request rate to what the server is
+  seen to accept (:class:`~runner.engine.backoff.RateControl`).
 - The budget counts tokens and USD across the run, those of earlier invocations included.
 """
 
@@ -30,21 +28,10 @@ from typing import Any
 from runner.core.config import RunSettings
 from runner.core.limits import EndpointLimits, ModelPrice, RateSignal, model_key
 from runner.core.record import TokenUsage
+from runner.engine.backoff import RateControl
 
 BURST_S = 0.1
 """Seconds of its rate a bucket holds (at least one request)."""
-DECREASE = 0.5
-"""The factor of the request rate after a refusal."""
-INCREASE_S = 20.0
-"""Seconds the rate takes to grow by its ceiling (from half to full: half of that)."""
-HOLD_S = 1.0
-"""Seconds after a decrease during which further refusals (sent before it took effect) do not decrease again."""
-WINDOW_S = 2.0
-"""Seconds of answers the observed request rate counts."""
-MIN_OBSERVED = 10
-"""Answers the observed request rate needs to be trusted over the endpoint's rate."""
-MIN_RATE = 1 / 60
-"""The lowest request rate a decrease goes to: one request per minute."""
 LEASE_S = 0.5
 """Seconds of an endpoint's rate the clients sharing it hold reserved ahead, in equal shares (see
 :meth:`TrafficState.lease`)."""
@@ -106,7 +93,7 @@ class EndpointTraffic:
 
     limits: EndpointLimits
     since: float
-    rate: float | None = None
+    control: RateControl = field(init=False)
     requests: Bucket | None = None
     tokens: Bucket | None = None
     paused_until: float = -math.inf
@@ -115,26 +102,18 @@ class EndpointTraffic:
     rate_limited: int = 0
     pauses: int = 0
     paused_s: float = 0.0
-    decreases: int = 0
-    _step: float | None = None
-    _grown_at: float = 0.0
-    _last_decrease: float = -math.inf
-    _recent: deque[float] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
-        self._grown_at = self.since
-        if self.limits.max_rpm:
-            self.rate = self.limits.max_rpm / 60
-            self._step = self.rate / INCREASE_S
-            self.requests = Bucket(self.rate, max(1.0, self.rate * BURST_S), self.since)
+        self.control = RateControl(self.limits.max_rpm / 60 if self.limits.max_rpm else None, self.since)
+        self._resize(self.since)
         if self.limits.max_tpm:
             rate = self.limits.max_tpm / 60
             self.tokens = Bucket(rate, rate * BURST_S, self.since)
 
     @property
-    def ceiling(self) -> float | None:
-        """The configured request rate (requests/s), or ``None``."""
-        return self.limits.max_rpm / 60 if self.limits.max_rpm else None
+    def rate(self) -> float | None:
+        """The request rate it is held to (requests/s), or ``None``: no limit."""
+        return self.control.rate
 
     def reserve(self, count: int, tokens_each: float, now: float) -> list[float]:
         """Start times (``>= now``, in order) for ``count`` requests of ``tokens_each`` estimated tokens each."""
@@ -154,65 +133,34 @@ class EndpointTraffic:
 
     def observe(self, signal: RateSignal, booked: float, tokens: int | None, now: float) -> None:
         """Account for one answered (or failed) request that had ``booked`` tokens reserved and used ``tokens``
-        (``None``: unknown, the booking stands); a refusal decreases the rate, a pause holds every request back."""
+        (``None``: unknown, the booking stands); a refusal may change the rate (:class:`RateControl`), a pause
+        holds every request back."""
         self.answers += 1
-        self._recent.append(now)
-        while self._recent and self._recent[0] < now - WINDOW_S:
-            self._recent.popleft()
         if tokens is not None:
             self.tokens_used += tokens
             if self.tokens is not None:
                 self.tokens.adjust(tokens - booked, now)
-        if signal.limited:
-            self.rate_limited += 1
-            self._decrease(now)
+        self.rate_limited += signal.limited
+        if self.control.answered(signal.limited, now):
+            self._resize(now)
         pause = signal.pause_s
         if pause:
             self._pause(now + pause, now)
 
-    def _observed_rate(self, now: float) -> float | None:
-        """Answers per second over the last :data:`WINDOW_S` seconds (over at least one second), or ``None`` with
-        fewer than :data:`MIN_OBSERVED` of them."""
-        if len(self._recent) < MIN_OBSERVED:
-            return None
-        span = min(WINDOW_S, max(1.0, now - self._recent[0]))
-        return len(self._recent) / span
-
-    def _decrease(self, now: float) -> None:
-        if now - self._last_decrease < HOLD_S:
-            return
-        observed = self._observed_rate(now)
-        if self.rate is None:
-            base = observed if observed is not None else len(self._recent) / WINDOW_S
-        else:
-            base = min(self.rate, observed) if observed is not None else self.rate
-        rate = max(MIN_RATE, base * DECREASE)
-        if self._step is None:
-            # No configured rate: the rate the server refused is the guess of its limit, probed from half of it.
-            self._step = max(base, MIN_RATE) / INCREASE_S
-        self._set_rate(rate, now)
-        self._last_decrease = now
-        self.decreases += 1
-
     def grow(self, now: float) -> None:
-        """Apply the additive increase up to ``now`` (the rate grows after a decrease, once any pause is over)."""
-        if self.rate is None or self._step is None:
-            return
-        since = max(self._grown_at, self.paused_until, self._last_decrease)
-        if now <= since:
-            return
-        rate = self.rate + self._step * (now - since)
-        ceiling = self.ceiling
-        self._set_rate(min(ceiling, rate) if ceiling is not None else rate, now)
+        """Apply the rate's additive increase up to ``now`` (after a decrease, once any pause is over)."""
+        if self.control.grow(now, self.paused_until):
+            self._resize(now)
 
-    def _set_rate(self, rate: float, now: float) -> None:
-        if rate != self.rate or self.requests is None:
-            if self.requests is None:
-                self.requests = Bucket(rate, max(1.0, rate * BURST_S), now)
-            else:
-                self.requests = self.requests.resized(rate, now)
-            self.rate = rate
-        self._grown_at = now
+    def _resize(self, now: float) -> None:
+        """The requests bucket at the rate in force (none without one)."""
+        rate = self.control.rate
+        if rate is None:
+            self.requests = None
+        elif self.requests is None:
+            self.requests = Bucket(rate, max(1.0, rate * BURST_S), now)
+        else:
+            self.requests = self.requests.resized(rate, now)
 
     def _pause(self, until: float, now: float) -> None:
         if until <= self.paused_until:
@@ -224,8 +172,9 @@ class EndpointTraffic:
     def snapshot(self, now: float) -> dict[str, Any]:
         """The endpoint's state: ``rate_rpm`` (requests per minute it is held to now; ``None``: no limit),
         ``max_rpm``, ``max_tpm``, ``max_connections``, ``requests`` (answered or failed), ``tokens`` (reported),
-        ``rate_limited`` (429s seen), ``decreases``, ``pauses``, ``paused_s`` (seconds paused in all) and
-        ``paused_for_s`` (seconds of the current pause left)."""
+        ``rate_limited`` (refusals for rate seen), ``decreases`` (of the rate), ``decreases_undone`` (found not to
+        help, :mod:`runner.engine.backoff`), ``pauses``, ``paused_s`` (seconds paused in all) and ``paused_for_s``
+        (seconds of the current pause left)."""
         self.grow(now)
         return {
             "rate_rpm": round(self.rate * 60, 1) if self.rate is not None else None,
@@ -233,7 +182,8 @@ class EndpointTraffic:
             "requests": self.answers,
             "tokens": self.tokens_used,
             "rate_limited": self.rate_limited,
-            "decreases": self.decreases,
+            "decreases": self.control.decreases,
+            "decreases_undone": self.control.undone,
             "pauses": self.pauses,
             "paused_s": round(self.paused_s, 3),
             "paused_for_s": round(max(0.0, self.paused_until - now), 3),

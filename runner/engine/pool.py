@@ -178,7 +178,7 @@ class WorkerPool:
         Raises:
             ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
-            RunStopped: the model server speaks another protocol (``progress`` raises it).
+            RunStopped: the model server fails every call the same way (``progress`` raises it).
         """
         self._window = DispatchWindow(plan, self.spec.max_concurrency)
         self._progress = progress

@@ -10,7 +10,8 @@ counts by status, the rate, the ETA and every metric's running mean, interval an
 ``python -m runner status`` to show while the run executes. While a run executes, a daemon thread logs
 ``run.heartbeat`` every :data:`HEARTBEAT_S` seconds whatever happens (an item that hangs, workers that do not start, a
 storage outage): items in flight, done, errors, and the oldest item in flight with its age. Each acknowledgement also
-goes to a :class:`~runner.engine.watch.ProtocolWatch`, which stops a run whose model server speaks another protocol.
+goes to a :class:`~runner.engine.watch.ServerWatch`, which stops a run whose model server fails every call the same
+way (another protocol, HTTP 429 refusals).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import structlog
 
 from runner.core.record import ErrorInfo
 from runner.engine.live import LiveStats
-from runner.engine.watch import ProtocolWatch
+from runner.engine.watch import ServerWatch
 from runner.storage.manifest import utc_now
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class Progress:
         self.interval = interval
         self._last_event = self.started
         self._log = structlog.get_logger("runner")
-        self.watch = ProtocolWatch()
+        self.watch = ServerWatch()
         self._bar: Any = None
         self._bar_task: Any = None
         self._in_flight: dict[Key, float] = {}
@@ -145,8 +146,8 @@ class Progress:
         :attr:`skipped`, not as done.
 
         Raises:
-            ProtocolStop: the model server keeps speaking another protocol (:class:`ProtocolWatch`); the item is
-                counted first.
+            ServerStop: the model server fails every call the same way (:class:`ServerWatch`); the item is counted
+                first.
         """
         if item is not None:
             self.returned(item)

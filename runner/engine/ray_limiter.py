@@ -126,7 +126,7 @@ async def start(control: TrafficControl, workers: int = 1) -> None:
         ConfigError: a response cache in this process's memory, which workers cannot reach.
     """
     if control.cache is not None and control.cache.is_process_local:
-        raise ConfigError(f"the cache {control.cache.uri!r} lives in this process's memory, where Ray workers cannot "
+        raise ConfigError(f"--cache {control.cache.uri} lives in this process's memory, where Ray workers cannot "
                           "reach it; use a path or shared storage such as s3://bucket/cache, or --sequential")
     here = ray.get_runtime_context().get_node_id()
     actor_class = ray.remote(TrafficActor).options(

@@ -62,7 +62,7 @@ class SequentialExecutor:
 
         Raises:
             StorageError: a record cannot be written (the run stops; finished records stay).
-            RunStopped: the model server speaks another protocol (see :mod:`runner.engine.watch`).
+            RunStopped: the model server fails every call the same way (see :mod:`runner.engine.watch`).
         """
         assert self._built is not None, "start() builds the solution first"
         worker = worker_identity()

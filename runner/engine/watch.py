@@ -1,50 +1,75 @@
-"""Stop a run whose model server keeps speaking another protocol, instead of writing one error record per task.
+"""Stop a run whose model server fails every call the same way, instead of writing one error record per task.
 
-A ``ModelProtocolError`` (flagged ``protocol_error``, recorded with ``error.code == "protocol_error"``) means that
-the server answered something that is not the OpenAI API (a web page, another API's JSON), so every further call to
-it fails the same way. :class:`ProtocolWatch` sees every item's acknowledgement (through
-:meth:`Progress.advance <runner.engine.progress.Progress.advance>`, which both executors feed) and stops the run
-with one line once :data:`PROTOCOL_ERRORS_TO_STOP` items have ended with such an error since the last item that
-ended ``ok``: an ``ok`` item shows that the servers do answer in the protocol, so a server that garbles a rare
-reply does not stop a long run.
+Some errors say that every further call to the server will fail alike; the model layer marks them with a code that
+the record keeps (``error.code``, see :func:`runner.engine.execute.error_info`):
+
+- ``protocol_error``: the server answered something that is not the OpenAI API (a web page, another API's JSON);
+- ``quota_exhausted``: it refused with HTTP 429 because the account's quota is used up (OpenAI's
+  ``insufficient_quota``), which no wait restores;
+- ``rate_limited``: it refused every attempt of a call with HTTP 429 (its rate limit, or a quota of another name).
+
+:class:`ServerWatch` sees every item's acknowledgement (through :meth:`Progress.advance
+<runner.engine.progress.Progress.advance>`, which both executors feed) and stops the run with one line once
+:data:`ERRORS_TO_STOP` items have ended with the same such code since the last item that ended ``ok``: an ``ok``
+item shows that the server does answer, so one that garbles a rare reply, or refuses now and then, does not stop a
+long run.
 """
 
 from __future__ import annotations
 
-from runner.core.errors import ProtocolStop
+from dataclasses import dataclass
+
+from runner.core.errors import ProtocolStop, RefusalStop, ServerStop
 from runner.core.record import ErrorInfo
 
-PROTOCOL_ERRORS_TO_STOP = 3
-"""Items ended by a protocol error, with no ``ok`` item in between, after which the run stops."""
+
+@dataclass(frozen=True)
+class _Stop:
+    """How a code stops a run: the error raised, what the line says happened and the fix it names."""
+
+    error: type[ServerStop]
+    what: str
+    fix: str
 
 
-class ProtocolWatch:
-    """Counts items ended by a protocol error since the last ``ok`` one; stops the run at ``limit``.
+_STOPS = {
+    "protocol_error": _Stop(ProtocolStop, "the model server speaks another protocol",
+                            "fix the server's URL (--model-base-url, --judge-base-url...)"),
+    "quota_exhausted": _Stop(RefusalStop, "the model server refuses every call with HTTP 429: the quota is used up",
+                             "restore the account's quota with the provider"),
+    "rate_limited": _Stop(RefusalStop, "the model server keeps refusing calls with HTTP 429",
+                          "lower the request rate (--max-rpm, --concurrency) or wait for the server's limit to reset"),
+}
 
-    Args:
-        limit: the count that stops the run (default :data:`PROTOCOL_ERRORS_TO_STOP`).
-    """
+ERRORS_TO_STOP = {"protocol_error": 3, "quota_exhausted": 3, "rate_limited": 5}
+"""Items ended by an error of each code, with no ``ok`` item in between, after which the run stops: a few for the
+codes that are certain to repeat, more for refusals that a rate limit may lift."""
 
-    def __init__(self, limit: int = PROTOCOL_ERRORS_TO_STOP) -> None:
-        self.limit = limit
-        self.count = 0
+
+class ServerWatch:
+    """Counts the items ended by each code of :data:`ERRORS_TO_STOP` since the last ``ok`` one; stops the run at the
+    code's limit."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
 
     def observe(self, status: str, error: ErrorInfo | None) -> None:
         """Account for one finished item: its record ``status`` and the error that ended it (``None`` if none).
 
         Raises:
-            ProtocolStop: the ``limit``-th protocol error since the last ``ok`` item; the line quotes the last error,
-                which names the model, the URL and what came back.
+            ServerStop: the limit-th error of one code since the last ``ok`` item (``ProtocolStop`` for protocol
+                errors, ``RefusalStop`` for refusals); the line quotes the last error, which names the model, the
+                URL and what came back.
         """
         if status == "ok":
-            self.count = 0
+            self.counts.clear()
             return
-        if error is None or error.code != "protocol_error":
+        if error is None or error.code is None or error.code not in ERRORS_TO_STOP:
             return
-        self.count += 1
-        if self.count >= self.limit:
-            raise ProtocolStop(
-                f"the model server speaks another protocol: {self.count} items in a row failed with "
-                f"{error.type} ({error.message}); the run stopped, its records are kept: fix the server's URL "
-                "(--model-base-url, --judge-base-url...), then run the same command with --rerun-failed"
+        count = self.counts[error.code] = self.counts.get(error.code, 0) + 1
+        if count >= ERRORS_TO_STOP[error.code]:
+            stop = _STOPS[error.code]
+            raise stop.error(
+                f"{stop.what}: {count} items in a row failed with {error.type} ({error.message}); the run stopped, "
+                f"its records are kept: {stop.fix}, then run the same command with --rerun-failed"
             )

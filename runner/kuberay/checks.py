@@ -28,6 +28,16 @@ MAX_RAYJOB_NAME = 47
 # Kubernetes IsDNS1035Label / IsDNS1123Label: k8s.io/apimachinery/pkg/util/validation/validation.go.
 DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_LABEL_MAX = 63
+# An image reference's name and tag: the grammar of distribution/reference v0.5.0 (reference.go, regexp.go), the
+# one container runtimes parse images with (a pod whose image breaks it fails with InvalidImageName). \w is
+# written out: it is ASCII in Go's RE2 (Helm's schema check) but Unicode in Python.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+IMAGE_REPOSITORY_PATTERN = rf"^(?:{_HOST}(?::[0-9]+)?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*$"
+IMAGE_REPOSITORY_MAX = 255  # NameTotalLengthMax
+IMAGE_TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 MIN_TOKEN_AUTH_RAY = (2, 52, 0)
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"  # constant.go RayJobClusterSelectorKey
@@ -57,6 +67,47 @@ def refused_env(entry: dict[str, Any]) -> str | None:
     if rule is None or (values and entry.get("value") not in values):
         return None
     return rule
+
+
+def image_repository(value: str) -> str:
+    """``value`` if it is an image repository (``ghcr.io/org/runner``, ``registry:5000/runner``).
+
+    Raises:
+        ValueError: it is not, saying what one is.
+    """
+    if len(value) > IMAGE_REPOSITORY_MAX or not re.fullmatch(IMAGE_REPOSITORY_PATTERN, value):
+        raise ValueError(f"{value!r} is not an image repository: lower-case path components ([a-z0-9] separated by "
+                         "'.', '_', '__' or '-') after an optional registry host[:port]/, e.g. ghcr.io/org/runner")
+    return value
+
+
+def image_tag(value: str) -> str:
+    """``value`` if it is an image tag (``0.1.0-ray2.60.0-py311``).
+
+    Raises:
+        ValueError: it is not, saying what one is.
+    """
+    if not re.fullmatch(IMAGE_TAG_PATTERN, value):
+        raise ValueError(f"{value!r} is not an image tag: up to 128 letters, digits, '_', '.' and '-', not starting "
+                         "with '.' or '-'")
+    return value
+
+
+def check_namespace(namespace: str | None) -> None:
+    """A namespace name Kubernetes accepts (``ValidateNamespaceName``: a DNS-1123 label of at most 63 characters);
+    ``None`` (the kubeconfig context's) passes.
+
+    Raises:
+        ConfigError: naming ``--namespace`` and, where one can be made, a valid name to use.
+    """
+    if namespace is None or (len(namespace) <= DNS1123_LABEL_MAX and re.fullmatch(DNS1123_LABEL, namespace)):
+        return
+    fixed = re.sub(r"[^a-z0-9-]+", "-", namespace.lower()).strip("-")[:DNS1123_LABEL_MAX].rstrip("-")
+    example = f", e.g. --namespace {fixed}" if fixed else ""
+    raise ConfigError(
+        f"--namespace {namespace!r} is not a Kubernetes namespace: use a DNS-1123 label of at most "
+        f"{DNS1123_LABEL_MAX} lower-case letters, digits and '-', starting and ending with a letter or digit{example}"
+    )
 
 
 def check_rayjob_name(name: str) -> None:

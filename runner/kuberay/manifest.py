@@ -64,9 +64,9 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
 
     Raises:
         ConfigError: a setting that cannot work in a RayJob: an executor other than ``ray``, ``ray_address`` or
-            ``force``; a storage
-            URI that is missing or local to one pod; a secret (:func:`runner.core.secrets.find`) in
-            ``storage_options`` at any depth, or a password in a URL, which the ConfigMap would hold in clear.
+            ``force``; a storage URI that is missing or local to one pod, a cache URI local to one pod; a secret
+            (:func:`runner.core.secrets.find`) in ``storage_options`` at any depth, or a password in a URL, which
+            the ConfigMap would hold in clear.
     """
     if config.executor != "ray":
         raise ConfigError(f"executor {config.executor!r} does not run on the RayJob's Ray cluster: drop --sequential "
@@ -79,6 +79,7 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
             "to start over, use a new --storage URI"
         )
     check_storage_uri(config.storage)
+    check_cache_uri(config.cache)
     found = secrets.find({name: getattr(config, name) for name in MAY_HOLD_SECRETS})
     if found:
         raise ConfigError(
@@ -102,12 +103,30 @@ def check_storage_uri(uri: str | None) -> None:
         raise ConfigError(
             "a RayJob needs --storage (job.storage): a URI every pod reaches, such as s3://bucket/runs/name"
         )
-    match = STORAGE_URI.match(uri)
-    if match is None or match.group(1).lower() in POD_LOCAL_PROTOCOLS:
+    if _pod_local(uri):
         raise ConfigError(
             f"storage {uri!r} is local to one pod and is lost with it; use shared object storage such as "
             "s3://bucket/runs/name or gs://bucket/runs/name"
         )
+
+
+def check_cache_uri(uri: str | None) -> None:
+    """A response cache every pod of the cluster shares, or none: as for the storage, not a pod-local path.
+
+    Raises:
+        ConfigError: ``uri`` is a local path, ``file://``, ``local://`` or ``memory://``.
+    """
+    if uri is not None and _pod_local(uri):
+        raise ConfigError(
+            f"--cache (job.cache) {uri!r} is local to one pod: each pod would keep a cache of its own, lost with it; "
+            "use shared object storage such as s3://bucket/cache, or drop --cache"
+        )
+
+
+def _pod_local(uri: str) -> bool:
+    """Whether ``uri`` is a path or a URL that only one pod sees (:data:`POD_LOCAL_PROTOCOLS`)."""
+    match = STORAGE_URI.match(uri)
+    return match is None or match.group(1).lower() in POD_LOCAL_PROTOCOLS
 
 
 def config_map_name(name: str) -> str:

@@ -23,7 +23,9 @@ from pydantic.alias_generators import to_camel
 
 from runner._version import __version__
 from runner.core.errors import ConfigError
-from runner.kuberay.checks import DNS1123_LABEL, ENV_REFUSED, HEAD_PARAMS_REFUSED, PARAMS_REFUSED, refused_env
+from runner.kuberay.checks import (DNS1123_LABEL, ENV_REFUSED, HEAD_PARAMS_REFUSED, IMAGE_REPOSITORY_MAX,
+                                   IMAGE_REPOSITORY_PATTERN, IMAGE_TAG_PATTERN, PARAMS_REFUSED, image_repository,
+                                   image_tag, refused_env)
 
 # The one pin of the Ray version, as in pyproject.toml (ray[default]==...), the Dockerfile and the chart.
 RAY_VERSION = "2.60.0"
@@ -58,6 +60,14 @@ def quantity(value: str | int | float) -> str:
 
 Quantity = Annotated[str, BeforeValidator(quantity),
                      WithJsonSchema({"type": ["string", "number"], "pattern": _QUANTITY.pattern, "minimum": 0})]
+
+
+ImageRepository = Annotated[str, AfterValidator(image_repository),
+                            WithJsonSchema({"type": "string", "pattern": IMAGE_REPOSITORY_PATTERN,
+                                            "maxLength": IMAGE_REPOSITORY_MAX})]
+"""An image repository (:func:`runner.kuberay.checks.image_repository`: the grammar of distribution/reference)."""
+ImageTag = Annotated[str, AfterValidator(image_tag), WithJsonSchema({"type": "string", "pattern": IMAGE_TAG_PATTERN})]
+"""An image tag (:func:`runner.kuberay.checks.image_tag`)."""
 
 
 def _params_rule(refused: dict[str, str]) -> Any:
@@ -108,8 +118,8 @@ class _Values(BaseModel):
 class Image(_Values):
     """The container image of every Ray pod, and of the submitter (KubeRay's default uses the head's image)."""
 
-    repository: str = Field(default=IMAGE_REPOSITORY, min_length=1)
-    tag: str = Field(default=IMAGE_TAG, min_length=1)
+    repository: ImageRepository = IMAGE_REPOSITORY
+    tag: ImageTag = IMAGE_TAG
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
 
     @property
@@ -121,8 +131,8 @@ class Image(_Values):
 class GroupImage(_Values):
     """A worker group's own image (e.g. the ``-gpu`` build for a GPU group); unset fields fall back to ``image``."""
 
-    repository: str | None = None
-    tag: str | None = None
+    repository: ImageRepository | None = None
+    tag: ImageTag | None = None
 
 
 class _Placement(_Values):

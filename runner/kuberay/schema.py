@@ -9,7 +9,8 @@ Where each part comes from:
 - ``job``: :class:`runner.core.config.RunConfig`, less the fields a RayJob sets or refuses
   (:data:`runner.kuberay.manifest.CLUSTER_FIELDS`), plus ``extraArgs`` (shell-safe, as
   :func:`runner.kuberay.manifest.entrypoint` requires), a ``storage`` every pod reaches
-  (:func:`runner.kuberay.manifest.check_storage_uri`), and no secret at any depth of the fields that can hold one
+  (:func:`runner.kuberay.manifest.check_storage_uri`) and a ``cache`` too when one is set
+  (:func:`~runner.kuberay.manifest.check_cache_uri`), and no secret at any depth of the fields that can hold one
   (:data:`runner.kuberay.manifest.MAY_HOLD_SECRETS`, by :mod:`runner.core.secrets`' patterns); model names with a
   known provider, and for each built-in benchmark and solution the arguments it takes
   (:mod:`runner.kuberay.job_rules`).
@@ -105,6 +106,12 @@ def _job_schema() -> dict[str, Any]:
         "description": "A URI every pod reaches (s3://, gs://, az://, ...), not a pod-local path.",
         "pattern": STORAGE_URI.pattern,
         "not": {"pattern": f"^({local})://"},
+    }
+    job["properties"]["cache"] = {
+        "type": ["string", "null"],
+        "description": "A response cache every pod shares (s3://, gs://, az://, ...), not a pod-local path; or null.",
+        "pattern": STORAGE_URI.pattern,
+        "not": {"type": "string", "pattern": f"^({local})://"},
     }
     for name in job_rules.MODEL_FIELDS:
         job["properties"][name]["pattern"] = job_rules.model_name_pattern()

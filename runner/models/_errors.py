@@ -22,15 +22,21 @@ class ModelError(RunnerError):
         message: the line.
         status: the HTTP status the server answered with, when it answered.
         retryable: whether the failure was of a kind that is retried (rate limit, server error, connection).
+        error_code: a stable reason that the run's record keeps as ``error.code`` when it ends a work item, for a
+            failure that every further call to the server will meet: ``quota_exhausted`` (HTTP 429, the account's
+            quota is used up), ``rate_limited`` (HTTP 429 on every attempt), ``protocol_error``
+            (:class:`ModelProtocolError`); the engine stops a run after a few in a row (``runner.engine.watch``).
     """
 
     protocol_error: ClassVar[bool] = False
     """Whether the error says the server speaks another protocol (see :class:`ModelProtocolError`)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 error_code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.error_code = error_code
 
 
 class ModelProtocolError(ModelError):
@@ -55,7 +61,7 @@ class ModelProtocolError(ModelError):
 
     def __init__(self, message: str, *, model: str = "", url: str = "", shape: str = "",
                  status: int | None = None) -> None:
-        super().__init__(message, status=status, retryable=False)
+        super().__init__(message, status=status, retryable=False, error_code="protocol_error")
         self.model = model
         self.url = url
         self.shape = shape

@@ -25,7 +25,7 @@ from runner.models._body import json_body
 from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, UnreadableReply, one_line
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
-from runner.models._retry import RetryPolicy, is_retryable_status, retry_after_seconds
+from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
 from runner.models._types import ChatReply, ChatRequest
 
 DEFAULT_TIMEOUT = 300.0
@@ -185,6 +185,7 @@ class OpenAICompatibleModel(ChatModel):
                 f"{f' {status}' if status else ''}: {exc.detail}",
                 status=status,
                 retryable=status is not None and is_retryable_status(status),
+                error_code="rate_limited" if status == 429 else None,
             ) from None
 
     def _protocol_error(self, response: httpx.Response, exc: UnreadableReply) -> ModelProtocolError:
@@ -210,7 +211,8 @@ class OpenAICompatibleModel(ChatModel):
     async def _with_retries(self, call: Callable[[Answer], Awaitable[R]], *, uses_tools: bool = False,
                             tokens: int = 0) -> R:
         """``await call(answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
-        (an error body with such a code) per :attr:`retry`.
+        (an error body with such a code) per :attr:`retry`; not a 429 that says the quota is used up
+        (:data:`~runner.models._retry.QUOTA_CODES`).
 
         Each try holds a permit of the run's limiter (:func:`runner.core.limits.request_slot`: the endpoint's rate,
         tokens per minute, connections and pauses, shared by every worker) for a request of about ``tokens`` tokens;
@@ -234,7 +236,8 @@ class OpenAICompatibleModel(ChatModel):
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 wait = retry_after_seconds(exc.response.headers)
-                if not is_retryable_status(status) or attempt == attempts:
+                quota = status == 429 and refusal_cause(exc.body)[1]
+                if not is_retryable_status(status) or attempt == attempts or quota:
                     raise self._status_error(exc, attempt, uses_tools) from exc
                 if wait is not None and wait > self.retry.max_retry_after:
                     raise ModelError(
@@ -243,6 +246,7 @@ class OpenAICompatibleModel(ChatModel):
                         "(fewer --workers or --concurrency) or resume the run later",
                         status=status,
                         retryable=True,
+                        error_code="rate_limited" if status == 429 else None,
                     ) from exc
                 reason = f"HTTP {status}"
             except openai.APIConnectionError as exc:
@@ -301,6 +305,8 @@ class OpenAICompatibleModel(ChatModel):
             except UnreadableReply as unreadable:
                 detail = unreadable.shape
         where = f"{self.name} at {self.url}"
+        if status == 429:
+            return self._refusal(exc, detail, attempts)
         if status in (401, 403):
             fix = f"check the API key{self._env_hint('key')}"
         elif status == 404:
@@ -315,6 +321,21 @@ class OpenAICompatibleModel(ChatModel):
             fix = "the server rejected the request"
         return ModelError(f"{where}: HTTP {status}: {detail}; {fix}", status=status,
                           retryable=is_retryable_status(status))
+
+    def _refusal(self, exc: openai.APIStatusError, detail: str, attempts: int) -> ModelError:
+        """The error for a 429 that ends a call: why the server refuses (the body's code or type, e.g.
+        ``insufficient_quota``), and the fix: a quota to restore (``error_code`` ``quota_exhausted``, not retryable),
+        else a rate to lower (``rate_limited``)."""
+        cause, quota = refusal_cause(exc.body)
+        why = f" ({cause})" if cause else ""
+        if quota:
+            fix = "the account's quota is used up and no wait restores it: add credits or raise its limits"
+        else:
+            tries = f"all {attempts} attempts" if attempts > 1 else "the call"
+            fix = (f"it refused {tries}; lower the request rate (--max-rpm, --concurrency) or resume the run "
+                   "once its limit resets")
+        return ModelError(f"{self.name} at {self.url}: the server refuses with HTTP 429{why}: {detail}; {fix}",
+                          status=429, retryable=not quota, error_code="quota_exhausted" if quota else "rate_limited")
 
     def _env_hint(self, what: str) -> str:
         variable = self.spec.base_url_env if what == "base" else self.spec.api_key_env

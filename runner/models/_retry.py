@@ -1,7 +1,8 @@
 """When and how long to wait before trying a model call again.
 
 Retried: HTTP 408 (request timeout), 409 (conflict), 429 (rate limit) and every 5xx, plus connection failures and
-read timeouts, the set the OpenAI Python client itself retries (``openai._base_client.BaseClient._should_retry``).
+read timeouts, the set the OpenAI Python client itself retries (``openai._base_client.BaseClient._should_retry``);
+but not a 429 that says the account's quota is used up (:data:`QUOTA_CODES`), which no wait restores.
 Delays grow exponentially with a random reduction of up to ``jitter`` (so that many Ray workers hitting one rate
 limit do not retry in lockstep), unless the server says how long to wait (``Retry-After`` in seconds or as an HTTP
 date, or the non-standard ``retry-after-ms``), which is then honoured exactly.
@@ -19,9 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runner.core.limits import retry_after_seconds
 
-__all__ = ["RETRYABLE_STATUS", "RetryPolicy", "is_retryable_status", "retry_after_seconds", "sleep"]
+__all__ = ["QUOTA_CODES", "RETRYABLE_STATUS", "RetryPolicy", "is_retryable_status", "refusal_cause",
+           "retry_after_seconds", "sleep"]
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+QUOTA_CODES = frozenset({"insufficient_quota", "credit_balance_exhausted", "organization_spend_limit_exceeded",
+                         "project_spend_limit_exceeded", "organization_usage_limit_exceeded"})
+"""The ``code`` or ``type`` of a 429's error body that means the account ran out of credit or reached a spend or usage
+limit (OpenAI's error-codes guide: the type ``insufficient_quota``, the code naming which limit); OpenAI says that
+retrying such an error does not restore access, so it is not retried."""
 
 # Tests replace this to observe the delays chosen without waiting for them.
 _sleep = asyncio.sleep
@@ -30,6 +37,16 @@ _sleep = asyncio.sleep
 def is_retryable_status(status: int) -> bool:
     """Whether an HTTP status is worth another try: 408, 409, 429 or any 5xx."""
     return status in RETRYABLE_STATUS or status >= 500
+
+
+def refusal_cause(body: object) -> tuple[str | None, bool]:
+    """Why a server refused, from an error body (the ``error`` object, as the OpenAI client unwraps it, or vLLM's
+    top-level one): its ``code``, else its ``type``, when a string (``None``: neither); and whether the refusal
+    means a used-up quota (:data:`QUOTA_CODES`)."""
+    if not isinstance(body, dict):
+        return None, False
+    named = [value for value in (body.get("code"), body.get("type")) if isinstance(value, str) and value]
+    return (named[0] if named else None), any(name in QUOTA_CODES for name in named)
 
 
 class RetryPolicy(BaseModel):

@@ -37,7 +37,7 @@ class StoredCache:
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None,
                  policy: CachePolicy = "deterministic") -> None:
         self.policy: CachePolicy = policy
-        self._files = ResultStore(uri, storage_options)
+        self._files = ResultStore(uri, storage_options, flag="--cache")
 
     @property
     def uri(self) -> str:
@@ -81,7 +81,7 @@ class StoredCache:
         try:
             entry = json.loads(data)
         except ValueError:
-            raise StorageError(f"the cache entry {_name(key)} in {self.uri} is not JSON; delete it") from None
+            raise StorageError(f"the --cache entry {_name(key)} in {self.uri} is not JSON; delete it") from None
         return entry if isinstance(entry, dict) else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:

@@ -139,21 +139,23 @@ def credentials_of(protocol: str) -> str:
     return f"the {protocol} filesystem's credentials or --storage-options"
 
 
-def advice(uri: str | None, exc: BaseException | None = None) -> str:
-    """What to check when the store at ``uri`` failed with ``exc``, for its protocol and the :class:`FaultKind`."""
+def advice(uri: str | None, exc: BaseException | None = None, flag: str | None = None) -> str:
+    """What to check when the store at ``uri`` failed with ``exc``, for its protocol and the :class:`FaultKind`;
+    ``flag`` names the option the URI came from when it is not the run's storage (``--cache``)."""
     protocol = protocol_of(uri)
     local = protocol in ("file", "local")
     kind = fault_kind(exc) if exc is not None else FaultKind.OTHER
+    named, store = (f"the {flag} URI", f"the {flag} storage") if flag else ("the storage URI", "the storage")
     if local:
-        return "check the storage URI and that this process can write there"
+        return f"check {named} and that this process can write there"
     if kind is FaultKind.DENIED:
-        return f"the storage refused the credentials: check them ({credentials_of(protocol)})"
+        return f"{store} refused the credentials: check them ({credentials_of(protocol)})"
     if kind is FaultKind.MISSING:
-        return "check that the bucket (or container) of the storage URI exists, and the endpoint if you set one"
+        return f"check that the bucket (or container) of {named} exists, and the endpoint if you set one"
     if kind is FaultKind.UNAVAILABLE:
-        return ("the storage looks temporarily unavailable (a server error, throttling or a network fault); try "
+        return (f"{store} looks temporarily unavailable (a server error, throttling or a network fault); try "
                 "again once it answers")
     if kind is FaultKind.UNSUPPORTED:
-        return ("the storage does not implement a request runner sends (conditional writes, If-None-Match: *); "
+        return (f"{store} does not implement a request runner sends (conditional writes, If-None-Match: *); "
                 "use a store that does, or see --allow-overwriting-store")
-    return f"check the storage URI and its credentials ({credentials_of(protocol)})"
+    return f"check {named} and its credentials ({credentials_of(protocol)})"

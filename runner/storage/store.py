@@ -69,6 +69,8 @@ class ResultStore:
         storage_options: passed to ``fsspec.url_to_fs`` (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
             for S3). S3 credentials and endpoint otherwise come from the standard ``AWS_*`` variables, including
             ``AWS_ENDPOINT_URL``. Options are never logged or written to the manifest.
+        flag: the option that named this store, when it is not the run's storage (``--cache``): its errors name it
+            (``cannot open the --cache storage ...; check the --cache URI ...``).
 
     Attributes a run sets before its records are written (they travel to Ray workers with the store):
         outage_s: seconds a record write retries a store that fails with errors that look temporary (0, the
@@ -80,9 +82,11 @@ class ResultStore:
     The store pickles without its filesystem object and its outage state, so it can be shipped to Ray workers.
     """
 
-    def __init__(self, uri: str | None = None, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, uri: str | None = None, storage_options: dict[str, Any] | None = None, *,
+                 flag: str | None = None) -> None:
         self._uri = normalize_uri(uri) if uri else None
         self.storage_options = dict(storage_options or {})
+        self.flag = flag
         self.outage_s = 0.0
         self.conditional = True
         self._fs: fsspec.AbstractFileSystem | None = None
@@ -127,7 +131,8 @@ class ResultStore:
             try:
                 self._fs, self._root = fsspec.url_to_fs(self.uri, **self.storage_options)
             except Exception as exc:  # noqa: BLE001 - a missing backend, a bad option, a server that refuses: one line
-                raise StorageError(self.explain("cannot open storage", exc)) from None
+                opened = f"the {self.flag} storage" if self.flag else "storage"
+                raise StorageError(self.explain(f"cannot open {opened}", exc)) from None
         return self._fs
 
     @property
@@ -441,7 +446,7 @@ class ResultStore:
         every secret masked (:func:`runner.core.secrets.mask`: secret storage options, a URL's password, a
         connection string's key)."""
         detail = exception_line(exc)
-        return mask(f"{what} ({detail}); {advice(self._uri, exc)}", self.storage_options)
+        return mask(f"{what} ({detail}); {advice(self._uri, exc, self.flag)}", self.storage_options)
 
 
 @dataclass

@@ -136,3 +136,57 @@ def test_the_budget_in_a_real_process(cli_process, tmp_path):
                          "--storage", str(tmp_path / "run"), "--log-format", "json", "--max-tokens", "30")
     spent, _, done, total = stop_line(result).groups()
     assert int(done) == len(_spent(tmp_path / "run")) and total == "100" and int(spent) >= 30
+
+
+RATE_LIMITED = {"error": {"message": "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1.",
+                          "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
+NO_QUOTA = {"error": {"message": "You exceeded your current quota, please check your plan and billing details.",
+                      "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}
+
+
+def _chat_run(cli, server, storage: Path, *flags: str):
+    return cli("-b", "toy", "-s", "chat", "--model", "vllm:scripted", "--model-base-url", server.url, "--sequential",
+               "--storage", str(storage), "--log-format", "json", *flags)
+
+
+def test_a_server_that_keeps_refusing_is_asked_again_after_its_retry_after(cli, model_server, tmp_path):
+    """Every call refused with 429 and ``Retry-After: 1``: the retries go one second apart (not at a rate lowered
+    to one request a minute), and the item fails after its attempts with a line that says why."""
+    model_server.answer(RATE_LIMITED, status=429, headers={"Retry-After": "1"}, times=None)
+    result = _chat_run(cli, model_server, tmp_path / "run", "--limit", "1")
+    assert result.returncode == 0, result.stderr
+    arrivals = [r.received_at for r in model_server.requests if r.path.endswith("/chat/completions")]
+    assert len(arrivals) == 5
+    assert all(0.9 <= later - earlier < 2.0 for earlier, later in zip(arrivals, arrivals[1:], strict=False))
+    [record] = ResultStore(str(tmp_path / "run")).iter_records()
+    assert record.status == "error" and record.error is not None and record.error.code == "rate_limited"
+    assert record.error.message == (
+        f"vllm:scripted at {model_server.url}: the server refuses with HTTP 429 (rate_limit_exceeded): Rate limit "
+        "reached for requests per min (RPM): Limit 3, Used 3, Requested 1.; it refused all 5 attempts; lower the "
+        "request rate (--max-rpm, --concurrency) or resume the run once its limit resets")
+    [endpoint] = json.loads((tmp_path / "run" / "summary.json").read_text())["limits"]["endpoints"].values()
+    assert (endpoint["rate_rpm"], endpoint["rate_limited"], endpoint["pauses"]) == (None, 5, 5)
+
+
+def test_a_server_whose_quota_is_gone_stops_the_run_after_three_items(cli, model_server, tmp_path):
+    model_server.answer(NO_QUOTA, status=429, headers={"Retry-After": "1"}, times=None)
+    result = _chat_run(cli, model_server, tmp_path / "run", "--limit", "20")
+    result.fault_line(
+        "the model server refuses every call with HTTP 429: the quota is used up: 3 items in a row failed with "
+        f"ModelError (vllm:scripted at {model_server.url}: the server refuses with HTTP 429 (insufficient_quota): "
+        "You exceeded your current quota, please check your plan and billing details.; the account's quota is used "
+        "up and no wait restores it: add credits or raise its limits); the run stopped, its records are kept: "
+        "restore the account's quota with the provider, then run the same command with --rerun-failed")
+    records = list(ResultStore(str(tmp_path / "run")).iter_records())
+    assert len(records) == 3 and len(model_server.chat_requests) == 3  # not retried, not run past the third
+    assert all(r.error is not None and r.error.code == "quota_exhausted" for r in records)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["errors"] == 3
+
+
+def test_items_that_run_out_of_attempts_on_429_stop_the_run_after_five(cli, model_server, tmp_path):
+    model_server.answer(RATE_LIMITED, status=429, headers={"Retry-After": "0"}, times=None)
+    result = _chat_run(cli, model_server, tmp_path / "run", "--limit", "20")
+    result.fault_line("the model server keeps refusing calls with HTTP 429: 5 items in a row failed with ModelError",
+                      "lower the request rate (--max-rpm, --concurrency) or wait for the server's limit to reset")
+    assert len(list(ResultStore(str(tmp_path / "run")).iter_records())) == 5
+    assert len(model_server.chat_requests) == 25

@@ -1,6 +1,6 @@
 """The run's traffic state and the in-process limiter, with a fake clock (no sleeping): request schedules, fairness
-between the workers sharing an endpoint, the shared reaction to 429s and rate-limit headers, tokens per minute,
-connections, and the budget."""
+between the workers sharing an endpoint, the pauses that 429s and rate-limit headers cause, tokens per minute,
+connections, and the budget (how refusals change an endpoint's rate: tests/engine/test_backoff.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from runner.core.config import RunSettings
 from runner.core.limits import (Endpoint, EndpointLimits, ModelPrice, RateSignal, duration_seconds, limiter_scope,
                                 request_slot)
 from runner.core.record import TokenUsage
-from runner.engine.limiter import HOLD_S, INCREASE_S, LEASE_S, Budget, EndpointTraffic, TrafficState
+from runner.engine.limiter import LEASE_S, Budget, EndpointTraffic, TrafficState
 from runner.engine.traffic import LocalLimiter
 
 KEY, MODEL = "vllm:m@http://gpu:8000/v1", "vllm:m"
-REFUSED = RateSignal.from_answer(429, {"retry-after": "2"})
 OK = RateSignal.from_answer(200, {})
 
 
@@ -60,40 +59,6 @@ def test_tokens_per_minute_space_requests_by_their_estimate_and_replies_correct_
         state.observe(OK, booked=500, tokens=100, now=0.1)
     assert state.reserve(1, 100, now=0.4) == [0.4]
     assert state.tokens_used == 300
-
-
-def test_a_429_pauses_the_endpoint_until_retry_after_and_halves_its_rate():
-    state = endpoint(max_rpm=600)  # 10 requests/s
-    state.reserve(1, 0, now=0.0)
-    state.observe(REFUSED, 0, None, now=0.5)
-    assert (state.rate_limited, state.pauses, state.decreases) == (1, 1, 1)
-    assert state.rate == pytest.approx(5.0)
-    assert state.reserve(1, 0, now=0.6) == [2.5]  # nothing before the server's Retry-After of 2 s
-    # Refusals of requests sent before the pause took effect do not halve the rate again.
-    state.observe(REFUSED, 0, None, now=0.5 + HOLD_S / 2)
-    assert (state.rate_limited, state.decreases, state.rate) == (2, 1, pytest.approx(5.0))
-
-
-def test_the_rate_grows_back_additively_after_the_pause():
-    state = endpoint(max_rpm=600)
-    state.observe(REFUSED, 0, None, now=0.0)  # paused until 2.0, at 5 requests/s
-    state.grow(2.0)
-    assert state.rate == pytest.approx(5.0)
-    state.grow(2.0 + INCREASE_S / 4)  # a quarter of the ceiling per INCREASE_S / 4 seconds
-    assert state.rate == pytest.approx(7.5)
-    state.grow(2.0 + INCREASE_S)
-    assert state.rate == pytest.approx(10.0)  # never over --max-rpm
-    assert state.snapshot(100.0)["rate_rpm"] == 600.0
-
-
-def test_without_a_limit_a_429_sets_the_rate_to_half_of_what_the_server_refused():
-    state = endpoint()
-    for i in range(40):  # 20 answers/s over the last two seconds
-        state.observe(OK, 0, 10, now=i * 0.05)
-    state.observe(RateSignal.from_answer(429, {}), 0, None, now=2.0)
-    assert state.rate == pytest.approx(41 / 2.0 / 2)
-    assert state.paused_until == pytest.approx(3.0)  # no Retry-After: one second
-    assert state.reserve(1, 0, now=2.1) == [3.0]
 
 
 @pytest.mark.parametrize(("headers", "pause"), [

@@ -7,12 +7,12 @@ import pytest
 import structlog
 
 from runner.core.config import RunSettings
-from runner.core.errors import RunStopped
+from runner.core.errors import ProtocolStop, RefusalStop, RunStopped
 from runner.core.limits import RateSignal
 from runner.core.record import ErrorInfo
 from runner.engine.progress import Progress
 from runner.engine.traffic import TrafficControl
-from runner.engine.watch import ProtocolWatch
+from runner.engine.watch import ServerWatch
 
 PROTOCOL = ErrorInfo(type="ModelProtocolError", code="protocol_error",
                      message="vllm:m at http://host/v1: POST /chat/completions answered text/html: an HTML page titled "
@@ -37,11 +37,11 @@ def test_rate_counts_from_the_first_finished_item():
 
 
 def test_three_protocol_errors_without_an_ok_item_between_stop_the_run():
-    watch = ProtocolWatch()
+    watch = ServerWatch()
     for status, error in [("error", PROTOCOL), ("error", PROTOCOL), ("ok", None),   # an ok item: the server answers
                           ("error", PROTOCOL), ("error", OTHER), ("timeout", None), ("error", PROTOCOL)]:
         watch.observe(status, error)
-    with pytest.raises(RunStopped) as stopped:
+    with pytest.raises(ProtocolStop) as stopped:
         watch.observe("error", PROTOCOL)
     assert str(stopped.value) == (
         "the model server speaks another protocol: 3 items in a row failed with ModelProtocolError (vllm:m at "
@@ -49,6 +49,30 @@ def test_three_protocol_errors_without_an_ok_item_between_stop_the_run():
         "API; check that --model-base-url is the root of an OpenAI-compatible API); the run stopped, its records "
         "are kept: fix the server's URL (--model-base-url, --judge-base-url...), then run the same command with "
         "--rerun-failed")
+    assert stopped.value.exit_status == 3
+
+
+def _refused(code: str, cause: str) -> ErrorInfo:
+    return ErrorInfo(type="ModelError", code=code,
+                     message=f"vllm:m at http://host/v1: the server refuses with HTTP 429 ({cause}): ...; ...")
+
+
+def test_items_refused_with_429_in_a_row_stop_the_run_by_cause():
+    """A used-up quota stops the run after three items, refusals for rate after five; an ok item, which shows that
+    the server takes calls, starts the count again, and refusals of one cause do not count for the other."""
+    watch = ServerWatch()
+    quota, rate = _refused("quota_exhausted", "insufficient_quota"), _refused("rate_limited", "rate_limit_exceeded")
+    for status, error in [("error", rate)] * 4 + [("ok", None)] + [("error", rate)] * 4 + [("error", quota)] * 2:
+        watch.observe(status, error)
+    with pytest.raises(RefusalStop) as stopped:
+        watch.observe("error", quota)
+    assert str(stopped.value) == (
+        "the model server refuses every call with HTTP 429: the quota is used up: 3 items in a row failed with "
+        "ModelError (vllm:m at http://host/v1: the server refuses with HTTP 429 (insufficient_quota): ...; ...); the "
+        "run stopped, its records are kept: restore the account's quota with the provider, then run the same "
+        "command with --rerun-failed")
+    with pytest.raises(RefusalStop, match="^the model server keeps refusing calls with HTTP 429: 5 items in a row "):
+        watch.observe("error", rate)
     assert stopped.value.exit_status == 3
 
 
@@ -76,7 +100,7 @@ def test_progress_events_carry_the_model_traffic_and_skipped_items_are_not_done(
     [event] = [entry for entry in logs if entry["event"] == "run.progress"]
     assert event["done"] == 1
     assert event["limits"]["vllm:m@http://gpu/v1"]["rate_limited"] == 1
-    assert event["limits"]["vllm:m@http://gpu/v1"]["rate_rpm"] == 300.0
+    assert event["limits"]["vllm:m@http://gpu/v1"]["rate_rpm"] == 600.0  # a lone refusal pauses, the rate stays
     assert 29 < event["limits"]["vllm:m@http://gpu/v1"]["paused_for_s"] <= 30
     assert event["spent"] == {"tokens": 7, "cost_usd": 0.0}
 

@@ -1,5 +1,6 @@
 """Model traffic on a real local Ray with two workers: one rate limit for both (the run's limiter actor), a 429
-that one worker gets holds back the other, the response cache answers both workers, and the budget stops the pool.
+that one worker gets holds back the other, refusals that do not depend on the rate do not slow the run, the response
+cache answers both workers, and the budget stops the pool.
 
 The scripted server stands in for a model server (no model can run here); it records when each request arrived."""
 
@@ -64,6 +65,21 @@ def test_a_429_one_worker_gets_holds_back_every_worker(cli, model_server, tmp_pa
     assert summary["errors"] == 0 and len(_workers(tmp_path / "run")) == 2
 
 
+def test_a_server_that_refuses_every_third_request_does_not_hold_the_rate_down(cli, model_server, tmp_path):
+    """Every third request refused with 429 and ``Retry-After: 0``, whatever the rate, answers otherwise at once:
+    slowing down does not make refusals rarer, so the run is not slowed down (it was held to about 35 requests a
+    minute: 40 items took 100 s)."""
+    model_server.set_policy("echo")
+    model_server.fail_every(3, 429, retry_after="0")
+    result = _chat(cli, model_server, tmp_path / "run", 40, "--concurrency", "4")
+    assert result.returncode == 0, result.stderr
+    assert result.event("run.finished")["seconds"] < 30
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    [endpoint] = summary["limits"]["endpoints"].values()
+    assert summary["errors"] == 0 and endpoint["rate_limited"] >= 10
+    assert endpoint["rate_rpm"] is None or endpoint["rate_rpm"] >= 600
+
+
 def test_two_workers_share_the_connections_of_an_endpoint(cli, model_server, tmp_path):
     model_server.set_policy("echo")
     model_server.latency = 0.1
@@ -93,6 +109,14 @@ def test_what_two_workers_cached_answers_a_rerun(cli, model_server, tmp_path):
     before = json.loads((tmp_path / "first" / "summary.json").read_text())
     after = json.loads((tmp_path / "second" / "summary.json").read_text())
     assert after["metrics"] == before["metrics"] and after["score"] == before["score"]
+
+
+def test_a_cache_in_the_drivers_memory_is_refused_naming_the_flag(cli, tmp_path):
+    result = cli("-b", "toy", "-s", "calculator", "--storage", str(tmp_path / "run"), "--cache", "memory://cache",
+                 "--workers", "1")
+    result.error_line("--cache memory://cache lives in this process's memory, where Ray workers cannot reach it",
+                      "or --sequential")
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_budget_stops_the_pool_and_the_items_in_flight_are_written(cli, tmp_path):

@@ -149,9 +149,14 @@ def test_job_values_are_the_run_config_fields():
         ({"job": {"storage": "/data/runs/toy"}}, "at '/job/storage'"),
         ({"job": {"storage_options": {"secret": "hunter2"}}}, "at '/job/storage_options/secret'"),
         ({"job": {"extraArgs": ["--log-format", "json; rm -rf /"]}}, "at '/job/extraArgs/1'"),
+        ({"job": {"cache": "/tmp/cache"}}, "at '/job/cache'"),
+        ({"job": {"cache": "memory://cache"}}, "at '/job/cache'"),
+        ({"image": {"repository": "bad image"}}, "at '/image/repository'"),
+        ({"image": {"tag": "-1"}}, "at '/image/tag'"),
     ],
     ids=["misspelt-worker-field", "misspelt-job-field", "empty-secret-name", "pod-local-storage",
-         "secret-in-values", "unsafe-extra-arg"],
+         "secret-in-values", "unsafe-extra-arg", "pod-local-cache", "memory-cache", "bad-image-repository",
+         "bad-image-tag"],
 )
 def test_values_breaking_the_schema_are_refused_naming_the_field(chart, values, where):
     with pytest.raises(helm_python.HelmValuesError) as caught:
@@ -173,3 +178,8 @@ def test_bad_names_and_missing_service_account_fail_the_render(chart, release, v
     with pytest.raises(helm_python.HelmRenderError) as caught:
         chart.render(values, name=release)
     assert message in str(caught.value)
+
+
+def test_a_shared_cache_passes_the_schema(chart):
+    out = render(chart, {"job": {"cache": "s3://bucket/cache"}})
+    assert yaml.safe_load(out["ConfigMap"]["data"]["config.yaml"])["cache"] == "s3://bucket/cache"

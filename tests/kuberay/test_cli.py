@@ -74,8 +74,15 @@ def test_default_names_are_valid_rayjob_names(capsys):
 
 def test_image_references():
     assert split_image("registry:5000/org/runner:0.1.0-gpu") == ("registry:5000/org/runner", "0.1.0-gpu")
+    assert split_image("[::1]:5000/a__b/c--d:v_1.x") == ("[::1]:5000/a__b/c--d", "v_1.x")
     for bad in ("registry:5000/org/runner", "runner@sha256:abc", "runner:"):
         with pytest.raises(ConfigError, match="must be REPOSITORY:TAG"):
+            split_image(bad)
+    for bad, why in (("bad image:tag:x", "'bad image:tag' is not an image repository"),
+                     ("ghcr.io/Org/runner:1", "'ghcr.io/Org/runner' is not an image repository"),
+                     ("runner:-1", "'-1' is not an image tag"), (f"runner:{'x' * 129}", "is not an image tag"),
+                     ("runner:v\n", "is not an image tag")):
+        with pytest.raises(ConfigError, match=f"^--image .*{re.escape(why)}.*; pass REPOSITORY:TAG, e.g. "):
             split_image(bad)
 
 
@@ -120,9 +127,18 @@ def test_k8s_manifest_is_valid_and_what_the_dry_run_prints(capsys, rayjob_schema
         (["--num-gpus", "1", *TOY], ["no worker group can hold one worker (num_cpus=1, num_gpus=1;",
                                      "groups: cpu: cpu 2, memory 4Gi, gpu 0)", "--worker-gpu"]),
         (["--memory", "8GiB", "--worker-memory", "6Gi", *TOY], ["memory=8.0 GiB", "memory 6Gi"]),
+        (["--image", "bad image:tag:x", *TOY], ["--image 'bad image:tag:x': 'bad image:tag' is not an image "
+                                                "repository", "pass REPOSITORY:TAG"]),
+        (["-n", "Bad_NS", *TOY], ["--namespace 'Bad_NS' is not a Kubernetes namespace", "DNS-1123 label",
+                                  "e.g. --namespace bad-ns"]),
+        (["-n", "x" * 64, *TOY], ["is not a Kubernetes namespace", "at most 63"]),
+        (["--cache", "/tmp/localcache", *TOY], ["--cache (job.cache) '/tmp/localcache' is local to one pod",
+                                                "s3://bucket/cache, or drop --cache"]),
+        (["--cache", "memory://cache", *TOY], ["--cache (job.cache) 'memory://cache' is local to one pod"]),
     ],
     ids=["long-name", "not-dns", "no-storage", "empty-secret", "image-without-tag", "sequential", "force",
-         "secret-in-options", "bad-memory", "negative-cpu", "gpu-without-gpu-group", "memory-over-pod"],
+         "secret-in-options", "bad-memory", "negative-cpu", "gpu-without-gpu-group", "memory-over-pod",
+         "bad-image", "bad-namespace", "long-namespace", "local-cache", "memory-cache"],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args, fragments):
     rc = main(["submit", "--dry-run", *args])
@@ -131,11 +147,26 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, fragments):
     assert_one_line_error(rc, captured.err, *fragments)
 
 
+def test_a_shared_cache_passes_to_the_run_config(capsys):
+    assert main(["submit", "--dry-run", "--cache", "s3://bucket/cache", *TOY]) == 0
+    config = yaml.safe_load(documents(capsys.readouterr().out)["ConfigMap"]["data"]["config.yaml"])
+    assert config["cache"] == "s3://bucket/cache"
+
+
+def test_k8s_commands_refuse_a_bad_namespace_before_any_call(capsys):
+    for action in ("status", "logs", "delete"):
+        rc = main(["k8s", action, "toy", "-n", "Bad_NS"])
+        assert_one_line_error(rc, capsys.readouterr().err, "--namespace 'Bad_NS' is not a Kubernetes namespace")
+
+
 def test_values_file_breaking_the_schema_names_the_field(tmp_path, capsys):
     bad = tmp_path / "values.yaml"
     bad.write_text("workerGroups:\n  - {name: gpu, replicas: 1, cpu: '8', memory: 64Gi, gpus: 1}\n")
     rc = main(["submit", "--dry-run", "--values", str(bad), *TOY])
     assert_one_line_error(rc, capsys.readouterr().err, "field 'workerGroups.0.gpus': Extra inputs are not permitted")
+    bad.write_text("workerGroups:\n  - {name: gpu, replicas: 1, cpu: '8', memory: 64Gi, image: {tag: '.gpu'}}\n")
+    rc = main(["submit", "--dry-run", "--values", str(bad), *TOY])
+    assert_one_line_error(rc, capsys.readouterr().err, "field 'workerGroups.0.image.tag': '.gpu' is not an image tag")
 
 
 def test_submit_without_a_cluster_configuration(tmp_path, capsys, monkeypatch):

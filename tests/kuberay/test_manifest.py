@@ -121,6 +121,8 @@ CONFIG = RunConfig(benchmark="toy", solution="calculator", storage="s3://bucket/
         ({"storage": "runs/toy"}, "is local to one pod"),
         ({"storage": "file:///data/runs"}, "is local to one pod"),
         ({"storage": "memory://runs"}, "is local to one pod"),
+        ({"cache": "/tmp/localcache"}, "--cache \\(job.cache\\) '/tmp/localcache' is local to one pod"),
+        ({"cache": "file:///data/cache"}, "--cache \\(job.cache\\) 'file:///data/cache' is local to one pod"),
         ({"storage_options": {"secret": "s3cr3t"}}, "storage_options.secret looks like a credential"),
         ({"storage_options": {"client_kwargs": {"aws_secret_access_key": "k"}}},
          "storage_options.client_kwargs.aws_secret_access_key looks like a credential"),

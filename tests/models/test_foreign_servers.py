@@ -138,7 +138,7 @@ def test_a_protocol_error_pickles_with_its_fields(model_server: ScriptedModelSer
     copy = pickle.loads(pickle.dumps(err.value))
     assert (str(copy), copy.url, copy.shape, copy.model, copy.status) == (
         str(err.value), err.value.url, err.value.shape, "vllm:scripted", 200)
-    assert isinstance(copy, ModelError) and copy.protocol_error
+    assert isinstance(copy, ModelError) and copy.protocol_error and copy.error_code == "protocol_error"
     assert not ModelError("x").protocol_error
 
 

@@ -74,6 +74,41 @@ def test_a_bad_request_is_not_retried(model_server: ScriptedModelServer, waits: 
     assert len(model_server.chat_requests) == 1 and waits == []
 
 
+RATE_LIMITED = {"error": {"message": "Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1.",
+                          "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
+NO_QUOTA = {"error": {"message": "You exceeded your current quota, please check your plan and billing details.",
+                      "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}
+
+
+def test_a_429_that_persists_is_one_line_naming_why_after_the_attempts(model_server: ScriptedModelServer,
+                                                                       waits: list[float]) -> None:
+    model_server.answer(RATE_LIMITED, status=429, headers={"Retry-After": "1"}, times=None)
+    with pytest.raises(ModelError) as err:
+        _chat(model_server.url)
+    assert str(err.value) == (
+        f"vllm:scripted at {model_server.url}: the server refuses with HTTP 429 (rate_limit_exceeded): Rate limit "
+        "reached for requests per min (RPM): Limit 3, Used 3, Requested 1.; it refused all 4 attempts; lower the "
+        "request rate (--max-rpm, --concurrency) or resume the run once its limit resets")
+    assert (err.value.status, err.value.retryable, err.value.error_code) == (429, True, "rate_limited")
+    assert waits == [1.0, 1.0, 1.0] and len(model_server.chat_requests) == 4
+
+
+@pytest.mark.parametrize("code", ["insufficient_quota", "project_spend_limit_exceeded", None])
+def test_a_429_for_a_used_up_quota_is_not_retried(model_server: ScriptedModelServer, waits: list[float],
+                                                   code: str | None) -> None:
+    """OpenAI's quota errors: the type ``insufficient_quota``, the code naming the limit (or none)."""
+    model_server.answer({"error": {**NO_QUOTA["error"], "code": code}}, status=429, headers={"Retry-After": "1"},
+                        times=None)
+    with pytest.raises(ModelError) as err:
+        _chat(model_server.url)
+    assert str(err.value) == (
+        f"vllm:scripted at {model_server.url}: the server refuses with HTTP 429 ({code or 'insufficient_quota'}): "
+        "You exceeded your current quota, please check your plan and billing details.; the account's quota is "
+        "used up and no wait restores it: add credits or raise its limits")
+    assert (err.value.retryable, err.value.error_code) == (False, "quota_exhausted")
+    assert waits == [] and len(model_server.chat_requests) == 1
+
+
 def test_a_retry_after_beyond_the_limit_stops_at_once(model_server: ScriptedModelServer, waits: list[float]) -> None:
     model_server.fail(429, retry_after="3600")
     with pytest.raises(ModelError, match="asks to wait 3600 s, more than the 120 s allowed"):

@@ -34,7 +34,7 @@ def test_an_entry_that_is_not_json_is_one_line(tmp_path):
     key = "cd" + "1" * 62
     (tmp_path / "cache" / "cd").mkdir(parents=True)
     (tmp_path / "cache" / "cd" / f"{key}.json").write_text("{half")
-    with pytest.raises(StorageError, match=f"the cache entry cd/{key}.json in .* is not JSON; delete it"):
+    with pytest.raises(StorageError, match=f"the --cache entry cd/{key}.json in .* is not JSON; delete it"):
         cache.get(key)
 
 
@@ -72,4 +72,13 @@ def test_a_cache_that_cannot_be_read_stops_the_run_before_anything_is_written(cl
                  "--cache", str(blocker / "cache"))
     result.error_line(f"cannot reach the cache at file://{blocker}/cache (NotADirectoryError",
                       "check the --cache URI and its credentials")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_cache_uri_of_no_known_protocol_is_one_line_naming_the_flag(cli, tmp_path):
+    result = cli("-b", "toy", "-s", "calculator", "--sequential", "--storage", str(tmp_path / "run"),
+                 "--cache", "nosuch://x")
+    line = result.error_line("cannot open the --cache storage (ValueError: Protocol not known: nosuch)",
+                             "check the --cache URI")
+    assert "storage URI" not in line
     assert not (tmp_path / "run").exists()

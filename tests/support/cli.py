@@ -19,8 +19,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t[A-Z]+ \S+:\d+ -- ")
-"""Ray's own start-up lines (``2026-01-01 00:00:00,000\tINFO worker.py:2038 -- Started a local Ray instance.``)."""
+RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t[A-Z]+ \S+:\d+ -- |^(\x1b\[\d+m)?\((\w+ )?pid=")
+"""Ray's own lines: its start-up lines (``2026-01-01 00:00:00,000\tINFO worker.py:2038 -- Started a local Ray
+instance.``), and the lines it forwards to a driver from the session's Ray processes (``(pid=gcs_server) ...``,
+``(EvalWorker pid=123) ...``, coloured on a terminal), which can reach any later in-process run's stderr."""
 
 
 @dataclass

@@ -4,12 +4,12 @@ It stands in for a model server (vLLM, Ollama, OpenAI) because no language model
 everything on our side of the HTTP connection is the real code (the ``openai`` client, our retries, usage
 accounting), and only the model's text is scripted. Replies come from the same policies and scripts as the ``mock``
 provider (:class:`runner.models.MockScript`, a callable, a list of replies); the server can also be told to fail
-the next requests with an HTTP status (429 with ``Retry-After``, 500...) or to stall, to answer with a raw body of
-any shape (:meth:`ScriptedModelServer.answer`: an HTML page, a broken body, another API's reply), to reshape every
-scripted reply into another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning
-fields, no usage), to enforce a rate limit as a provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with
-``Retry-After`` beyond it) and to take a fixed time per answer (:attr:`ScriptedModelServer.latency`), and it records
-every request it received.
+the next requests, or every n-th one (:meth:`ScriptedModelServer.fail_every`), with an HTTP status (429 with
+``Retry-After``, 500...) or to stall, to answer with a raw body of any shape (:meth:`ScriptedModelServer.answer`: an
+HTML page, a broken body, another API's reply), to reshape every scripted reply into another server's dialect
+(:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to enforce a rate limit as a
+provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond it) and to take a fixed time
+per answer (:attr:`ScriptedModelServer.latency`), and it records every request it received.
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``; the paths are matched by their end,
 so a base URL without ``/v1`` reaches them too (as a web server that answers every path would).
@@ -123,6 +123,8 @@ class ScriptedModelServer:
         self.requests: list[RecordedRequest] = []
         self._mock = MockModel(policy)
         self._faults: deque[_Fault] = deque()
+        self._every: tuple[int, _Fault] | None = None
+        self._chats = 0
         self._answers: dict[str, deque[RawAnswer]] = {"chat": deque(), "models": deque()}
         self._standing: dict[str, RawAnswer] = {}
         self.latency = 0.0
@@ -156,6 +158,14 @@ class ScriptedModelServer:
         """Answer the next ``times`` chat requests with HTTP ``status`` (and a ``Retry-After`` header if given)."""
         with self._lock:
             self._faults.extend(_Fault(status, retry_after, 0.0, message) for _ in range(times))
+
+    def fail_every(self, n: int, status: int, *, retry_after: str | None = None,
+                   message: str = "scripted failure") -> None:
+        """Answer every ``n``-th chat request from now on with HTTP ``status`` (and a ``Retry-After`` header if given),
+        whatever the rate: a server that refuses a share of the requests."""
+        with self._lock:
+            self._every = (n, _Fault(status, retry_after, 0.0, message))
+            self._chats = 0
 
     def limit_rate(self, per_second: float, *, retry_after: str = "1") -> None:
         """Admit at most ``per_second`` chat requests per second, as a token bucket holding one second of them (a
@@ -256,8 +266,13 @@ class ScriptedModelServer:
     def _record(self, request: RecordedRequest) -> _Fault | None:
         with self._lock:
             self.requests.append(request)
-            if request.path.endswith("/chat/completions") and self._faults:
+            if not request.path.endswith("/chat/completions"):
+                return None
+            if self._faults:
                 return self._faults.popleft()
+            self._chats += 1
+            if self._every is not None and self._chats % self._every[0] == 0:
+                return self._every[1]
         return None
 
     def _raw(self, endpoint: str) -> RawAnswer | None:
