@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import worker_pythonpath
 from tests.engine.ray_solutions import NODE_VARIABLE
-from tests.support.cli import CliResult
+from tests.support.cli import CliResult, run_process
 from tests.support.ray_nodes import REPO, LocalCluster
 
 from runner import ResultStore
@@ -32,10 +32,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def runner_cli(cluster: LocalCluster, cwd: Path, *args: str, timeout: float = 300) -> CliResult:
-    """``python -m runner ARGS --ray-address <the cluster>`` in ``cwd``."""
-    done = subprocess.run([sys.executable, "-m", "runner", *args, "--ray-address", cluster.address],
-                          cwd=cwd, env=cluster.env, capture_output=True, text=True, timeout=timeout)
-    return CliResult(done.returncode, done.stdout, done.stderr)
+    """``python -m runner ARGS --ray-address <the cluster>`` in ``cwd``: a process of its own, since this one
+    holds the tests' session Ray."""
+    return run_process(*args, "--ray-address", cluster.address, env=cluster.env, timeout=timeout, cwd=cwd)
 
 
 def test_default_storage_is_refused_on_a_cluster_of_several_nodes(cluster: LocalCluster, tmp_path: Path) -> None:

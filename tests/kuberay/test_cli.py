@@ -4,10 +4,7 @@ server (no cluster can run here)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -29,11 +26,6 @@ def documents(text: str) -> dict[str, dict]:
     return {doc["kind"]: doc for doc in yaml.safe_load_all(text) if doc}
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
-
-
 def assert_one_line_error(rc: int, err: str, *fragments: str) -> None:
     assert rc == 2, err
     lines = err.strip().splitlines()
@@ -42,9 +34,9 @@ def assert_one_line_error(rc: int, err: str, *fragments: str) -> None:
         assert fragment in lines[0]
 
 
-def test_dry_run_prints_a_valid_rayjob_and_contacts_nothing(tmp_path, rayjob_schema):
-    result = run_cli("submit", "--dry-run", "--name", "toy-eval", "-n", "evals", *TOY, "--repeats", "3",
-                     "--worker-gpu", "1", "--num-gpus", "1", env={"KUBECONFIG": str(tmp_path / "none")})
+def test_dry_run_prints_a_valid_rayjob_and_contacts_nothing(cli, tmp_path, rayjob_schema):
+    result = cli("submit", "--dry-run", "--name", "toy-eval", "-n", "evals", *TOY, "--repeats", "3",
+                 "--worker-gpu", "1", "--num-gpus", "1", env={"KUBECONFIG": str(tmp_path / "none")})
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     docs = documents(result.stdout)

@@ -4,8 +4,6 @@ runs, refusals and warnings, the CLI and its files."""
 import io
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -167,13 +165,12 @@ def test_cli_refuses_different_benchmarks_in_one_line(tmp_path, runs, capsys):
     assert err.count("\n") == 1 and not (tmp_path / "compare.json").exists()
 
 
-def test_the_command_line_refuses_with_exit_status_2(tmp_path, runs):
-    """The one subprocess test: ``python -m runner compare`` exits 2 with one line on stderr."""
+def test_the_command_line_refuses_with_exit_status_2(cli, tmp_path, runs, monkeypatch):
+    """``python -m runner compare`` exits 2 with one line on stderr and writes nothing."""
+    monkeypatch.chdir(tmp_path)
     other = write_run(str(tmp_path / "other"), records(ACC_A, F1_A), version="2")
-    done = subprocess.run([sys.executable, "-m", "runner", "compare", runs[0].uri, other.uri], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120, check=False)
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "compare runs of one benchmark version" in done.stderr
+    cli("compare", runs[0].uri, other.uri).error_line("compare runs of one benchmark version")
+    assert not (tmp_path / "compare.json").exists()
 
 
 def test_runs_and_output_on_s3(s3_bucket, runs):

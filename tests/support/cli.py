@@ -99,8 +99,10 @@ def run_in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monke
     return CliResult(status, captured.out, captured.err)
 
 
-def run_process(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
-    """``python -m runner ARGS`` as a subprocess from the repository root (so ``tests.support`` imports)."""
-    done = subprocess.run([sys.executable, "-m", "runner", *args], cwd=REPO, env={**os.environ, **(env or {})},
+def run_process(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+                cwd: Path | str = REPO) -> CliResult:
+    """``python -m runner ARGS`` as a subprocess, by default from the repository root (so ``tests.support`` imports),
+    with ``env`` over this process's environment."""
+    done = subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env={**os.environ, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
     return CliResult(done.returncode, done.stdout, done.stderr)
