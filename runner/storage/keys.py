@@ -10,15 +10,19 @@ still unique and stable, no longer reversible (the record holds the full id).
 from __future__ import annotations
 
 import hashlib
+import re
 import string
 
 MAX_KEY_LENGTH = 200
 _SAFE = frozenset(string.ascii_lowercase + string.digits + "_-")
 _HASH_MARK = "~"
+_ALL_SAFE = re.compile(r"[a-z0-9_-]*")
 
 
 def encode_key(task_id: str) -> str:
     """The storage key of ``task_id`` (see module docstring)."""
+    if len(task_id) <= MAX_KEY_LENGTH and _ALL_SAFE.fullmatch(task_id):
+        return task_id  # the common case, the key of every item read or planned: nothing to encode
     parts = []
     for byte in task_id.encode("utf-8"):
         char = chr(byte)
