@@ -84,7 +84,8 @@ class RayExecutor:
         store the workers cannot write to, attach to the cluster (or start the embedded Ray), size the pool, start
         its actors and wait until one has built the solution.
 
-        The run's limiter actor starts first (:mod:`runner.engine.ray_limiter`).
+        The run's limiter actor (:mod:`runner.engine.ray_limiter`) starts last, once the workers have their
+        processes.
 
         Raises:
             ConfigError: a store or response cache in this process's memory (``memory://``), the default local
@@ -105,9 +106,8 @@ class RayExecutor:
         self._started_ray = ray_cluster.connect(self.address)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
-            # The run's limiter actor first: the workers find it in the context they receive.
             self._traffic = context.traffic
-            await ray_limiter.start(context.traffic, self.size)
+            ray_limiter.check(context.traffic)
             nodes = len(ray_cluster.cluster_nodes())
             _check_default_storage(context, nodes=nodes)
             if nodes > 1 and context.store.is_local:
@@ -121,6 +121,7 @@ class RayExecutor:
                 max_concurrency=self.spec.max_concurrency, cluster=ray_cluster.gcs_address())
             self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_record, context=context))
             await self._pool.start(context.solution.display)
+            await ray_limiter.start(context.traffic, self.size)
         except BaseException:
             await self.close()
             raise

@@ -49,6 +49,7 @@ class RayBackend:
             **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency))
         )
         self._context_ref = ray.put(context)
+        self._traffic = context.traffic  # its limiter actor, started after the workers, goes with each call
         self._turns: dict[Any, int] = {}
         memory_limit = int(spec.memory_limit) if spec.memory_limit is not None else None
         self._options = {"max_concurrency": spec.max_concurrency, "memory_limit": memory_limit,
@@ -66,7 +67,7 @@ class RayBackend:
         """Run ``batch`` on the actor, which starts its calls in the order they are sent here."""
         turn = self._turns.get(handle, 0)
         self._turns[handle] = turn + 1
-        return _pool_errors(handle.run.remote(batch, turn))
+        return _pool_errors(handle.run.remote(batch, turn, self._traffic.actor))
 
     def watch(self, handle: Any) -> Any:
         """Answers when the actor's watchdog raises an alarm."""

@@ -83,7 +83,7 @@ class EvalWorker:
         accelerators = {name: ids for name, ids in context.get_accelerator_ids().items() if ids}
         return {**self.identity, "resources": context.get_assigned_resources(), "accelerators": accelerators}
 
-    async def run(self, items: Batch, turn: int) -> tuple[list[Ack], float]:
+    async def run(self, items: Batch, turn: int, limiter: Any = None) -> tuple[list[Ack], float]:
         """Execute ``items`` (each with its attempt, and whether it went out before) concurrently: one
         acknowledgement per item, and the seconds this batch kept the worker busy (from its first item's start to
         its last item's end), from which the driver sizes batches.
@@ -94,9 +94,14 @@ class EvalWorker:
         (:func:`~runner.engine.workers.running_calls`). At most ``max_concurrency`` solution calls run at a time;
         metrics and record writes of finished items overlap with them.
 
+        ``limiter`` is the run's limiter actor (:mod:`runner.engine.ray_limiter`): it comes with the calls, not
+        with the worker's context, because the driver starts it after the pool's workers.
+
         Raises:
             StorageError: a record cannot be written (the driver stops the run; finished records stay).
         """
+        if limiter is not None:
+            self.context.traffic.attach(limiter)
         if self._slots is None:
             self._slots, self._order = asyncio.Semaphore(self.max_concurrency), asyncio.Condition()
             loop = asyncio.get_running_loop()

@@ -109,7 +109,8 @@ class TrafficControl:
         cache: the response cache, or ``None``.
 
     It pickles (without the limiter of this process), so it travels to Ray workers in the run's context; the Ray
-    executor sets :attr:`actor` before that.
+    executor sets :attr:`actor` on the driver once the workers have started, and each worker gets it with its
+    calls (:meth:`attach`).
     """
 
     def __init__(self, settings: RunSettings | None = None, budget: Budget | None = None,
@@ -152,6 +153,12 @@ class TrafficControl:
         state["view"] = None
         state["poller"] = None
         return state
+
+    def attach(self, actor: Any) -> None:
+        """Use the run's limiter actor ``actor`` (on a Ray worker, from the first call that carries it) for the model
+        calls from now on."""
+        if self.actor is None:
+            self.actor, self._limiter = actor, None
 
     def limiter(self) -> Limiter:
         """This process's limiter: a client of the run's actor (on a Ray worker), else the in-process one."""
