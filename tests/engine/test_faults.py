@@ -75,7 +75,10 @@ def test_ctrl_c_still_stops_a_sequential_run_with_exit_130(tmp_path: Path) -> No
     command = [sys.executable, "-m", "runner", "-b", "toy", "-B", "n_tasks=200", "-s",
                "tests.engine.ray_solutions:slow_counted", "-S", f"log={log}", "--sequential", "--timeout", "30",
                "--storage", str(run), "--log-format", "json"]
-    driver = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # A Ctrl-C reaches a command run from a terminal; tests started in the background (`pytest &` from a script)
+    # hand their children SIGINT ignored, so the child gets the default disposition back first.
+    driver = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not (run / "records").is_dir() or len(list((run / "records").iterdir())) < 5:
         assert driver.poll() is None and time.monotonic() < deadline
