@@ -46,6 +46,16 @@ def json_body(response: httpx.Response) -> Any:
     raise UnreadableReply(shape, hint)
 
 
+def is_page(response: httpx.Response) -> bool:
+    """Whether ``response``'s body is an HTML page (by its ``Content-Type``, or by how it begins when it has none
+    or another): a web server's or a proxy's page, never an answer of the OpenAI API."""
+    return _is_page(media_type(response), response.content.lstrip()[:512])
+
+
+def _is_page(kind: str, head: bytes) -> bool:
+    return kind == "text/html" or head.lower().startswith((b"<!doctype html", b"<html"))
+
+
 def describe(kind: str, data: bytes) -> tuple[str, str | None]:
     """What a body that is not JSON is, in words, and the fix it suggests (``None``: check the URL).
 
@@ -63,7 +73,7 @@ def describe(kind: str, data: bytes) -> tuple[str, str | None]:
         return (f"{label}: gzip-compressed bytes without 'Content-Encoding: gzip'",
                 "something between here and the server compresses the body without saying so; reach the server "
                 "without that proxy")
-    if kind == "text/html" or head.lower().startswith((b"<!doctype html", b"<html")):
+    if _is_page(kind, head):
         title = _TITLE.search(data[:65536])
         named = f" titled {one_line(title.group(1).decode('utf-8', 'replace'), 80)!r}" if title else ""
         return f"{label}: an HTML page{named}", None

@@ -21,7 +21,7 @@ from runner.core.limits import Answer, estimate_tokens, request_slot
 from runner.core.secrets import mask
 from runner.models import _retry
 from runner.models._base import ChatModel
-from runner.models._body import json_body
+from runner.models._body import is_page, json_body
 from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, UnreadableReply, one_line
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
@@ -221,7 +221,8 @@ class OpenAICompatibleModel(ChatModel):
 
         Raises:
             ModelError: a failure that is not retried, or the last attempt's failure.
-            ModelProtocolError: a body that does not decode as its ``Content-Encoding`` says (never retried).
+            ModelProtocolError: a body that does not decode as its ``Content-Encoding`` says, or a 404, 405 or 501
+                that is not JSON (:meth:`_missing_route`); never retried.
         """
         log = structlog.get_logger("runner.models")
         attempts = self.retry.max_attempts
@@ -234,6 +235,9 @@ class OpenAICompatibleModel(ChatModel):
                         answer.set(exc.status_code, exc.response.headers)
                         raise
             except openai.APIStatusError as exc:
+                missing = self._missing_route(exc)
+                if missing is not None:
+                    raise missing from exc
                 status = exc.status_code
                 wait = retry_after_seconds(exc.response.headers)
                 quota = status == 429 and refusal_cause(exc.body)[1]
@@ -264,6 +268,19 @@ class OpenAICompatibleModel(ChatModel):
                         attempts=attempts, delay_s=round(delay, 3))
             await _retry.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _missing_route(self, exc: openai.APIStatusError) -> ModelProtocolError | None:
+        """The error for a 404, 405 or 501 whose body is not JSON (a web page, a proxy's text, nothing): no route of
+        the OpenAI API at this URL, since the API's own errors, an unknown model's 404 included, are JSON. ``None``
+        for any other answer."""
+        if exc.status_code not in (404, 405, 501):
+            return None
+        try:
+            json_body(exc.response)
+        except UnreadableReply as unreadable:
+            return self._protocol_error(
+                exc.response, UnreadableReply(f"HTTP {exc.status_code} {unreadable.shape}", unreadable.hint))
+        return None
 
     def _undecodable(self, exc: httpx.DecodingError) -> ModelProtocolError:
         """The error for a body that does not decode as its ``Content-Encoding`` says (a broken gzip stream)."""
@@ -312,8 +329,11 @@ class OpenAICompatibleModel(ChatModel):
         elif status == 404:
             fix = ("check the model name and the base URL (it should end with /v1); "
                    "'python -m runner list' shows the providers")
+        elif status == 503:
+            fix = (f"the server stayed unavailable for {_tries(attempts)}; check the server, lower the request rate "
+                   "(--max-rpm, --concurrency), or resume the run once it is healthy")
         elif is_retryable_status(status):
-            fix = f"gave up after {attempts} attempts; lower the request rate or check the server"
+            fix = f"the server failed {_tries(attempts)}; check the server's logs, or resume the run once it is healthy"
         elif uses_tools and "tool" in detail.lower():
             fix = ("the server refused tool calling; for vLLM start it with --enable-auto-tool-choice "
                    "--tool-call-parser <parser for the model>")
@@ -331,8 +351,7 @@ class OpenAICompatibleModel(ChatModel):
         if quota:
             fix = "the account's quota is used up and no wait restores it: add credits or raise its limits"
         else:
-            tries = f"all {attempts} attempts" if attempts > 1 else "the call"
-            fix = (f"it refused {tries}; lower the request rate (--max-rpm, --concurrency) or resume the run "
+            fix = (f"it refused {_tries(attempts)}; lower the request rate (--max-rpm, --concurrency) or resume the run "
                    "once its limit resets")
         return ModelError(f"{self.name} at {self.url}: the server refuses with HTTP 429{why}: {detail}; {fix}",
                           status=429, retryable=not quota, error_code="quota_exhausted" if quota else "rate_limited")
@@ -344,8 +363,9 @@ class OpenAICompatibleModel(ChatModel):
     async def check(self) -> None:
         """List the server's models once (no retries: a preflight should fail fast).
 
-        A server without ``/models`` (404, 405 or 501) passes: it answered. So does one whose list is JSON of another
-        shape (a warning). A body that is not JSON (a web page, text, nothing) is refused: the URL is not the API.
+        A server without ``/models`` (404, 405 or 501) passes: it answered, unless it answered with a web page (a web
+        server's "Not Found" page: the URL is not the API's). So does one whose list is JSON of another shape (a
+        warning). A body that is not JSON (a web page, text, nothing) is refused: the URL is not the API.
         A model missing from the list is an error for servers that list exactly what they serve (vLLM, Ollama;
         ``name`` and ``name:latest`` both match), a warning elsewhere.
 
@@ -363,6 +383,11 @@ class OpenAICompatibleModel(ChatModel):
             raise self._connection_error(exc, 1) from exc
         except openai.APIStatusError as exc:
             if exc.status_code in (404, 405, 501):
+                # No /models here: a server of the API that lacks the route still answers JSON or nothing; a web
+                # page says the URL is not the API's.
+                missing = self._missing_route(exc)
+                if missing is not None and is_page(exc.response):
+                    raise missing from None
                 return
             raise self._status_error(exc, 1, uses_tools=False) from exc
         response = answer.http_response
@@ -383,3 +408,8 @@ class OpenAICompatibleModel(ChatModel):
             raise ModelError(f"{self.name}: the server at {self.url} does not serve model {self.model!r}; "
                              f"it serves: {shown}; pass --model {self.provider}:<one of them>")
         log.warning("model.not_listed", model=self.name, url=self.url, served=served[:10])
+
+
+def _tries(attempts: int) -> str:
+    """``all 3 attempts``, or ``the call`` for one."""
+    return f"all {attempts} attempts" if attempts > 1 else "the call"

@@ -184,7 +184,12 @@ MODEL_LISTS = {
                      "GET /models answered HTTP 200 with an error: invalid api key"),
     "list-of-another-shape": ({"models": [{"name": "scripted"}]}, "application/json", 200, None, ""),
     "no-models-route-404": ({"detail": "Not Found"}, "application/json", 404, None, ""),
-    "html-404": (PAGE, "text/html", 404, None, ""),
+    "html-404": (PAGE, "text/html", 404, ModelProtocolError,
+                 "GET /models answered HTTP 404 text/html: an HTML page titled 'Welcome to nginx!', not the OpenAI"),
+    "html-501-python-http-server": ("<!DOCTYPE HTML>\n<html><head><title>Error response</title></head></html>",
+                                    "text/html;charset=utf-8", 501, ModelProtocolError,
+                                    "GET /models answered HTTP 501 text/html: an HTML page titled 'Error response'"),
+    "text-404-of-a-server-without-models": ("404 page not found", "text/plain", 404, None, ""),
     "method-not-allowed": ("", "text/plain", 405, None, ""),
     "not-implemented": ({"error": {"message": "not implemented"}}, "application/json", 501, None, ""),
 }
@@ -217,8 +222,8 @@ def test_preflight_of_a_web_page_without_v1_names_the_url_to_try(model_server: S
 
 
 @pytest.mark.parametrize("status, fix", [
-    (404, "check the model name and the base URL (it should end with /v1)"),
-    (502, "gave up after 3 attempts"),
+    (502, "the server failed all 3 attempts; check the server's logs"),
+    (503, "the server stayed unavailable for all 3 attempts; check the server, lower the request rate"),
 ])
 def test_an_html_error_page_is_described_not_quoted(model_server: ScriptedModelServer, status: int, fix: str) -> None:
     page = f"<html><head><title>{status} Error</title></head><body>{'x' * 5000}</body></html>"
@@ -228,3 +233,42 @@ def test_an_html_error_page_is_described_not_quoted(model_server: ScriptedModelS
     assert str(err.value).startswith(
         f"vllm:scripted at {model_server.url}: HTTP {status}: text/html: an HTML page titled '{status} Error'; {fix}")
     assert err.value.status == status and not err.value.protocol_error
+    assert len(model_server.chat_requests) == 3
+
+
+# A route the server does not have: a web server's page, a proxy's text or nothing, where the API answers JSON.
+MISSING_ROUTES = {
+    "html-404": (404, "<html><head><title>Not Found</title></head></html>", "text/html",
+                 "HTTP 404 text/html: an HTML page titled 'Not Found'"),
+    "html-405": (405, "<html><head><title>Method Not Allowed</title></head></html>", "text/html",
+                 "HTTP 405 text/html: an HTML page titled 'Method Not Allowed'"),
+    "python-http-server-501": (501, "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head></html>",
+                               "text/html;charset=utf-8", "HTTP 501 text/html: an HTML page titled 'Error response'"),
+    "go-text-404": (404, "404 page not found", "text/plain", "HTTP 404 text/plain: text that is not JSON"),
+    "empty-405": (405, "", None, "HTTP 405 an empty body"),
+}
+
+
+@pytest.mark.parametrize("status, body, content_type, shape", MISSING_ROUTES.values(), ids=MISSING_ROUTES.keys())
+def test_a_chat_route_the_server_lacks_is_a_protocol_error_not_retried(
+    model_server: ScriptedModelServer, status: int, body: str, content_type: str | None, shape: str,
+) -> None:
+    model_server.answer(body, status=status, content_type=content_type, times=3)
+    with pytest.raises(ModelProtocolError) as err:
+        _chat(_model(model_server))
+    assert str(err.value) == (f"vllm:scripted at {model_server.url}: POST /chat/completions answered {shape}"
+                              + str(err.value).split(shape, 1)[1])
+    assert ", not the OpenAI API; check that --model-base-url is the root of an OpenAI-compatible API" in str(err.value)
+    assert err.value.status == status and err.value.protocol_error and not err.value.retryable
+    assert len(model_server.chat_requests) == 1
+
+
+def test_an_unknown_models_json_404_keeps_its_advice(model_server: ScriptedModelServer) -> None:
+    model_server.answer({"error": {"message": "The model `nope` does not exist.", "code": 404}}, status=404,
+                        times=3)
+    with pytest.raises(ModelError) as err:
+        _chat(_model(model_server))
+    assert str(err.value) == (f"vllm:scripted at {model_server.url}: HTTP 404: The model `nope` does not exist.; "
+                              "check the model name and the base URL (it should end with /v1); "
+                              "'python -m runner list' shows the providers")
+    assert not err.value.protocol_error and len(model_server.chat_requests) == 1

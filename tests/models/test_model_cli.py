@@ -163,6 +163,21 @@ def test_a_chat_endpoint_answering_html_stops_the_run_after_three_items_exit_3(
     assert (summary["completed"], summary["errors"], summary["score"]) == (10, 0, 1.0)
 
 
+def test_a_chat_route_answering_a_not_found_page_stops_the_run_too(cli, tmp_path: Path,
+                                                                   model_server: ScriptedModelServer) -> None:
+    """/models answers JSON, POST /chat/completions a web server's 404 page (a URL that reaches some other app):
+    three protocol-error records, each from one request, then one line and exit 3; never 100 error records."""
+    model_server.answer("<html><head><title>Not Found</title></head></html>", status=404, content_type="text/html",
+                        times=None)
+    line = cli("-b", "toy", "--sequential", "--storage", str(tmp_path / "run"), "-s", "chat", "--model",
+               "vllm:scripted", "--model-base-url", model_server.url).error_line(status=3)
+    assert ("3 items in a row failed with ModelProtocolError (vllm:scripted at "
+            f"{model_server.url}: POST /chat/completions answered HTTP 404 text/html: an HTML page titled 'Not Found', "
+            "not the OpenAI API") in line
+    assert len(list(ResultStore(str(tmp_path / "run")).iter_records())) == 3
+    assert len(model_server.chat_requests) == 3
+
+
 def test_a_judge_that_speaks_another_protocol_stops_the_run_too(cli, tmp_path: Path,
                                                                 model_server: ScriptedModelServer,
                                                                 beeai_file: str) -> None:

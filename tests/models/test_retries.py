@@ -63,7 +63,7 @@ def test_a_server_error_that_persists_is_a_model_error_after_the_attempts(model_
     with pytest.raises(ModelError) as err:
         _chat(model_server.url)
     assert err.value.status == 502 and err.value.retryable
-    assert "HTTP 502: upstream down; gave up after 4 attempts" in str(err.value)
+    assert "HTTP 502: upstream down; the server failed all 4 attempts; check the server's logs" in str(err.value)
     assert len(model_server.chat_requests) == 4 and len(waits) == 3
 
 
