@@ -255,6 +255,17 @@ def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
     return out
 
 
+def error_notes(completed: int, ok: int, error_types: Counter[str]) -> list[str]:
+    """One line when no item of a run with records is ``ok``: its score then says nothing of the solution, only of
+    what failed (the most common ``error.type``)."""
+    if not completed or ok:
+        return []
+    kind, count = error_types.most_common(1)[0]
+    return [f"no item succeeded: all {completed} records are errors ({count} {kind}); the score covers no answer of "
+            "the solution: see results.csv or report.html for the errors, fix their cause and rerun with "
+            "--rerun-failed"]
+
+
 def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[str]:
     """One line per metric whose results were not all used (how many, why), whose mean is infinite or undefined,
     or whose results were clamped; and one about retried items."""
@@ -398,6 +409,7 @@ def summarize(
         misplaced_records=len(left_out.misplaced),
         duplicate_tasks=duplicates,
         notes=(missing_notes(missing, expected, completed, left_out) + scope_notes(scope, outside, duplicates)
+               + error_notes(completed, collector.status["ok"], collector.error_types)
                + metric_notes(metrics, retried_items)),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),

@@ -158,3 +158,21 @@ def test_duplicate_task_ids_count_once(tmp_path):
     assert summary.notes == ["2 of 18 items have no record yet: the score and the metrics cover the 16 items done",
                              "the benchmark repeats 1 task id(s) at later positions: each id has one record per "
                              "repeat and is counted once"]
+
+
+def test_a_run_where_no_item_succeeded_says_so(tmp_path):
+    """Every record an error (a server that refused every call): the score is noted as covering no answer, with the
+    most common error type; one ok record removes the note."""
+    store = ResultStore(str(tmp_path))
+    store.write_manifest(RunManifest(run_id="r", fingerprint="f", fingerprint_fields={}, n_repeats=1,
+                                     benchmark=BenchmarkInfo(name="demo", n_tasks=4), runner_version="0"))
+    for index, kind in enumerate(["ModelError", "ModelError", "TimeoutError"]):
+        failed = record(f"t{index}", 0, 0, "c", status="error")
+        failed.error = ErrorInfo(type=kind, message="refused")
+        store.write_record(failed)
+    summary = build_report(store)
+    assert ("no item succeeded: all 3 records are errors (2 ModelError); the score covers no answer of the solution: "
+            "see results.csv or report.html for the errors, fix their cause and rerun with --rerun-failed"
+            ) in summary.notes
+    store.write_record(record("t3", 0, 1, "c"))
+    assert not [note for note in build_report(store).notes if note.startswith("no item succeeded")]
