@@ -266,6 +266,21 @@ def error_notes(completed: int, ok: int, error_types: Counter[str]) -> list[str]
             "--rerun-failed"]
 
 
+def cache_notes(config: dict[str, Any], usage: dict[str, Counter[str]]) -> list[str]:
+    """One line when the run has a response cache (``--cache``) but made model calls of which none was cacheable
+    under its policy: otherwise the cache is silently unused (the default policy keeps deterministic requests only,
+    :mod:`runner.storage.cache`)."""
+    if not config.get("cache") or config.get("cache_policy", "deterministic") == "off":
+        return []
+    calls = sum(counts["calls"] for counts in usage.values())
+    looked_up = sum(counts["cached_calls"] + counts["cache_misses"] for counts in usage.values())
+    if not calls or looked_up:
+        return []
+    return [f"--cache {config['cache']} held no call: none of the {calls} model calls was cacheable under the "
+            f"{config.get('cache_policy', 'deterministic')!r} policy (it keeps requests with temperature 0 or a seed; "
+            "the mock model is never cached); set -S temperature=0 (or a seed), or --cache-policy always"]
+
+
 def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[str]:
     """One line per metric whose results were not all used (how many, why), whose mean is infinite or undefined,
     or whose results were clamped; and one about retried items."""
@@ -410,6 +425,7 @@ def summarize(
         duplicate_tasks=duplicates,
         notes=(missing_notes(missing, expected, completed, left_out) + scope_notes(scope, outside, duplicates)
                + error_notes(completed, collector.status["ok"], collector.error_types)
+               + cache_notes(manifest.config, collector.usage)
                + metric_notes(metrics, retried_items)),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),

@@ -63,6 +63,21 @@ def test_a_rerun_into_a_new_run_directory_makes_no_model_call(cli, model_server,
     for record in ResultStore(f"s3://{s3_bucket}/runs/second").iter_records():
         assert record.usage["vllm:scripted"].cached_calls == 1
     assert len(ResultStore(cache).fs.find(f"{s3_bucket}/cache")) == 12
+    assert not [note for note in before["notes"] + after["notes"] if note.startswith("--cache")]
+
+
+def test_a_cache_that_no_call_could_use_is_noted(cli, model_server, tmp_path):
+    """Requests at the server's default temperature are not deterministic: with the default policy the cache holds
+    nothing, and the report says why and what to set, instead of a rerun paying again in silence."""
+    cache = str(tmp_path / "cache")
+    result = cli("-b", "toy", "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url,
+                 "--sequential", "--storage", str(tmp_path / "run"), "--cache", cache, "--limit", "3")
+    assert result.returncode == 0, result.stderr
+    note = (f"--cache {cache} held no call: none of the 3 model calls was cacheable under the 'deterministic' policy "
+            "(it keeps requests with temperature 0 or a seed; the mock model is never cached); set -S temperature=0 "
+            "(or a seed), or --cache-policy always")
+    assert note in json.loads((tmp_path / "run" / "summary.json").read_text())["notes"]
+    assert f"note: {note}" in result.stdout + result.stderr
 
 
 def test_a_cache_that_cannot_be_read_stops_the_run_before_anything_is_written(cli, tmp_path):
