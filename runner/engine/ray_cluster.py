@@ -119,7 +119,7 @@ def connect(address: str | None) -> bool:
     try:
         # Ray's own INFO lines ("Started a local Ray instance") would stand before a run's one-line error: the run
         # logs what it does itself (ray.pool, worker.ready).
-        with _keeping_sigterm():
+        with _keeping_sigterm(on_ray_exit=ray.shutdown):
             if target:
                 ray.init(address=target, logging_level=logging.WARNING)
             else:
@@ -138,7 +138,7 @@ def connect(address: str | None) -> bool:
 
 
 @contextlib.contextmanager
-def _keeping_sigterm() -> Iterator[None]:
+def _keeping_sigterm(on_ray_exit: Any = None) -> Iterator[None]:
     """Put this process's SIGTERM handler back after ``ray.init`` replaced it.
 
     ``ray.init`` sets a Python handler that exits with status 15 (``sys.exit(signum)``, ray/_private/worker.py
@@ -146,6 +146,12 @@ def _keeping_sigterm() -> Iterator[None]:
     dump ("SIGTERM received ... epoll_wait") before calling it. Setting the previous handler again with
     :func:`signal.signal` replaces both at the OS level, so SIGTERM does what the process said (the CLI: stop the
     run like Ctrl-C). Signal handlers belong to the main thread; from any other, nothing is changed.
+
+    A SIGTERM that arrives while the block runs meets Ray's handler: its ``SystemExit(15)`` is caught here,
+    ``on_ray_exit`` is called (``ray.shutdown``: stop what ``ray.init`` had started, rather than leave its agents
+    behind), the previous handler is called as the signal would have called it, and ``KeyboardInterrupt`` is raised
+    (``ray.init`` did not finish; the CLI then prints its one line and exits with 143); with no handler of the
+    process's own, the ``SystemExit`` goes on.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -153,6 +159,17 @@ def _keeping_sigterm() -> Iterator[None]:
     previous = signal.getsignal(signal.SIGTERM)
     try:
         yield
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        if on_ray_exit is not None:
+            with contextlib.suppress(Exception):
+                on_ray_exit()
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        if not callable(previous):
+            raise
+        previous(signal.SIGTERM, None)  # the CLI's notes the SIGTERM; under asyncio it only cancels the run's task
+        raise KeyboardInterrupt from None  # ray.init did not finish: nothing can go on
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 

@@ -90,3 +90,29 @@ def test_ray_evaluator_rejects_bad_worker_options() -> None:
         RayEvaluator(benchmark=ToyBenchmark(n_tasks=2), max_concurrency=0)
     with pytest.raises(ConfigError, match="num_workers"):
         RayEvaluator(benchmark=ToyBenchmark(n_tasks=2), max_workers=0)
+
+
+def test_a_sigterm_during_ray_init_is_the_processs_own_and_stops_what_ray_started():
+    """Ray's handler, installed by ``ray.init`` halfway, turns a SIGTERM into ``SystemExit(15)``: the block gives
+    the process's own handler its turn instead (the CLI's: one line, exit 143) and calls ``ray.shutdown``."""
+    import signal
+
+    from runner.engine.ray_cluster import _keeping_sigterm
+
+    seen, stopped = [], []
+
+    def own(signum, frame):
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        with pytest.raises(KeyboardInterrupt), _keeping_sigterm(on_ray_exit=lambda: stopped.append(True)):
+            signal.signal(signal.SIGTERM, lambda *_: None)  # what ray.init does
+            raise SystemExit(signal.SIGTERM)
+        assert seen == [signal.SIGTERM] and stopped == [True]
+        assert signal.getsignal(signal.SIGTERM) is own
+        with pytest.raises(SystemExit), _keeping_sigterm(on_ray_exit=lambda: stopped.append(True)):
+            raise SystemExit(2)  # another exit is not a signal's
+        assert stopped == [True]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
