@@ -163,9 +163,11 @@ def _manifests(stores: Sequence[ResultStore], labels: list[str]) -> list[RunMani
     for label, manifest in zip(labels[1:], manifests[1:]):
         other = manifest.benchmark
         if (other.name, other.version) != (base.name, base.version):
+            why = ("they are runs of different benchmarks" if other.name != base.name
+                   else "the scoring is part of the benchmark version")
             raise CompareError(
                 f"cannot compare {labels[0]} ({base.name} version {base.version}) with {label} ({other.name} version "
-                f"{other.version}): the scoring is part of the benchmark version; compare runs of one benchmark version"
+                f"{other.version}): {why}; compare runs of one benchmark version"
             )
     return manifests
 

@@ -124,9 +124,10 @@ def test_three_runs_are_each_compared_with_the_first(tmp_path, runs):
 def test_runs_of_other_benchmarks_or_versions_are_refused(tmp_path, runs):
     other = write_run(str(tmp_path / "other"), records(ACC_A, F1_A), benchmark="toy")
     later = write_run(str(tmp_path / "later"), records(ACC_A, F1_A), version="2")
-    with pytest.raises(CompareError, match="cannot compare base .demo version 1. with other .toy version 1."):
+    with pytest.raises(CompareError, match="cannot compare base .demo version 1. with other .toy version 1.: they "
+                                           "are runs of different benchmarks; compare runs of one benchmark version"):
         compare_runs([runs[0], other])
-    with pytest.raises(CompareError, match="version 2"):
+    with pytest.raises(CompareError, match="version 2.: the scoring is part of the benchmark version"):
         compare_runs([runs[0], later])
     with pytest.raises(CompareError, match="two runs or more"):
         compare_runs(runs[:1])
