@@ -124,12 +124,8 @@ async def start(control: TrafficControl, workers: int = 1) -> None:
     the idle worker processes Ray keeps for them (one per CPU): no worker of the pool waits for a new process
     (about 0.4 s on 2 cores) while the others run.
 
-    Must be called after ``ray.init`` and before any item is handed to a worker.
-
-    Raises:
-        ConfigError: a response cache in this process's memory, which workers cannot reach.
+    Must be called after ``ray.init`` and :func:`check`, and before any item is handed to a worker.
     """
-    check(control)
     here = ray.get_runtime_context().get_node_id()
     actor_class = ray.remote(TrafficActor).options(
         num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))

@@ -15,24 +15,10 @@ from runner.core.limits import (Endpoint, EndpointLimits, ModelPrice, RateSignal
 from runner.core.record import TokenUsage
 from runner.engine.limiter import LEASE_S, Budget, EndpointTraffic, TrafficState
 from runner.engine.traffic import LocalLimiter
+from tests.support.clock import FakeClock
 
 KEY, MODEL = "vllm:m@http://gpu:8000/v1", "vllm:m"
 OK = RateSignal.from_answer(200, {})
-
-
-class FakeClock:
-    """Seconds that pass only when a test (or :meth:`sleep`) says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def endpoint(now: float = 0.0, **limits: float) -> EndpointTraffic:
@@ -166,8 +152,8 @@ async def _call(limiter: LocalLimiter, ep: Endpoint, status: int = 200, headers:
 
 
 async def test_the_local_limiter_waits_out_the_schedule_and_a_shared_pause():
-    clock = FakeClock()
-    limiter = LocalLimiter(TrafficState(RunSettings(max_rpm=120)), clock=clock, sleep=clock.sleep)  # 2/s
+    clock = FakeClock(1000.0)
+    limiter = LocalLimiter(TrafficState(RunSettings(max_rpm=120)), clock=clock, sleep=clock.asleep)  # 2/s
     ep = Endpoint("vllm", "http://gpu:8000/v1", "m")
     for _ in range(3):
         await _call(limiter, ep)

@@ -13,6 +13,7 @@ from runner.core.record import TaskRecord
 from runner.storage import ResultStore
 from runner.storage import outage
 from runner.storage.outage import OutageGuard, backoff
+from tests.support.clock import FakeClock
 
 NO_CLIENT_RETRIES = {"config_kwargs": {"retries": {"total_max_attempts": 1}}}
 """botocore's own retries off, so that each fault reaches the runner at once (s3fs still tries a SlowDown and a
@@ -111,29 +112,14 @@ class _Flaky:
         return "done"
 
 
-class _Clock:
-    """A fake monotonic clock that sleeping advances."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_the_guard_backs_off_with_jitter_and_gives_up_at_its_limit():
-    clock = _Clock()
+    clock = FakeClock()
     guard = OutageGuard(30, clock=clock, sleep=clock.sleep)
     flaky = _Flaky(*[ConnectionResetError("reset")] * 5)
     with structlog.testing.capture_logs() as logs:
         assert guard.call("write x", flaky) == "done"
     assert flaky.calls == 6 and not guard.in_outage
-    for attempt, slept in enumerate(clock.sleeps):
+    for attempt, slept in enumerate(clock.slept):
         ceiling = min(10.0, 0.25 * 2**attempt)
         assert ceiling / 2 <= slept <= ceiling
     assert [e["event"] for e in logs] == ["storage.outage", "storage.recovered"]
@@ -151,7 +137,7 @@ def test_the_guard_gives_up_at_its_limit_despite_the_clocks_rounding(monkeypatch
     """An outage that starts at 7.3 s on the clock: its last wait, cut to the time left, ends a rounding error short
     of the limit; the guard gives up there instead of trying again after ever shorter waits."""
     monkeypatch.setattr(outage, "backoff", lambda attempt: 0.7)
-    clock = _Clock()
+    clock = FakeClock()
     clock.now = 7.3
     forever = _Flaky(*[TimeoutError("timed out")] * 1000)
     with pytest.raises(StorageOutage, match=r"^cannot write y: the storage kept failing for 30 s "):
@@ -190,7 +176,7 @@ def test_items_wait_while_the_store_is_unavailable_and_go_on_when_it_answers():
 
 
 def test_waiting_items_stop_when_the_outage_passes_the_limit():
-    clock = _Clock()
+    clock = FakeClock()
     guard = OutageGuard(1, clock=clock, sleep=clock.sleep)
     with pytest.raises(StorageOutage):
         guard.call("write x", _Flaky(*[ConnectionResetError("reset")] * 100))
