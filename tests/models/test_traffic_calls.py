@@ -20,7 +20,7 @@ from runner.engine.limiter import TrafficState
 from runner.engine.traffic import LocalLimiter
 from runner.models import ChatModel, ChatReply, _retry
 from runner.storage.cache import StoredCache
-from tests.engine.test_limiter import FakeClock
+from tests.support.clock import FakeClock
 from tests.support.model_server import ScriptedModelServer, completion
 
 
@@ -35,8 +35,8 @@ def no_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _limiter(**settings: Any) -> tuple[LocalLimiter, FakeClock]:
-    clock = FakeClock()
-    return LocalLimiter(TrafficState(RunSettings(**settings)), clock=clock, sleep=clock.sleep), clock
+    clock = FakeClock(1000.0)
+    return LocalLimiter(TrafficState(RunSettings(**settings)), clock=clock, sleep=clock.asleep), clock
 
 
 def _calls(server: ScriptedModelServer, count: int, limiter: LocalLimiter | None = None,
