@@ -34,7 +34,7 @@ SOLUTIONS: dict[str, str] = {
 """Built-in solutions: name -> import path."""
 
 EXECUTORS: dict[str, str] = {
-    "ray": "runner.engine.ray_executor:RayExecutor",
+    "ray": "runner.engine.ray.executor:RayExecutor",
     "sequential": "runner.engine.sequential:SequentialExecutor",
 }
 """Executors (:class:`~runner.engine.run.Executor`): name -> import path. ``--sequential`` is the short form of

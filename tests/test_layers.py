@@ -1,4 +1,5 @@
-"""The package's layers (docs/architecture.md): every import between runner's packages points down, and the modules
+"""The package's layers (docs/architecture.md): every import between runner's packages points down, the engine's
+packages (item, pool, ray) import each other downwards only, only ``runner.engine.ray`` imports Ray, and the modules
 import each other without a cycle.
 
 The walk reads the source (``ast``), so it sees imports inside functions and under ``TYPE_CHECKING`` too.
@@ -26,8 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     "benchmarks": {"core", "models", "integrations"},
     "solutions": {"core", "models", "benchmarks"},
     "storage": {"core"},
+    "traffic": {"core", "storage"},
     "registry": {"core"},
-    "engine": {"core", "storage", "registry", "log", "_version"},
+    "engine": {"core", "storage", "traffic", "registry", "log", "_version"},
     "report": {"core", "storage", "_version"},
     "kuberay": {"core", "storage", "registry", "models", "_version"},
     "evaluators": {"core", "storage", "registry", "engine", "report", "log", "_version"},
@@ -36,6 +38,17 @@ ALLOWED: dict[str, set[str]] = {
 }
 FACES = {"__init__"}
 """``runner/__init__.py`` re-exports the public API from every layer."""
+
+ENGINE_ROOMS: dict[str, set[str]] = {
+    "item": {"item"},
+    "pool": {"pool", "item"},
+    "ray": {"ray", "pool", "item"},
+}
+"""Within the engine: what each of its packages may import of the engine's other packages (all of them may import
+the run-level modules at the engine's top). One item's path knows no pool and no Ray; the pool knows no Ray."""
+
+RAY_PACKAGE = "runner.engine.ray"
+"""The only package that imports ``ray``."""
 
 
 def modules() -> dict[str, Path]:
@@ -46,6 +59,18 @@ def modules() -> dict[str, Path]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found[name] = path
     return found
+
+
+def third_party(path: Path) -> list[tuple[str, int]]:
+    """``(top-level package, line)`` of every import of a package outside runner in ``path``, those inside functions
+    and ``TYPE_CHECKING`` blocks included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name.split(".")[0], node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.module.split(".")[0], node.lineno))
+    return [(package, line) for package, line in found if package != "runner"]
 
 
 def imports(name: str, path: Path) -> list[tuple[str, int, bool]]:
@@ -99,6 +124,34 @@ def test_every_import_points_down() -> None:
     assert upward == []
 
 
+def engine_room(module: str) -> str | None:
+    """The engine package of ``runner.engine.<room>...`` (``None``: a run-level module at the engine's top)."""
+    parts = module.split(".")
+    if len(parts) > 3 and parts[1] == "engine" and parts[2] in ENGINE_ROOMS:
+        return parts[2]
+    return None
+
+
+def test_the_engine_packages_import_each_other_downwards_only() -> None:
+    upward = []
+    for name, path in modules().items():
+        room = engine_room(name)
+        if room is None:
+            continue
+        for module, line, _ in imports(name, path):
+            target = engine_room(module)
+            if target is not None and target not in ENGINE_ROOMS[room]:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module} ({room} -> {target})")
+    assert upward == []
+
+
+def test_only_the_engines_ray_package_imports_ray() -> None:
+    outside = [f"{path.relative_to(PACKAGE.parent)}:{line}" for name, path in modules().items()
+               if not (name == RAY_PACKAGE or name.startswith(RAY_PACKAGE + "."))
+               for package, line in third_party(path) if package == "ray"]
+    assert outside == []
+
+
 def test_modules_import_without_a_cycle() -> None:
     """Run-time imports, those inside functions included (a lazy import that closes a cycle is still one)."""
     graph: dict[str, set[str]] = defaultdict(set)
@@ -146,6 +199,16 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             connect(node)
     return found
+
+
+def test_the_rules_catch_ray_elsewhere_an_upward_room_and_a_cycle(tmp_path: Path) -> None:
+    """Each rule fails on its kind of import (the walks read these files as they read runner's)."""
+    module = tmp_path / "pool.py"
+    module.write_text("def f():\n    import ray.util\n    from runner.engine.ray import worker\n")
+    assert ("ray", 2) in third_party(module)
+    assert engine_room("runner.engine.ray.worker") not in ENGINE_ROOMS["pool"]
+    assert "engine" not in ALLOWED["traffic"] | ALLOWED["storage"] | ALLOWED["core"] | ALLOWED["models"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_the_walk_sees_imports_inside_functions_and_type_checking_blocks(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ class WorkerSpec(BaseModel):
             ``None``; units such as ``"8GiB"`` are accepted. Scheduling only: Ray does not stop a worker that uses
             more (see ``memory_limit``).
         memory_limit: bytes of resident memory (RSS) each worker process may use, or ``None``; enforced by a
-            watchdog thread in the worker (:mod:`runner.engine.watchdog`): an overrun makes the item that was running
+            watchdog thread in the worker (:mod:`runner.engine.item.watchdog`): an overrun makes the item that was running
             an error record (``MemoryLimitExceeded``) and the worker is replaced. A Ray worker holds about 150 MB
             before it runs anything.
         resources: custom Ray resources per actor, e.g. ``{"TPU": 1}``.

@@ -40,7 +40,7 @@ class MetricResult(BaseModel):
         name: the metric's name; it names the column in reports.
         result: a number (``NUMERICAL``; booleans count as 0/1) or a label (``CATEGORY``). Anything else is taken
             as it is and stored as the engine can (a NaN, ``None``, a numpy scalar: see
-            :func:`runner.engine.execute.plain_result`); the report counts what a mean cannot use, never hides it.
+            :func:`runner.engine.item.execute.plain_result`); the report counts what a mean cannot use, never hides it.
         message: a short human-readable explanation (optional).
         metadata: any JSON-serialisable detail a reader of the record may want (optional).
         created_at: ISO-8601 UTC timestamp, filled in when omitted.

@@ -7,25 +7,26 @@ from dataclasses import dataclass, field
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
-from runner.engine.traffic import TrafficControl
+from runner.storage.cache import StoredCache
 from runner.storage.store import ResultStore
 
 
 @dataclass(frozen=True)
 class RunContext:
-    """The parts of a run that do not change from one item to the next.
+    """The parts of a run that do not change from one item to the next, in every process of the run.
 
     Args:
         benchmark: the benchmark (given to solution factories that ask for ``benchmark=``).
         solution: the solution recipe; each executor (each Ray worker) builds it once.
         store: where records go.
         run_id: the run's id, written into every record.
-        settings: the run's settings; :func:`~runner.engine.execute.execute_one` reads ``timeout`` (seconds per
+        settings: the run's settings; :func:`~runner.engine.item.execute.execute_one` reads ``timeout`` (seconds per
             solution call) and ``solution_retries`` from it.
-        traffic: the run's limiter, budget and response cache (default: from ``settings``, nothing spent yet).
+        cache: the run's response cache (``--cache``), or ``None``.
 
-    It pickles (the store without live connections), so the Ray executor puts it in the object store once and every
-    worker receives it from there.
+    It pickles (the store and cache without live connections), so the Ray executor puts it in the object store once
+    and every worker receives it from there. The run's model traffic (limiter, budget) is per process:
+    :class:`~runner.traffic.control.TrafficControl`, which each executor builds or is given.
     """
 
     benchmark: BenchmarkBase
@@ -33,8 +34,4 @@ class RunContext:
     store: ResultStore
     run_id: str
     settings: RunSettings = field(default_factory=RunSettings)
-    traffic: TrafficControl = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        if self.traffic is None:
-            object.__setattr__(self, "traffic", TrafficControl(self.settings))
+    cache: StoredCache | None = None

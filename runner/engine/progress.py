@@ -33,7 +33,7 @@ from runner.engine.watch import ServerWatch
 from runner.storage.manifest import utc_now
 
 if TYPE_CHECKING:
-    from runner.engine.execute import ItemResult
+    from runner.engine.item.execute import ItemResult
 
 _EVENT_INTERVAL_S = 10.0
 HEARTBEAT_S = 30.0
@@ -140,8 +140,8 @@ class Progress:
     def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None,
                 item: Key | None = None) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
-        already written (see :attr:`ItemResult.duplicate <runner.engine.execute.ItemResult.duplicate>`); ``error``:
-        what ended it (:attr:`ItemResult.error <runner.engine.execute.ItemResult.error>`); ``item``: which one, no
+        already written (see :attr:`ItemResult.duplicate <runner.engine.item.execute.ItemResult.duplicate>`); ``error``:
+        what ended it (:attr:`ItemResult.error <runner.engine.item.execute.ItemResult.error>`); ``item``: which one, no
         longer in flight. An item the budget kept from starting (status ``skipped``) is counted in
         :attr:`skipped`, not as done.
 

@@ -31,7 +31,7 @@ from runner.engine.plan import Plan, WorkItem
 from runner.engine import progress as progress_module
 from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
-from runner.engine.traffic import TrafficControl
+from runner.traffic.control import TrafficControl
 from runner.storage import lease
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
 from runner.storage.probe import check_conditional_writes
@@ -64,8 +64,10 @@ class Executor(Protocol):
         """
         ...
 
-    async def start(self, context: RunContext, expected_items: int | None) -> None:
-        """Get ready to run ``expected_items`` items (``None``: unknown), or refuse: nothing is written yet.
+    async def start(self, context: RunContext, traffic: TrafficControl, expected_items: int | None) -> None:
+        """Get ready to run ``expected_items`` items (``None``: unknown), or refuse: nothing is written yet. The
+        items' model calls go through ``traffic`` (the run's :class:`~runner.traffic.control.TrafficControl`), whose
+        state the executor may move elsewhere (:meth:`TrafficControl.use`: a Ray run's limiter actor).
 
         Raises:
             RunnerError: what this executor cannot run (one line naming the way out).
@@ -197,7 +199,7 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
         request: what to run.
         executor: who runs it; default: the one ``request.settings.executor`` names (:func:`make_executor`).
 
-    Model traffic goes through the run's :class:`~runner.engine.traffic.TrafficControl` (limits, budget, response
+    Model traffic goes through the run's :class:`~runner.traffic.control.TrafficControl` (limits, budget, response
     cache); its final state is written to ``limits.json``.
 
     Raises:
@@ -265,9 +267,9 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
             raise BenchmarkError(
                 f"the benchmark {request.benchmark.name!r} yielded no tasks, so there is nothing to run; nothing was "
                 "written; check its data and arguments (--data-dir, -B)")
-        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings, traffic)
+        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings, traffic.cache)
         if first is not None:
-            await executor.start(context, expected)
+            await executor.start(context, traffic, expected)
         try:
             keeper.check()
             if opening.clear:

@@ -1,7 +1,7 @@
 """Stop a run whose model server fails every call the same way, instead of writing one error record per task.
 
 Some errors say that every further call to the server will fail alike; the model layer marks them with a code that
-the record keeps (``error.code``, see :func:`runner.engine.execute.error_info`):
+the record keeps (``error.code``, see :func:`runner.engine.item.execute.error_info`):
 
 - ``protocol_error``: the server answered something that is not the OpenAI API (a web page, another API's JSON);
 - ``quota_exhausted``: it refused with HTTP 429 because the account's quota is used up (OpenAI's

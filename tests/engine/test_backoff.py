@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from runner.core.limits import EndpointLimits, RateSignal
-from runner.engine.backoff import INCREASE_S, MIN_RATE, TOLERATE_S, RateControl
-from runner.engine.limiter import EndpointTraffic
+from runner.traffic.backoff import INCREASE_S, MIN_RATE, TOLERATE_S, RateControl
+from runner.traffic.state import EndpointTraffic
 
 Server = Callable[[float], RateSignal]
 OK = RateSignal.from_answer(200, {})

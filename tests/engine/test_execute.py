@@ -16,9 +16,10 @@ from runner import MetricBase, MetricResult, MetricType, SolutionOutput, Task, r
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
 from runner.engine.context import RunContext
-from runner.engine.execute import execute_one
+from runner.engine.item.execute import ItemSite, execute_one
+from runner.traffic.control import TrafficControl
 from runner.engine.plan import WorkItem
-from runner.engine.solution import Solution
+from runner.engine.item.solution import Solution
 from runner.storage import ResultStore
 
 
@@ -64,9 +65,10 @@ def built(target, **kwargs):
 
 async def one(task, repeat, solution, store, *, index=0, attempt=1, owned=False, sync_in_thread=True, **settings):
     """``execute_one`` of (``task``, ``repeat``) with run id ``r`` and the run settings ``settings``."""
-    context = RunContext(None, None, store, "r", RunSettings(**settings))
-    return await execute_one(WorkItem(task, repeat, index), solution, context, attempt=attempt, owned=owned,
-                             sync_in_thread=sync_in_thread)
+    settings = RunSettings(**settings)
+    site = ItemSite(RunContext(None, None, store, "r", settings), solution, TrafficControl(settings),
+                    sync_in_thread=sync_in_thread)
+    return await execute_one(WorkItem(task, repeat, index), site, attempt=attempt, owned=owned)
 
 
 async def run(solution, task, store, owned=False, **settings):

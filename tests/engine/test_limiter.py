@@ -13,8 +13,8 @@ from runner.core.config import RunSettings
 from runner.core.limits import (Endpoint, EndpointLimits, ModelPrice, RateSignal, duration_seconds, limiter_scope,
                                 request_slot)
 from runner.core.record import TokenUsage
-from runner.engine.limiter import LEASE_S, Budget, EndpointTraffic, TrafficState
-from runner.engine.traffic import LocalLimiter
+from runner.traffic.state import LEASE_S, Budget, EndpointTraffic, TrafficState
+from runner.traffic.local import LocalLimiter
 from tests.support.clock import FakeClock
 
 KEY, MODEL = "vllm:m@http://gpu:8000/v1", "vllm:m"

@@ -20,10 +20,10 @@ from runner.core.errors import ConfigError, ProtocolStop
 from runner.core.record import ErrorInfo
 from runner.core.task import Task
 from runner.engine.plan import Plan, WorkItem
-from runner.engine.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
-from runner.engine.execute import ItemResult
-from runner.engine.pool import Ack, Fault, WorkerBuildFailed, WorkerLost, WorkerPool
-from runner.engine.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls
+from runner.engine.pool.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
+from runner.engine.item.execute import ItemResult
+from runner.engine.pool.pool import Ack, Fault, WorkerBuildFailed, WorkerLost, WorkerPool
+from runner.engine.pool.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls
 from runner.engine.progress import Progress
 
 

@@ -11,7 +11,7 @@ from runner.core.errors import ProtocolStop, RefusalStop, RunStopped
 from runner.core.limits import RateSignal
 from runner.core.record import ErrorInfo
 from runner.engine.progress import Progress
-from runner.engine.traffic import TrafficControl
+from runner.traffic.control import TrafficControl
 from runner.engine.watch import ServerWatch
 
 PROTOCOL = ErrorInfo(type="ModelProtocolError", code="protocol_error",
@@ -106,7 +106,7 @@ def test_progress_events_carry_the_model_traffic_and_skipped_items_are_not_done(
 
 
 def test_progress_events_and_the_bar_carry_the_headline_metrics_running_mean_and_interval():
-    from runner.engine.execute import ItemResult
+    from runner.engine.item.execute import ItemResult
 
     progress = Progress(total=4, bar=False, interval=0, headline=("accuracy",))
     with structlog.testing.capture_logs() as logs:

@@ -11,7 +11,7 @@ import pytest
 from runner import RayEvaluator, WorkerSpec
 from runner.benchmarks.toy import ToyBenchmark
 from runner.core.errors import ConfigError
-from runner.engine.ray_cluster import RayUnavailable, actor_options, check_reachable, demand, fit_count
+from runner.engine.ray.cluster import RayUnavailable, actor_options, check_reachable, demand, fit_count
 
 NODE_8CPU_2GPU = {"CPU": 8.0, "GPU": 2.0, "memory": 32 * 1024**3, "accelerator_type:A100": 1.0}
 
@@ -97,7 +97,7 @@ def test_a_sigterm_during_ray_init_is_the_processs_own_and_stops_what_ray_starte
     the process's own handler its turn instead (the CLI's: one line, exit 143) and calls ``ray.shutdown``."""
     import signal
 
-    from runner.engine.ray_cluster import _keeping_sigterm
+    from runner.engine.ray.cluster import _keeping_sigterm
 
     seen, stopped = [], []
 

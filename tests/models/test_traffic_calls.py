@@ -16,8 +16,8 @@ from runner.core.config import RunSettings
 from runner.core.limits import limiter_scope
 from runner.core.record import TokenUsage
 from runner.core.usage import usage_scope
-from runner.engine.limiter import TrafficState
-from runner.engine.traffic import LocalLimiter
+from runner.traffic.state import TrafficState
+from runner.traffic.local import LocalLimiter
 from runner.models import ChatModel, ChatReply, _retry
 from runner.storage.cache import StoredCache
 from tests.support.clock import FakeClock

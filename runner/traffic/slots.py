@@ -1,6 +1,6 @@
 """Waiting for a turn, from any thread and any event loop: connection slots served in order, and waiting until a
 reserved start once the endpoint's pause is over. Used by the in-process limiter and by the run's limiter actor and
-its clients on Ray (:mod:`runner.engine.traffic`, :mod:`runner.engine.ray_limiter`)."""
+its clients on Ray (:mod:`runner.traffic.control`, :mod:`runner.engine.ray.limiter`)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,22 @@
-"""One limiter per run on Ray: an actor that holds the run's :class:`~runner.engine.limiter.TrafficState`, and the
+"""One limiter per run on Ray: an actor that holds the run's :class:`~runner.traffic.state.TrafficState`, and the
 client each worker installs for its model calls.
 
 A call usually costs no round trip to the actor: a worker keeps a small lease of reserved request starts per
-endpoint (:meth:`TrafficState.lease <runner.engine.limiter.TrafficState.lease>`: its share of the next
-:data:`~runner.engine.limiter.LEASE_S` seconds), takes one per request, and asks for the next lease in the background
+endpoint (:meth:`TrafficState.lease <runner.traffic.state.TrafficState.lease>`: its share of the next
+:data:`~runner.traffic.state.LEASE_S` seconds), takes one per request, and asks for the next lease in the background
 when half of it is used. Answers and usage are reported in batches every :data:`REPORT_S` seconds, at once for a 429
 or a pause; every answer of the actor carries the endpoint's pause and whether the budget is reached, so one worker's
 429 holds back every worker within a report's round trip. With ``max_connections``, a request also takes one of the
 endpoint's connection slots from the actor (one round trip, first come, first served).
 
-The actor runs on the driver's node (its loss ends the run anyway) and reserves no CPU. Example::
+The actor runs on the driver's node (its loss ends the run anyway) and reserves no CPU. :class:`RemoteTraffic` is
+the run's :class:`~runner.traffic.control.TrafficHub` on Ray. Example (the driver)::
 
-    control = TrafficControl(settings)
-    await start(control)        # the actor; workers get its handle with each call
+    hub = RemoteTraffic(settings)
+    await hub.start(budget, workers)    # the actor; workers get hub.actor with each call
+    traffic.use(hub)                    # the run's TrafficControl reads the actor's state from now on
     ...
-    await stop(control)         # its final state in control.view; the actor is gone
+    await hub.close()                   # its final state stays in hub.snapshot(); the actor is gone
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 from ray.exceptions import RayError
@@ -36,11 +38,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError
 from runner.core.limits import Endpoint, Permit, RateSignal
-from runner.engine.limiter import Budget, TrafficState
-from runner.engine.slots import Slots, wait_until
-
-if TYPE_CHECKING:
-    from runner.engine.traffic import TrafficControl
+from runner.storage.cache import StoredCache
+from runner.traffic.slots import Slots, wait_until
+from runner.traffic.state import Budget, TrafficState
 
 REPORT_S = 0.2
 """Seconds a worker holds reports back to send them in one batch (a 429 or a pause goes at once)."""
@@ -115,58 +115,97 @@ class TrafficActor:
         return max(0.0, self.state.paused_until(key) - now)
 
 
-async def start(control: TrafficControl, workers: int = 1) -> None:
-    """Start the run's limiter actor for a pool of ``workers`` (on this node, no CPU reserved), set
-    ``control.actor``, wait until it answers and then look at its state every :data:`POLL_S` seconds
-    (``control.view``) until :func:`stop`.
-
-    Started after the pool's workers (each call to a worker carries the actor's handle), so it never takes one of
-    the idle worker processes Ray keeps for them (one per CPU): no worker of the pool waits for a new process
-    (about 0.4 s on 2 cores) while the others run.
-
-    Must be called after ``ray.init`` and :func:`check`, and before any item is handed to a worker.
-    """
-    here = ray.get_runtime_context().get_node_id()
-    actor_class = ray.remote(TrafficActor).options(
-        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
-    control.actor = actor_class.remote(control.settings, control.budget, workers)
-    control.view = await _await(control.actor.snapshot.remote())
-    control.poller = asyncio.ensure_future(_poll(control))
-
-
-def check(control: TrafficControl) -> None:
-    """Refuse what the run's workers could not use, before they start.
+def check_cache(cache: StoredCache | None) -> None:
+    """Refuse a response cache the run's workers could not use, before they start.
 
     Raises:
         ConfigError: a response cache in this process's memory, which workers cannot reach.
     """
-    if control.cache is not None and control.cache.is_process_local:
-        raise ConfigError(f"--cache {control.cache.uri} lives in this process's memory, where Ray workers cannot "
+    if cache is not None and cache.is_process_local:
+        raise ConfigError(f"--cache {cache.uri} lives in this process's memory, where Ray workers cannot "
                           "reach it; use a path or shared storage such as s3://bucket/cache, or --sequential")
 
 
-async def stop(control: TrafficControl) -> None:
-    """Stop looking, keep the actor's final state in ``control.view`` and kill the actor (``control.actor`` stays
-    set: the view is the run's traffic state from now on)."""
-    poller, control.poller = control.poller, None
-    if poller is not None:
-        poller.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await poller
-    if control.actor is not None:
-        # A dead actor (its node lost) leaves the last state the driver saw.
-        with contextlib.suppress(RayError):
-            control.view = await _await(control.actor.snapshot.remote())
-            ray.kill(control.actor, no_restart=True)
+class RemoteTraffic:
+    """The run's traffic state held by its :class:`TrafficActor`, as one process sees it: the
+    :class:`~runner.traffic.control.TrafficHub` of a Ray run, on the driver and on every worker.
 
+    Args:
+        settings: the run's limits, budget and prices.
+        actor: the run's limiter actor (a worker gets its handle with each call); ``None`` on the driver until
+            :meth:`start`.
 
-async def _poll(control: TrafficControl) -> None:
-    while True:
-        await asyncio.sleep(POLL_S)
-        # An actor that cannot answer for now (its node's connections churn when another node dies) or for good
-        # leaves the last view; the run does not depend on it.
-        with contextlib.suppress(RayError):
-            control.view = await _await(control.actor.snapshot.remote())
+    The driver starts the actor (:meth:`start`), looks at its state every :data:`POLL_S` seconds (:meth:`snapshot`,
+    the budget) and stops it (:meth:`close`), keeping its final state. Each process's model calls go through a
+    :class:`LeasedLimiter` of the actor.
+    """
+
+    def __init__(self, settings: RunSettings, actor: Any = None) -> None:
+        self.settings = settings
+        self.actor = actor
+        self._view: dict[str, Any] | None = None
+        self._poller: asyncio.Future[None] | None = None
+        self._limiter: LeasedLimiter | None = None
+
+    async def start(self, budget: Budget, workers: int = 1) -> None:
+        """Start the run's limiter actor for a pool of ``workers`` (on this node, no CPU reserved), with ``budget``
+        (what earlier invocations spent), wait until it answers, then look at its state every :data:`POLL_S`
+        seconds until :meth:`close`.
+
+        Started after the pool's workers (each call to a worker carries the actor's handle), so it never takes one
+        of the idle worker processes Ray keeps for them (one per CPU): no worker of the pool waits for a new process
+        (about 0.4 s on 2 cores) while the others run. Must be called after ``ray.init`` and before any item is
+        handed to a worker.
+        """
+        here = ray.get_runtime_context().get_node_id()
+        actor_class = ray.remote(TrafficActor).options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
+        self.actor = actor_class.remote(self.settings, budget, workers)
+        self._view = await _await(self.actor.snapshot.remote())
+        self._poller = asyncio.ensure_future(self._poll())
+
+    async def close(self) -> None:
+        """Stop looking, keep the actor's final state (:meth:`snapshot` from now on) and kill the actor."""
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+        if self.actor is not None:
+            # A dead actor (its node lost) leaves the last state the driver saw.
+            with contextlib.suppress(RayError):
+                self._view = await _await(self.actor.snapshot.remote())
+                ray.kill(self.actor, no_restart=True)
+
+    def limiter(self) -> LeasedLimiter:
+        """This process's client of the actor."""
+        if self._limiter is None:
+            self._limiter = LeasedLimiter(self.actor, self.settings)
+        return self._limiter
+
+    def reached(self) -> bool:
+        """Whether the budget is spent: as this process's limiter knows it (a worker: the actor's latest answer
+        plus its own spend not counted there yet), or as the driver's latest look at the actor says."""
+        if self._limiter is not None and self._limiter.stopped:
+            return True
+        return bool(((self._view or {}).get("budget") or {}).get("reached"))
+
+    def snapshot(self) -> dict[str, Any]:
+        """The actor's state at the driver's latest look (empty before the first)."""
+        return self._view or {"endpoints": {}}
+
+    def flush(self) -> None:
+        """Send this process's queued reports now."""
+        if self._limiter is not None:
+            self._limiter.flush()
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            # An actor that cannot answer for now (its node's connections churn when another node dies) or for good
+            # leaves the last view; the run does not depend on it.
+            with contextlib.suppress(RayError):
+                self._view = await _await(self.actor.snapshot.remote())
 
 
 async def _await(ref: Any) -> Any:

@@ -1,5 +1,5 @@
 """Which items go to which worker next, and in calls of what size: the dispatch window of a
-:class:`~runner.engine.pool.WorkerPool`, apart from any cluster (``tests/engine/test_pool.py`` drives it alone).
+:class:`~runner.engine.pool.pool.WorkerPool`, apart from any cluster (``tests/engine/test_pool.py`` drives it alone).
 
 New items come from the plan only when a worker has room (at most ``2 * max(batch, max_concurrency)`` items each:
 those running and as many queued), so the driver's memory does not grow with the benchmark. Items that must run
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from runner.engine.plan import WorkItem
-from runner.engine.workers import Batch, Entry, PoolWorker, WorkerState
+from runner.engine.pool.workers import Batch, Entry, PoolWorker, WorkerState
 
 TARGET_CALL_S = 0.1
 """Seconds of a worker's work one call should carry: long next to a cluster's per-call cost (about a millisecond on

@@ -2,17 +2,17 @@
 
 Three parts, each testable alone (``tests/engine/test_pool.py`` drives them with fake workers, no Ray):
 
-- :class:`~runner.engine.workers.WorkerBook`: which workers are pending, ready, suspect or dead, on which node, and
-  their calls in flight (:mod:`runner.engine.workers`).
-- :class:`~runner.engine.dispatch.DispatchWindow`: which items go to a worker next and in calls of what size
-  (:mod:`runner.engine.dispatch`).
+- :class:`~runner.engine.pool.workers.WorkerBook`: which workers are pending, ready, suspect or dead, on which node, and
+  their calls in flight (:mod:`runner.engine.pool.workers`).
+- :class:`~runner.engine.pool.dispatch.DispatchWindow`: which items go to a worker next and in calls of what size
+  (:mod:`runner.engine.pool.dispatch`).
 - :class:`WorkerPool`: the loop that starts workers through a :class:`WorkerBackend`, fills them from the window,
   and accounts for each answer: acknowledgements, a description, an alarm (a worker's event loop blocked, its
   memory over the limit), or a death.
 
 What a fault costs:
 
-- A worker dies: the items of its running calls (:func:`~runner.engine.workers.running_calls`) are charged an
+- A worker dies: the items of its running calls (:func:`~runner.engine.pool.workers.running_calls`) are charged an
   attempt and retried alone; the items queued behind them are requeued at the same attempt, once: an item that is
   queued on a dying worker a second time is charged too. (A call counts as running by its place in the worker's
   queue; an older item still writing its record can hold that place while the item that killed the worker had
@@ -20,11 +20,11 @@ What a fault costs:
   ``max_attempts`` charged deaths an item is recorded as a ``WorkerDied`` error. The worker is replaced, and its
   node's other workers become suspects: if the cluster says the node is dead (:meth:`WorkerBackend.node_alive`)
   they are treated as dead at once, otherwise each is probed and gets work again once it answers.
-- A worker raises an alarm (:mod:`runner.engine.watchdog`): the blamed item is recorded (``timeout`` for a blocked
+- A worker raises an alarm (:mod:`runner.engine.item.watchdog`): the blamed item is recorded (``timeout`` for a blocked
   event loop, ``error`` for memory), the worker is killed and replaced, and its other items are requeued without
   an attempt charged. An alarm that blames no single item counts as a death.
 
-A :class:`WorkerBackend` is the cluster: :class:`~runner.engine.ray_pool.RayBackend` starts Ray actors. Example::
+A :class:`WorkerBackend` is the cluster: :class:`~runner.engine.ray.backend.RayBackend` starts Ray actors. Example::
 
     pool = WorkerPool(RayBackend(spec, context), spec, size=4, record=record_fault)
     try:
@@ -45,14 +45,14 @@ import structlog
 
 from runner.core.config import WorkerSpec
 from runner.core.errors import ConfigError
-from runner.engine.dispatch import DispatchWindow
-from runner.engine.execute import ItemResult
+from runner.engine.pool.dispatch import DispatchWindow
+from runner.engine.item.execute import ItemResult
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
-from runner.engine.workers import Batch, Call, PoolWorker, WorkerBook, running_calls
+from runner.engine.pool.workers import Batch, Call, PoolWorker, WorkerBook, running_calls
 
 Ack = ItemResult
-"""One item's acknowledgement: its :class:`~runner.engine.execute.ItemResult` (status, duplicate, seconds, what
+"""One item's acknowledgement: its :class:`~runner.engine.item.execute.ItemResult` (status, duplicate, seconds, what
 ended it as an error, the metric values the driver's live statistics use)."""
 
 
@@ -90,7 +90,7 @@ class WorkerBackend(Protocol):
         ...
 
     def watch(self, handle: Any) -> Awaitable[dict[str, Any]]:
-        """Answers only when the worker must be replaced: an :class:`~runner.engine.watchdog.Alarm` as a dict."""
+        """Answers only when the worker must be replaced: an :class:`~runner.engine.item.watchdog.Alarm` as a dict."""
         ...
 
     def node_alive(self, node: str) -> bool | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -25,18 +25,21 @@ from runner import log
 from runner.core.config import RunSettings, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.core.record import ErrorInfo
-from runner.engine import ray_cluster
+from runner.engine.ray import cluster as ray_cluster
 from runner.engine.context import RunContext
-from runner.engine.execute import SolutionOutcome, record_fault, worker_identity
+from runner.engine.item.execute import SolutionOutcome, record_fault, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.pool import Fault, WorkerPool
+from runner.engine.pool.pool import Fault, WorkerPool
 from runner.engine.progress import Progress
-from runner.engine.traffic import TrafficControl
+from runner.traffic.control import TrafficControl
+
+if TYPE_CHECKING:
+    from runner.engine.ray.limiter import RemoteTraffic
 
 
 class RayExecutor:
-    """Run items on a pool of Ray actors built from a :class:`WorkerSpec` (see :mod:`runner.engine.pool` and
-    :mod:`runner.engine.ray_pool`).
+    """Run items on a pool of Ray actors built from a :class:`WorkerSpec` (see :mod:`runner.engine.pool.pool` and
+    :mod:`runner.engine.ray.backend`).
 
     Args:
         spec: worker resources and behaviour (``num_workers`` ``None``: as many as the cluster's nodes fit, never
@@ -61,7 +64,7 @@ class RayExecutor:
         self.workers: list[dict[str, Any]] = []
         self.deaths = 0
         self._pool: WorkerPool | None = None
-        self._traffic: TrafficControl | None = None
+        self._hub: RemoteTraffic | None = None
         self._started_ray = False
         self.size = 0
 
@@ -79,12 +82,12 @@ class RayExecutor:
         """
         ray_cluster.preflight(self.address)
 
-    async def start(self, context: RunContext, expected_items: int | None) -> None:
+    async def start(self, context: RunContext, traffic: TrafficControl, expected_items: int | None) -> None:
         """Get ready for a run of ``expected_items`` items (``None``: unknown) before it writes anything: refuse a
         store the workers cannot write to, attach to the cluster (or start the embedded Ray), size the pool, start
         its actors and wait until one has built the solution.
 
-        The run's limiter actor (:mod:`runner.engine.ray_limiter`) starts last, once the workers have their
+        The run's limiter actor (:mod:`runner.engine.ray.limiter`) starts last, once the workers have their
         processes.
 
         Raises:
@@ -98,16 +101,16 @@ class RayExecutor:
                 f"storage {context.store.uri!r} lives in this process's memory, where Ray workers cannot write "
                 "(their records would be lost); use --sequential, a path, or shared storage such as s3://bucket/run"
             )
-        from runner.engine import ray_limiter
-        from runner.engine.ray_pool import RayBackend
+        # Ray is imported when a run has work for it, not when the executor is named.
+        from runner.engine.ray.backend import RayBackend
+        from runner.engine.ray.limiter import RemoteTraffic, check_cache
 
         _check_default_storage(context, job=ray_cluster.ray_job())
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
-            self._traffic = context.traffic
-            ray_limiter.check(context.traffic)
+            check_cache(traffic.cache)
             nodes = len(ray_cluster.cluster_nodes())
             _check_default_storage(context, nodes=nodes)
             if nodes > 1 and context.store.is_local:
@@ -115,13 +118,15 @@ class RayExecutor:
                     "ray.local_storage", nodes=nodes, storage=context.store.uri,
                     detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
                 )
-            backend = RayBackend(self.spec, context, self.log_format)
+            self._hub = RemoteTraffic(traffic.settings)
+            backend = RayBackend(self.spec, context, self._hub, self.log_format)
             structlog.get_logger("runner").info(
                 "ray.pool", workers=self.size, per_worker=ray_cluster.demand(self.spec),
                 max_concurrency=self.spec.max_concurrency, cluster=ray_cluster.gcs_address())
             self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_record, context=context))
             await self._pool.start(context.solution.display)
-            await ray_limiter.start(context.traffic, self.size)
+            await self._hub.start(traffic.budget, self.size)
+            traffic.use(self._hub)
         except BaseException:
             await self.close()
             raise
@@ -144,17 +149,15 @@ class RayExecutor:
 
     async def close(self) -> None:
         """Kill the pool's actors and the run's limiter actor (its final state stays in the run's
-        :class:`~runner.engine.traffic.TrafficControl`), and shut Ray down if :meth:`start` initialised it (stops an
+        :class:`~runner.traffic.control.TrafficControl`), and shut Ray down if :meth:`start` initialised it (stops an
         embedded Ray; detaches from a cluster)."""
         if self._pool is not None:
             self._pool.close()
             self.workers, self.deaths = self._pool.book.descriptions, self._pool.book.deaths
             self._pool = None
-        if self._traffic is not None:
-            from runner.engine import ray_limiter
-
-            await ray_limiter.stop(self._traffic)
-            self._traffic = None
+        if self._hub is not None:
+            await self._hub.close()
+            self._hub = None
         if self._started_ray:
             ray_cluster.shutdown()
             self._started_ray = False

@@ -1,7 +1,7 @@
 """The run's traffic state: a schedule of requests per model endpoint, a shared backoff, and the budget.
 
 Pure bookkeeping, with time passed in (seconds of one monotonic clock), so the rules are unit-tested with a fake
-clock; :mod:`runner.engine.traffic` drives it in this process, :mod:`runner.engine.ray_limiter` in one Ray actor
+clock; :mod:`runner.traffic.control` drives it in this process, :mod:`runner.engine.ray.limiter` in one Ray actor
 per run.
 
 - Rates are token buckets kept as the time they are full again (the virtual scheduling form of the Generic Cell
@@ -14,7 +14,7 @@ per run.
 - A refusal for rate (429, or 503 with ``Retry-After``), or an answer that says a limit is used up
   (``x-ratelimit-remaining-*: 0``), pauses the endpoint for every worker until the time the server gave
   (:class:`~runner.core.limits.RateSignal`); refusals also adapt the endpoint's request rate to what the server is
-  seen to accept (:class:`~runner.engine.backoff.RateControl`).
+  seen to accept (:class:`~runner.traffic.backoff.RateControl`).
 - The budget counts tokens and USD across the run, those of earlier invocations included.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 from runner.core.config import RunSettings
 from runner.core.limits import EndpointLimits, ModelPrice, RateSignal, model_key
 from runner.core.record import TokenUsage
-from runner.engine.backoff import RateControl
+from runner.traffic.backoff import RateControl
 
 BURST_S = 0.1
 """Seconds of its rate a bucket holds (at least one request)."""
@@ -173,7 +173,7 @@ class EndpointTraffic:
         """The endpoint's state: ``rate_rpm`` (requests per minute it is held to now; ``None``: no limit),
         ``max_rpm``, ``max_tpm``, ``max_connections``, ``requests`` (answered or failed), ``tokens`` (reported),
         ``rate_limited`` (refusals for rate seen), ``decreases`` (of the rate), ``decreases_undone`` (found not to
-        help, :mod:`runner.engine.backoff`), ``pauses``, ``paused_s`` (seconds paused in all) and ``paused_for_s``
+        help, :mod:`runner.traffic.backoff`), ``pauses``, ``paused_s`` (seconds paused in all) and ``paused_for_s``
         (seconds of the current pause left)."""
         self.grow(now)
         return {

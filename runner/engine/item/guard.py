@@ -19,7 +19,7 @@ import threading
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from runner.engine import watchdog
+from runner.engine.item import watchdog
 
 T = TypeVar("T")
 
@@ -80,7 +80,7 @@ def _closing(exc: BaseException) -> bool:
 
 async def guarded(awaitable: Awaitable[T], limit: float | None) -> T:
     """Await user code: :func:`contained`, under ``limit`` seconds (``None``: no limit), in an asyncio task of its
-    own that the watchdog counts as the current item's (:func:`runner.engine.watchdog.adopt`), so a call that blocks
+    own that the watchdog counts as the current item's (:func:`runner.engine.item.watchdog.adopt`), so a call that blocks
     the event loop is named.
 
     Raises:

@@ -17,7 +17,7 @@ from typing import Any
 from runner.core import signature
 from runner.core.solution import SolutionContext, SolutionOutput
 from runner.core.task import Task
-from runner.engine.guard import Escaped
+from runner.engine.item.guard import Escaped
 
 
 class Solution:
@@ -50,7 +50,7 @@ def in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
 
     An ``Exception`` ``fn`` raises is raised by the awaitable as it is; any other ``BaseException`` (``SystemExit``,
     ``GeneratorExit``, a ``KeyboardInterrupt``, which is never a Ctrl-C outside the main thread) as
-    :class:`~runner.engine.guard.Escaped`: asyncio throws a future's exception into the awaiting coroutines, and a
+    :class:`~runner.engine.item.guard.Escaped`: asyncio throws a future's exception into the awaiting coroutines, and a
     thrown ``GeneratorExit`` would close them rather than reach their handlers.
     """
     loop = asyncio.get_running_loop()

@@ -1,6 +1,6 @@
 """The Ray actor of a distributed run: builds the solution once, then runs batches of items through ``execute_one``.
 
-The driver (:mod:`runner.engine.ray_executor`) creates a pool of these actors with the run's :class:`WorkerSpec`
+The driver (:mod:`runner.engine.ray.executor`) creates a pool of these actors with the run's :class:`WorkerSpec`
 resources. Each actor receives the run's :class:`RunContext` (benchmark, solution recipe, store) once, from the
 object store, and then only task data. It writes every record itself and answers with one small acknowledgement
 per item.
@@ -8,7 +8,7 @@ per item.
 Items run on the actor's default event loop. Two calls run in the ``control`` concurrency group, on a loop and
 thread of their own, so they answer even while an item holds the default loop: :meth:`EvalWorker.describe` (the
 first call, and the probe of a suspect worker) and :meth:`EvalWorker.watch`, which answers only when the actor's
-:class:`~runner.engine.watchdog.WorkerWatch` raises an alarm (its event loop blocked past an item's limit, its
+:class:`~runner.engine.item.watchdog.WorkerWatch` raises an alarm (its event loop blocked past an item's limit, its
 resident memory over ``--memory-limit``); the driver then kills and replaces it.
 """
 
@@ -24,12 +24,14 @@ import ray
 
 from runner import log
 from runner.engine.context import RunContext
-from runner.engine.execute import ItemResult, execute_one, worker_identity
+from runner.engine.item.execute import ItemResult, ItemSite, execute_one, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.pool import Ack
-from runner.engine.solution import Solution
-from runner.engine.watchdog import Alarm, WorkerWatch
-from runner.engine.workers import Batch
+from runner.engine.pool.pool import Ack
+from runner.engine.item.solution import Solution
+from runner.engine.item.watchdog import Alarm, WorkerWatch
+from runner.engine.pool.workers import Batch
+from runner.engine.ray.limiter import RemoteTraffic
+from runner.traffic.control import TrafficControl
 
 _IO_THREADS = 32
 CONTROL_GROUP = "control"
@@ -60,7 +62,7 @@ class EvalWorker:
         self.memory_limit = memory_limit
         runtime = ray.get_runtime_context()
         self.identity = worker_identity(node_id=runtime.get_node_id(), actor_id=runtime.get_actor_id())
-        self._slots: asyncio.Semaphore | None = None
+        self._site: ItemSite | None = None
         self._order: asyncio.Condition | None = None
         self._turn = 0
         self._alarm: concurrent.futures.Future[Alarm] = concurrent.futures.Future()
@@ -91,19 +93,24 @@ class EvalWorker:
         Calls start in the order the driver sent them (``turn``: 0, 1, ... per actor), whatever order Ray delivers
         them in (it does not keep it for async actors): each call's items queue for a solution slot only after the
         items of the calls before it, so the driver can tell which calls were running when a worker died
-        (:func:`~runner.engine.workers.running_calls`). At most ``max_concurrency`` solution calls run at a time;
+        (:func:`~runner.engine.pool.workers.running_calls`). At most ``max_concurrency`` solution calls run at a time;
         metrics and record writes of finished items overlap with them.
 
-        ``limiter`` is the run's limiter actor (:mod:`runner.engine.ray_limiter`): it comes with the calls, not
+        ``limiter`` is the run's limiter actor (:mod:`runner.engine.ray.limiter`): it comes with the calls, not
         with the worker's context, because the driver starts it after the pool's workers.
 
         Raises:
             StorageError: a record cannot be written (the driver stops the run; finished records stay).
         """
-        if limiter is not None:
-            self.context.traffic.attach(limiter)
-        if self._slots is None:
-            self._slots, self._order = asyncio.Semaphore(self.max_concurrency), asyncio.Condition()
+        if self._site is None:
+            settings = self.context.settings
+            traffic = TrafficControl(settings, cache=self.context.cache,
+                                     hub=RemoteTraffic(settings, limiter) if limiter is not None else None)
+            # One solution call at a time may run in the event loop: nothing else would run meanwhile. With more,
+            # sync solutions get threads so they do not take turns.
+            self._site = ItemSite(self.context, self.solution, traffic, self.identity,
+                                  asyncio.Semaphore(self.max_concurrency), sync_in_thread=self.max_concurrency > 1)
+            self._order = asyncio.Condition()
             loop = asyncio.get_running_loop()
             # Record writes go through asyncio.to_thread: on an object store each is a network round trip, so give
             # them more threads than asyncio's default (CPUs + 4).
@@ -139,17 +146,6 @@ class EvalWorker:
         return [ack for ack, _ in done], busy
 
     async def _one(self, item: WorkItem, attempt: int, owned: bool) -> tuple[Ack, float]:
-        assert self._slots is not None
-        result = await execute_one(
-            item,
-            self.solution,
-            self.context,
-            attempt=attempt,
-            worker=self.identity,
-            slots=self._slots,
-            # One solution call at a time may run in the event loop: nothing else would run meanwhile. With more,
-            # sync solutions get threads so they do not take turns.
-            sync_in_thread=self.max_concurrency > 1,
-            owned=owned,
-        )
+        assert self._site is not None
+        result = await execute_one(item, self._site, attempt=attempt, owned=owned)
         return result, time.perf_counter()

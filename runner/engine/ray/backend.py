@@ -1,4 +1,4 @@
-"""Ray under a :class:`~runner.engine.pool.WorkerPool`: each worker is an :class:`~runner.engine.ray_worker.EvalWorker`
+"""Ray under a :class:`~runner.engine.pool.pool.WorkerPool`: each worker is an :class:`~runner.engine.ray.worker.EvalWorker`
 actor with the :class:`WorkerSpec`'s resources.
 
 The run's :class:`RunContext` (benchmark, solution recipe, store, settings) goes to Ray's object store once; each
@@ -20,12 +20,13 @@ from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 from runner import log
 from runner.core.config import WorkerSpec
 from runner.core.errors import RunnerError, exception_line
-from runner.engine import ray_cluster
+from runner.engine.ray import cluster as ray_cluster
 from runner.engine.context import RunContext
-from runner.engine.dispatch import MAX_BATCH
-from runner.engine.pool import WorkerBuildFailed, WorkerLost
-from runner.engine.ray_worker import CONTROL_GROUP, EvalWorker
-from runner.engine.workers import Batch
+from runner.engine.pool.dispatch import MAX_BATCH
+from runner.engine.pool.pool import WorkerBuildFailed, WorkerLost
+from runner.engine.ray.limiter import RemoteTraffic
+from runner.engine.ray.worker import CONTROL_GROUP, EvalWorker
+from runner.engine.pool.workers import Batch
 
 
 class RayBackend:
@@ -34,6 +35,7 @@ class RayBackend:
     Args:
         spec: the workers' resources and concurrency.
         context: the run, put in Ray's object store once for every actor.
+        traffic: the run's traffic hub, whose limiter actor (started after the workers) goes with each call.
         log_format: the actors' structlog format.
 
     Must be created after ``ray.init``.
@@ -41,7 +43,8 @@ class RayBackend:
 
     worker_label = "Ray worker"
 
-    def __init__(self, spec: WorkerSpec, context: RunContext, log_format: log.LogFormat = "json") -> None:
+    def __init__(self, spec: WorkerSpec, context: RunContext, traffic: RemoteTraffic,
+                 log_format: log.LogFormat = "json") -> None:
         # The control group holds describe (or a probe) and watch: they answer while items hold the default loop.
         self._actor_class = ray.remote(concurrency_groups={CONTROL_GROUP: 4})(EvalWorker).options(
             # Room for every call the window can have on one actor (2 * max(batch, concurrency) items, one or
@@ -49,7 +52,7 @@ class RayBackend:
             **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency))
         )
         self._context_ref = ray.put(context)
-        self._traffic = context.traffic  # its limiter actor, started after the workers, goes with each call
+        self._traffic = traffic
         self._turns: dict[Any, int] = {}
         memory_limit = int(spec.memory_limit) if spec.memory_limit is not None else None
         self._options = {"max_concurrency": spec.max_concurrency, "memory_limit": memory_limit,

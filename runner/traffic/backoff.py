@@ -2,7 +2,7 @@
 ``Retry-After``).
 
 Pure bookkeeping with time passed in (seconds of one monotonic clock), unit-tested with a fake clock; each
-:class:`~runner.engine.limiter.EndpointTraffic` holds one :class:`RateControl`. A refusal also pauses the endpoint
+:class:`~runner.traffic.state.EndpointTraffic` holds one :class:`RateControl`. A refusal also pauses the endpoint
 for every worker until the time the server gave (``Retry-After``): that pause is the endpoint's, not decided here,
 and it is what a server that refuses everything meets. The rate answers another question, how fast to send once the
 server takes requests again:

@@ -6,7 +6,7 @@ loop still turns, and the process's resident memory.
 that loop freezes with it. A :class:`WorkerWatch` is a daemon thread that sees the loop stop turning (a callback on
 the loop stamps the time every :data:`TICK_S` seconds) and, once the item holding it is :data:`GRACE_S` seconds past
 its own limit, raises an :class:`Alarm` naming that item. The loop cannot be freed from outside, so the executor
-gets the worker back instead: a Ray worker is killed and replaced (:mod:`runner.engine.pool`), the sequential
+gets the worker back instead: a Ray worker is killed and replaced (:mod:`runner.engine.pool.pool`), the sequential
 executor abandons the item's loop (:class:`ItemLoop`). The same thread compares the process's resident memory with
 ``--memory-limit`` (:attr:`WorkerSpec.memory_limit <runner.core.config.WorkerSpec.memory_limit>`).
 

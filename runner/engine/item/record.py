@@ -1,0 +1,140 @@
+"""One item's record: the roll-up of its solution's outcome and its metrics into one status (:func:`roll_up`), and
+the :class:`~runner.core.record.TaskRecord` written for it (:func:`build_record`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
+from runner.core.solution import SolutionOutput
+from runner.core.task import Task
+from runner.engine.item.outcome import ItemResult, SolutionOutcome
+from runner.engine.live import usable_scores
+from runner.engine.plan import WorkItem
+from runner.storage.manifest import utc_now
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """An item's status, rolled up from its solution's outcome and its metrics (:func:`roll_up`).
+
+    Args:
+        status: ``ok``, ``error`` or ``timeout``.
+        error: the record's error (``None`` for ``ok``): the solution's, a serialisation error, ``SolutionFailed``
+            (the solution said ``success=False``), or a ``MetricError``/``MetricTimeout`` summing up the failed
+            metrics.
+        cause: what made the item fail, for the driver (without a traceback): the solution's error, else the first
+            failing metric's, else :attr:`error`.
+    """
+
+    status: str
+    error: ErrorInfo | None = None
+    cause: ErrorInfo | None = None
+
+
+def scored_output(outcome: SolutionOutcome) -> SolutionOutput:
+    """What the metrics score: the solution's output, or ``SolutionOutput(success=False)`` for a solution that did
+    not return, so that a failure counts against the score rather than vanishing from it."""
+    return outcome.output if outcome.output is not None else SolutionOutput(success=False, output=None)
+
+
+def roll_up(outcome: SolutionOutcome, output: SolutionOutput, serial_error: ErrorInfo | None,
+            metrics: list[MetricRecord]) -> Verdict:
+    """The item's status: the solution's (``error`` or ``timeout``) if it did not return ``ok``; else ``error``
+    when its output cannot be serialised or says ``success=False``; else ``timeout`` when a metric ran past its
+    limit, ``error`` when one raised; else ``ok``."""
+    status, error = outcome.status, outcome.error
+    if serial_error is not None and status == "ok":
+        status, error = "error", serial_error
+    if status == "ok" and not output.success:
+        status, error = "error", ErrorInfo(type="SolutionFailed", message="the solution reported success=False")
+    failed = [m for m in metrics if m.error is not None]
+    if failed and status == "ok":
+        late = any(m.error is not None and m.error.type == "TimeoutError" for m in failed)
+        status = "timeout" if late else "error"
+        error = ErrorInfo(
+            type="MetricTimeout" if late else "MetricError",
+            message="; ".join(f"metric {m.name!r}: {m.error.type}: {m.error.message}" for m in failed if m.error),
+        )
+    cause = None
+    if status != "ok":
+        cause = outcome.error or next((m.error for m in failed), None) or error
+    if cause is not None:
+        cause = cause.model_copy(update={"traceback": None})
+    return Verdict(status, error, cause)
+
+
+def build_record(item: WorkItem, task: Task, outcome: SolutionOutcome, verdict: Verdict, payload: dict[str, Any],
+                 metrics: list[MetricRecord], *, run_id: str, attempt: int, worker: dict[str, Any],
+                 usage: dict[str, TokenUsage], metrics_s: float) -> TaskRecord:
+    """The item's :class:`TaskRecord`.
+
+    Args:
+        item: the item (its repeat and position).
+        task: the copy of the task the solution saw (its id and tags).
+        outcome: how the solution ended (times, tries, the input taken before it ran).
+        verdict: the rolled-up status.
+        payload: the output's ``output``, ``trajectory`` and ``meta`` as JSON (:func:`jsonable_output`).
+        metrics: one record per metric.
+        run_id, attempt, worker: the run, the attempt and the executing worker's identity.
+        usage: tokens by model, the solution's and the metrics'.
+        metrics_s: seconds the metrics took.
+    """
+    return TaskRecord(
+        run_id=run_id,
+        task_id=task.id,
+        repeat=item.repeat,
+        task_index=item.index,
+        attempt=attempt,
+        tries=outcome.tries,
+        try_errors=outcome.try_errors,
+        status=verdict.status,  # type: ignore[arg-type]
+        tags=dict(task.tags or {}),
+        input=outcome.task_input if outcome.task_input is not None else jsonable_input(task.input),
+        output=payload.get("output"),
+        trajectory=payload.get("trajectory") or [],
+        solution_meta=payload.get("meta"),
+        metrics=metrics,
+        error=verdict.error,
+        started_at=outcome.started_at or utc_now(),
+        finished_at=utc_now(),
+        timings=Timings(solution_s=outcome.solution_s, metrics_s=metrics_s,
+                        total_s=time.perf_counter() - outcome.t_start),
+        usage=usage,
+        worker=worker,
+    )
+
+
+def acknowledgement(record: TaskRecord, verdict: Verdict, written: bool, seconds: float) -> ItemResult:
+    """The :class:`ItemResult` of a stored record: its status, the cause of a failure, and its usable scores."""
+    scores = usable_scores((m.name, m.result) for m in record.metrics if m.error is None)
+    return ItemResult(record.task_id, record.repeat, record.status, written, record.attempt, seconds, verdict.cause,
+                      scores, record.tags.get("category"))
+
+
+def jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:
+    """The output fields as JSON-ready values, or an error naming what could not be serialised."""
+    payload: dict[str, Any] = {}
+    for name in ("output", "trajectory", "meta"):
+        value = getattr(output, name)
+        try:
+            payload[name] = to_jsonable_python(value, fallback=None, serialize_unknown=False)
+        except (PydanticSerializationError, TypeError, ValueError) as exc:
+            payload[name] = repr(value)[:2000]
+            return payload, ErrorInfo(
+                type="UnserialisableOutput",
+                message=f"the solution's {name} is not JSON-serialisable ({type(value).__name__}): {exc}",
+            )
+    return payload, None
+
+
+def jsonable_input(value: Any) -> Any:
+    """The task's input as JSON-ready values, for the record (an object JSON cannot hold becomes its ``repr``)."""
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except (PydanticSerializationError, TypeError, ValueError):
+        return repr(value)[:2000]
