@@ -4,8 +4,14 @@ The public API keeps the names AgentScope's evaluation module uses, so its examp
 changed::
 
     from runner import BenchmarkBase, Task, MetricBase, MetricResult, MetricType, SolutionOutput
-    from runner import GeneralEvaluator, RayEvaluator, FileEvaluatorStorage
+    from runner import GeneralEvaluator, RayEvaluator, FileEvaluatorStorage, ACEBenchmark
+
+``ACEBenchmark`` (imported on first use) and ``run_status`` (how far a run is, as ``python -m runner status`` says)
+are here too.
 """
+
+from typing import Any
+
 
 from runner._version import __version__
 from runner.core import (
@@ -32,9 +38,11 @@ from runner.core import (
 )
 from runner.evaluators import GeneralEvaluator, RayEvaluator
 from runner.report import Summary
+from runner.report.status import RunStatus, run_status
 from runner.storage import FileEvaluatorStorage, ResultStore
 
 __all__ = [
+    "ACEBenchmark",
     "BenchmarkBase",
     "BudgetExhausted",
     "FileEvaluatorStorage",
@@ -50,6 +58,7 @@ __all__ = [
     "RunConfig",
     "RunResults",
     "RunSettings",
+    "RunStatus",
     "RunnerError",
     "SolutionContext",
     "SolutionOutput",
@@ -60,5 +69,14 @@ __all__ = [
     "WorkerSpec",
     "__version__",
     "record_usage",
+    "run_status",
     "solution_factory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ACEBenchmark":  # a plug-in: imported when asked for, as agentscope.evaluate exports it
+        from runner.benchmarks.acebench import ACEBenchmark
+
+        return ACEBenchmark
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

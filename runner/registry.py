@@ -40,6 +40,10 @@ EXECUTORS: dict[str, str] = {
 """Executors (:class:`~runner.engine.run.Executor`): name -> import path. ``--sequential`` is the short form of
 ``executor: sequential``."""
 
+MODEL_CHECK = "runner.models:preflight_models"
+"""The model layer's pre-flight of a run's models (their servers answer with the OpenAI shape), by import path: the
+engine checks the models before anything is written without importing the model layer (a plug-in)."""
+
 
 def _entry_points(group: str) -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=group)}
@@ -72,6 +76,19 @@ def executor_class(name: str) -> type:
                           "(--sequential is short for --executor sequential)")
     target, _ = resolve(name, known, "executor")
     return target
+
+
+def check_models(**models: str | None) -> None:
+    """Check a run's models before anything is written (:data:`MODEL_CHECK`, imported now): ``model``,
+    ``model_base_url``, ``user_model``, ``user_model_base_url``, ``judge_model``, ``judge_base_url`` (``None``:
+    unset). Nothing is imported when no model is set.
+
+    Raises:
+        ConfigError: an unknown provider, a missing API key.
+        RunnerError: a model server that refuses, rejects the key, lacks the model or speaks another protocol.
+    """
+    if any(models.get(name) for name in ("model", "user_model", "judge_model")):
+        load_object(MODEL_CHECK, "model check")(**models)
 
 
 def load_object(path: str, kind: str) -> Any:

@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "traffic": {"core", "storage"},
     "registry": {"core"},
     "engine": {"core", "storage", "traffic", "registry", "log", "_version"},
-    "report": {"core", "storage", "_version"},
+    "report": {"core", "storage", "registry", "_version"},
     "kuberay": {"core", "storage", "registry", "models", "_version"},
     "evaluators": {"core", "storage", "registry", "engine", "report", "log", "_version"},
     "cli": {"core", "models", "storage", "registry", "engine", "report", "kuberay", "evaluators", "log", "_version"},

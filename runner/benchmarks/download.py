@@ -67,7 +67,7 @@ def fetch(
         partial.unlink(missing_ok=True)
         raise BenchmarkError(
             f"cannot download {url} ({type(exc).__name__}: {exc}); check the network, or download it yourself "
-            "and pass its folder or file with --data-dir"
+            "and pass its folder or file with --data-dir (data_dir=... in Python)"
         ) from None
     if not _matches(partial, algorithm, digest, size):
         got = file_digest(partial, algorithm)

@@ -7,7 +7,7 @@ precedence (flags win). ``--dry-run`` prints the ConfigMap and the RayJob as YAM
 Before it builds anything, ``submit`` (``--dry-run`` too) makes every check of a local ``run`` that needs neither the
 benchmark's data nor a model server: the config's fields, the benchmark, solution and executor names, the
 benchmark's and the solution's arguments (the benchmark is built, not prepared: its data may exist only in the
-cluster), and each model's provider and API key (:func:`~runner.cli.model_flags.check_model_names`; the servers
+cluster), and each model's provider and API key (:func:`~runner.models.check_model_names`; the servers
 are not called, as they are often reachable only from inside the cluster).
 
 Exit status: 0 submitted (or, with ``--wait``/``--follow``, succeeded); 1 the RayJob failed; 2 bad input, an API
@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from runner.cli.args import add_run_arguments, config_from_args
-from runner.cli.model_flags import check_model_names
+from runner.models import check_model_names
 from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
 from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name, image_repository, image_tag

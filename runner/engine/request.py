@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner import registry
 from runner.core import signature
@@ -19,6 +19,9 @@ from runner.core.config import RunConfig, RunSettings
 from runner.core.errors import ConfigError
 from runner.core.solution import SolutionSpec
 from runner.storage.store import ResultStore
+
+if TYPE_CHECKING:
+    from runner.engine.run import Executor
 
 MODEL_ENV = "AGENT_CHAT_MODEL_NAME"
 """The environment variable naming the agent's model when ``--model`` is not given (as on BeeAI's evaluation page)."""
@@ -48,6 +51,7 @@ class RunRequest:
         config: the configuration kept in ``run.json`` (never storage options), with the model and judge defaults
             settled.
         progress_bar: draw a bar (``None``: when stderr is a terminal).
+        executor: who runs it (``None``: the one ``settings.executor`` names, built when the run starts).
     """
 
     benchmark: BenchmarkBase
@@ -57,11 +61,13 @@ class RunRequest:
     fingerprint_fields: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     progress_bar: bool | None = None
+    executor: Executor | None = None
 
     @classmethod
     def from_config(cls, config: RunConfig, *, progress_bar: bool | None = None) -> RunRequest:
         """Resolve ``config``: settle the model and judge defaults, build the benchmark (with its judge) and the
-        solution recipe, open the store and check the executor's name. Nothing is written and nothing started.
+        solution recipe, open the store and build the executor the configuration names (which starts nothing).
+        Nothing is written and nothing started.
 
         Raises:
             PluginError: an unknown benchmark, solution or executor, or an import path that does not import.
@@ -69,7 +75,7 @@ class RunRequest:
             ConfigError: solution arguments it does not take, a missing model, a judge for a benchmark without
                 judged metrics, ``max_cost`` without a price for one of the run's models.
         """
-        registry.executor_class(config.executor)
+        executor_class = registry.executor_class(config.executor)
         # The judge decides which metrics the tasks carry, so the model and judge are settled from the benchmark's
         # class before the benchmark is built with them.
         target, _ = registry.resolve(config.benchmark, registry.available_benchmarks(), "benchmark")
@@ -82,20 +88,32 @@ class RunRequest:
                                              config.data_dir)
         spec = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,
                                       config.model_base_url, config.user_model, config.user_model_base_url)
+        settings = config.settings()
         return cls(
             benchmark=benchmark,
             solution=spec,
             store=ResultStore(config.storage, config.storage_options),
-            settings=config.settings(),
+            settings=settings,
             fingerprint_fields=config.fingerprint_fields(),
             config=config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_failed", "take_over"}),
             progress_bar=progress_bar,
+            executor=executor_class.from_settings(settings),
         )
 
     def models(self) -> dict[str, str | None]:
         """The run's models and servers as its configuration settled them (:data:`MODEL_FIELDS`; ``None`` where
         unset), for a preflight check."""
         return {name: self.config.get(name) for name in MODEL_FIELDS}
+
+    def preflight(self) -> None:
+        """Check the run's models before anything is written: each provider known, its API key set, its server
+        answering with the OpenAI shape (the model layer's check, through :func:`runner.registry.check_models`).
+
+        Raises:
+            ConfigError: an unknown provider or a missing API key.
+            RunnerError: a model server that refuses, rejects the key, lacks the model or speaks another protocol.
+        """
+        registry.check_models(**self.models())
 
 
 def with_model_default(config: RunConfig, benchmark: Any) -> RunConfig:

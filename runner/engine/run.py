@@ -186,8 +186,8 @@ def _check_run(request: RunRequest) -> _Opening:
 async def execute_run(request: RunRequest, executor: Executor | None = None) -> RunOutcome:
     """Take the run's lease, open (or resume) the run and execute every item that has no record yet.
 
-    The order keeps bad input from touching stored results: the executor's :meth:`Executor.preflight` and the
-    checks that need no storage; the probe of the store's conditional writes
+    The order keeps bad input from touching stored results: the executor's :meth:`Executor.preflight`, the run's
+    models (:meth:`RunRequest.preflight`) and the checks that need no storage; the probe of the store's conditional writes
     (:func:`~runner.storage.probe.check_conditional_writes`) and the run's lease (:mod:`runner.storage.lease`: a
     second driver is refused here); every read-only check of the run directory (fingerprint, the listing of finished
     items); then, if there is work, the executor's :meth:`Executor.start` (an embedded Ray starts, the pool is sized,
@@ -197,7 +197,8 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
 
     Args:
         request: what to run.
-        executor: who runs it; default: the one ``request.settings.executor`` names (:func:`make_executor`).
+        executor: who runs it; default: ``request.executor``, else the one ``request.settings.executor`` names
+            (:func:`make_executor`).
 
     Model traffic goes through the run's :class:`~runner.traffic.control.TrafficControl` (limits, budget, response
     cache); its final state is written to ``limits.json``.
@@ -212,8 +213,9 @@ async def execute_run(request: RunRequest, executor: Executor | None = None) -> 
             written (the same request with a larger budget resumes). A run whose last item reaches it ends as usual.
     """
     settings, store = request.settings, request.store
-    executor = executor if executor is not None else make_executor(settings)
+    executor = executor or request.executor or make_executor(settings)
     executor.preflight()
+    await asyncio.to_thread(request.preflight)  # the model layer's check runs an event loop of its own
     _prepare(request)
     store.outage_s = settings.storage_outage
     check_conditional_writes(store, settings.allow_overwriting_store)

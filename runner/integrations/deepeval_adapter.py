@@ -64,6 +64,15 @@ class DeepEvalJudge(DeepEvalBaseLLM):
         self.chat_model = ChatModel.from_name(model, base_url=base_url) if isinstance(model, str) else model
         super().__init__(self.chat_model.name)
 
+    @classmethod
+    def from_name(cls, name: str, base_url: str | None = None) -> DeepEvalJudge:
+        """The judge for the model ``name`` (``provider:model``), as BeeAI's ``DeepEvalLLM.from_name``.
+
+        Raises:
+            ConfigError: an unknown provider, or a required API key not set.
+        """
+        return cls(name, base_url=base_url)
+
     def load_model(self, *args: Any, **kwargs: Any) -> ChatModel:
         """The wrapped chat model (nothing to load)."""
         return getattr(self, "chat_model", None)  # type: ignore[return-value]
@@ -148,3 +157,8 @@ class DeepEvalMetric(AdapterMetric):
             raise ValueError(f"DeepEval {type(metric).__name__} gave no score (got {score!r})")
         metadata = {key: getattr(metric, key, None) for key in ("success", "threshold", "reason")}
         return MetricResult(name=self.name, result=self.checked(float(score), metric, metadata), metadata=metadata)
+
+
+DeepEvalLLM = DeepEvalJudge
+"""BeeAI's name for :class:`DeepEvalJudge` (``beeai_framework.evaluation.adapters.DeepEvalLLM``): its page's
+``DeepEvalLLM.from_name("openai:gpt-4o")`` and ``DeepEvalLLM(ChatModel.from_name(...))`` run as they are."""

@@ -64,6 +64,15 @@ class RagasJudge(InstructorBaseRagasLLM):
     def __init__(self, model: ChatModel | str, base_url: str | None = None) -> None:
         self.chat_model = ChatModel.from_name(model, base_url=base_url) if isinstance(model, str) else model
 
+    @classmethod
+    def from_name(cls, name: str, base_url: str | None = None) -> RagasJudge:
+        """The judge for the model ``name`` (``provider:model``), as BeeAI's ``InstructorRagasLLM.from_name``.
+
+        Raises:
+            ConfigError: an unknown provider, or a required API key not set.
+        """
+        return cls(name, base_url=base_url)
+
     async def agenerate(self, prompt: str, response_model: type[Any]) -> Any:
         """An instance of ``response_model`` answering ``prompt``."""
         return await self.chat_model.chat_structured([user_message(prompt)], response_model, temperature=0.0)
@@ -201,3 +210,9 @@ class RagasMetric(AdapterMetric):
             raise ValueError(f"Ragas {type(metric).__name__} gave no numeric value (got {value!r})")
         metadata = {"reason": reason} if reason else None
         return MetricResult(name=self.name, result=self.checked(float(value), metric, metadata), metadata=metadata)
+
+
+InstructorRagasLLM = RagasJudge
+"""BeeAI's name for :class:`RagasJudge` (``beeai_framework.evaluation.adapters.InstructorRagasLLM``): its page's
+``InstructorRagasLLM.from_name("openai:gpt-4o")`` and ``InstructorRagasLLM(ChatModel.from_name(...))`` run as they
+are."""

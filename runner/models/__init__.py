@@ -21,6 +21,7 @@ from typing import Any
 from runner.models._base import ChatModel, StructuredMode
 from runner.models._errors import ModelError, ModelProtocolError, StructuredOutputError
 from runner.models._json import parse_json, schema_instance
+from runner.models._preflight import check_model_names, preflight, preflight_models
 from runner.models._mock import (
     DEFAULT_REPLY,
     MOCK_POLICIES,
@@ -76,12 +77,15 @@ __all__ = [
     "ToolCall",
     "Usage",
     "assistant_message",
+    "check_model_names",
     "default_policy",
     "echo_policy",
     "load_mock_script",
     "model_from_name",
     "parse_json",
     "parse_model_name",
+    "preflight",
+    "preflight_models",
     "register_mock_policy",
     "resolve_mock_policy",
     "schema_instance",

@@ -154,8 +154,9 @@ class TrafficControl:
         return spent_line(self.snapshot().get("budget") or self.budget.snapshot())
 
     def progress_fields(self) -> dict[str, Any]:
-        """What the progress log shows of the traffic: per endpoint its rate (requests per minute), 429s seen and
-        pauses; the budget's spend."""
+        """What the progress log (and ``progress.json``) shows of the traffic: per endpoint its rate (requests per
+        minute), 429s seen and pauses; the budget's spend (``spent``: tokens, USD, whether it is reached, and the
+        spend against the budget in words), so that ``status`` can say a spent budget stopped the run."""
         snapshot = self.snapshot()
         fields: dict[str, Any] = {}
         endpoints = {key: {name: state[name] for name in ("rate_rpm", "rate_limited", "pauses", "paused_for_s")}
@@ -163,7 +164,9 @@ class TrafficControl:
         if endpoints:
             fields["limits"] = endpoints
         if "budget" in snapshot:
-            fields["spent"] = {"tokens": snapshot["budget"]["tokens"], "cost_usd": snapshot["budget"]["cost_usd"]}
+            budget = snapshot["budget"]
+            fields["spent"] = {"tokens": budget["tokens"], "cost_usd": budget["cost_usd"],
+                               "reached": budget["reached"], "line": spent_line(budget)}
         return fields
 
     def write(self, store: ResultStore) -> None:

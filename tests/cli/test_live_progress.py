@@ -44,5 +44,10 @@ def test_progress_json_is_written_while_the_run_executes_and_status_shows_it(cli
     line = next(line for line in status.stdout.splitlines() if line.startswith("progress (ended, written "))
     assert "30/30 items this invocation" in line and "exact-match 1.000" in line
     assert json.loads(cli("status", str(storage), "--json").stdout)["progress"]["state"] == "ended"
-    watched = cli("status", str(storage), "--watch", "0.5")            # nothing executes it: says it once
+    watched = cli("status", str(storage), "--watch", "0.5")            # nothing executes it: its final state, once
+    def steady(lines: list[str]) -> list[str]:
+        return [line for line in lines if not line.startswith("progress (")]     # its age moves on
+
     assert watched.returncode == 0 and "progress (ended" in watched.stdout
+    assert steady(watched.stdout.splitlines()[:-1]) == steady(status.stdout.splitlines())
+    assert watched.stdout.splitlines()[-1] == "(no driver executes this run: this is its final state; nothing to watch)"

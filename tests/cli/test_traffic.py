@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runner.cli import build_parser
 from runner.cli.args import config_from_args
+from runner.report.status import run_status
 from runner.storage import ResultStore
 
 STOP = re.compile(r"^stopped: the budget is spent: ([\d,]+) tokens of --max-tokens ([\d,]+); (\d+) of (\d+) items are "
@@ -53,6 +54,11 @@ def test_the_budget_stops_the_run_with_exit_4_and_one_line(cli, tmp_path):
         "max_tokens": 50, "max_cost": None, "tokens": sum(tokens), "cost_usd": 0.0, "earlier_tokens": 0,
         "earlier_cost_usd": 0.0, "reached": True, "calls_without_usage": 0, "unpriced": []}
     assert result.event("run.budget_reached")["spent"] == f"{sum(tokens)} tokens of --max-tokens 50"
+
+    status = cli("status", str(storage))
+    assert f"stopped: the run's budget is spent ({sum(tokens)} tokens of --max-tokens 50); the same command with a " \
+           "larger --max-tokens / --max-cost resumes" in status.stdout
+    assert run_status(str(storage)).data["stopped_by"] == "budget"
 
 
 def test_resuming_counts_what_earlier_invocations_spent(cli, tmp_path):

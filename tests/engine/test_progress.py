@@ -102,7 +102,7 @@ def test_progress_events_carry_the_model_traffic_and_skipped_items_are_not_done(
     assert event["limits"]["vllm:m@http://gpu/v1"]["rate_limited"] == 1
     assert event["limits"]["vllm:m@http://gpu/v1"]["rate_rpm"] == 600.0  # a lone refusal pauses, the rate stays
     assert 29 < event["limits"]["vllm:m@http://gpu/v1"]["paused_for_s"] <= 30
-    assert event["spent"] == {"tokens": 7, "cost_usd": 0.0}
+    assert event["spent"] == {"tokens": 7, "cost_usd": 0.0, "reached": False, "line": "7 tokens of --max-tokens 100"}
 
 
 def test_progress_events_and_the_bar_carry_the_headline_metrics_running_mean_and_interval():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli import commands
+from runner import registry
 from runner.core.trajectory import tool_call_step
 from runner.models import MockReply, MockScript, _retry
 from runner.storage.store import ResultStore
@@ -78,7 +78,7 @@ def test_a_model_server_refusing_connections_at_start_exits_2(
 def test_a_model_server_lost_mid_run_gives_an_error_record_per_task(
     run, tmp_path: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    checked = commands.preflight_models
+    checked = registry.check_models
 
     def check_then_lose_the_server(**models: str | None) -> None:
         checked(**models)
@@ -87,7 +87,7 @@ def test_a_model_server_lost_mid_run_gives_an_error_record_per_task(
     async def no_wait(seconds: float) -> None:
         """Retries go on at once (the delays themselves are tested with the model layer)."""
 
-    monkeypatch.setattr(commands, "preflight_models", check_then_lose_the_server)
+    monkeypatch.setattr(registry, "check_models", check_then_lose_the_server)
     monkeypatch.setattr(_retry, "_sleep", no_wait)
     assert run(tmp_path / "run", "-B", "categories=special_irrelevant", "--limit", "3",
                "--model", "vllm:scripted", "--model-base-url", model_server.url).returncode == 0

@@ -1,17 +1,13 @@
-"""The CLI's model checks: the preflight check of the run's models (``--model``, ``--user-model``,
-``--judge-model``) before anything is written, the part of it that needs no server (for ``submit``), and the
-provider listing of ``python -m runner list``.
-
-The model and judge defaults (``AGENT_CHAT_MODEL_NAME``, ``EVAL_CHAT_MODEL_NAME``) are settled by
-:meth:`RunRequest.from_config <runner.engine.request.RunRequest.from_config>`.
-"""
+"""Checks of a run's models before anything is written: the pre-flight that reaches each model's server
+(:func:`preflight_models`), and the part of it that needs no server (:func:`check_model_names`, for ``submit``,
+whose cluster's servers are often reachable only from inside the cluster)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
-from runner.models import PROVIDERS, ChatModel, parse_model_name
+from runner.models._base import ChatModel
+from runner.models._providers import parse_model_name
 
 
 def preflight(model: str | None, base_url: str | None = None) -> None:
@@ -35,7 +31,7 @@ def preflight(model: str | None, base_url: str | None = None) -> None:
     asyncio.run(check())
 
 
-def preflight_models(model: str | None, model_base_url: str | None = None, user_model: str | None = None,
+def preflight_models(model: str | None = None, model_base_url: str | None = None, user_model: str | None = None,
                      user_model_base_url: str | None = None, judge_model: str | None = None,
                      judge_base_url: str | None = None) -> None:
     """:func:`preflight` for every model of a run: the agent's and, when they are other models or other servers,
@@ -54,12 +50,11 @@ def preflight_models(model: str | None, model_base_url: str | None = None, user_
         preflight(judge_model, judge_base_url)
 
 
-def check_model_names(model: str | None, model_base_url: str | None = None, user_model: str | None = None,
+def check_model_names(model: str | None = None, model_base_url: str | None = None, user_model: str | None = None,
                       user_model_base_url: str | None = None, judge_model: str | None = None,
                       judge_base_url: str | None = None) -> None:
     """What :func:`preflight_models` checks without reaching a server: each model's provider is known and the name
-    names a model, and a provider that needs an API key finds it in this environment. For ``submit``: the
-    cluster's model servers are often reachable only from inside the cluster, so they are not called from here.
+    names a model, and a provider that needs an API key finds it in this environment.
 
     Takes the same arguments as :func:`preflight_models` (the URLs are not used).
 
@@ -71,13 +66,3 @@ def check_model_names(model: str | None, model_base_url: str | None = None, user
         if name:
             provider, _ = parse_model_name(name)
             provider.api_key()
-
-
-def provider_lines() -> Iterator[str]:
-    """Lines for ``list``: each provider's name and description, then its default URL and the variables it reads."""
-    for name, provider in sorted(PROVIDERS.items()):
-        yield f"  {name:<16} {provider.description}"
-        variables = [v for v in (provider.api_key_env, provider.base_url_env) if v]
-        details = [provider.default_base_url or "", f"env: {', '.join(variables)}" if variables else ""]
-        if any(details):
-            yield f"  {'':<16} " + "  ".join(d for d in details if d)
