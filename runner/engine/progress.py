@@ -126,24 +126,34 @@ class Progress:
         with self._lock:
             self._in_flight.pop(item, None)
 
-    def acknowledge(self, result: ItemResult, item: Key | None = None) -> None:
+    def acknowledge(self, result: ItemResult, item: Key | None = None, watched: bool = False) -> None:
         """Count one finished item from its acknowledgement: :meth:`advance` with its status, duplicate flag and
-        error, after its metric values entered the live statistics.
+        error, after its metric values entered the live statistics; ``watched``: the server watch saw its outcome
+        already (:meth:`observe`).
 
         Raises:
             ProtocolStop: as :meth:`advance`.
         """
         if result.status != "skipped":
             self.live.add(result.scores, result.category)
-        self.advance(result.status, duplicate=result.duplicate, error=result.error, item=item)
+        self.advance(result.status, duplicate=result.duplicate, error=result.error, item=item, watched=watched)
+
+    def observe(self, status: str, error: ErrorInfo | None) -> None:
+        """Show an item's outcome to the server watch before the item is counted (an executor that writes records
+        in the background does, so that a server failing every call stops the run before the next item starts).
+
+        Raises:
+            ServerStop: as :meth:`ServerWatch.observe <runner.engine.watch.ServerWatch.observe>`.
+        """
+        self.watch.observe(status, error)
 
     def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None,
-                item: Key | None = None) -> None:
+                item: Key | None = None, watched: bool = False) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
         already written (see :attr:`ItemResult.duplicate <runner.engine.item.execute.ItemResult.duplicate>`); ``error``:
         what ended it (:attr:`ItemResult.error <runner.engine.item.execute.ItemResult.error>`); ``item``: which one, no
-        longer in flight. An item the budget kept from starting (status ``skipped``) is counted in
-        :attr:`skipped`, not as done.
+        longer in flight; ``watched``: the server watch saw it already (:meth:`observe`). An item the budget kept from
+        starting (status ``skipped``) is counted in :attr:`skipped`, not as done.
 
         Raises:
             ServerStop: the model server fails every call the same way (:class:`ServerWatch`); the item is counted
@@ -167,7 +177,8 @@ class Progress:
             self._last_event = time.monotonic()
             self._log.info("run.progress", **self.snapshot(), running=self.live.line() or None,
                            **(self.details() if self.details else {}))
-        self.watch.observe(status, error)
+        if not watched:
+            self.watch.observe(status, error)
 
     def snapshot(self) -> dict[str, Any]:
         """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``).

@@ -1,6 +1,8 @@
-"""The sequential executor: one item at a time, in this process, through ``execute_one``.
+"""The sequential executor: one item at a time, in this process, on the path of ``execute_one``.
 
-With a time limit (``--timeout`` or ``--metric-timeout``), each item runs on an event loop in a thread of its own
+Each item's solution and metrics run before the next item starts (:func:`~runner.engine.item.execute.run_item`);
+its record is then written in the background (:func:`~runner.engine.item.execute.store_item`) while the next item
+runs, and counted done once stored. With a time limit (``--timeout`` or ``--metric-timeout``), each item runs on an event loop in a thread of its own
 (:class:`~runner.engine.item.watchdog.ItemLoop`): an item that blocks that loop past its limit is recorded as a
 ``timeout`` from here and abandoned with its loop, and the next item gets a fresh one. Without a limit, items run
 in this process's own loop (a debugger's breakpoint in a solution works as usual), and nothing is abandoned.
@@ -8,13 +10,16 @@ in this process's own loop (a debugger's breakpoint in a solution works as usual
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Coroutine, Iterable
+from typing import Any
 
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError, RunnerError, exception_line
 from runner.engine.context import RunContext
 from runner.core.record import ErrorInfo
-from runner.engine.item.execute import ItemSite, SolutionOutcome, execute_one, record_fault, worker_identity
+from runner.engine.item.execute import ItemResult, ItemSite, SolutionOutcome, record_fault, run_item, store_item, \
+    worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.item.solution import Solution
@@ -62,31 +67,40 @@ class SequentialExecutor:
     async def execute(self, items: Iterable[WorkItem], context: RunContext, progress: Progress) -> None:
         """Execute ``items`` with the solution :meth:`start` built, feeding ``progress``.
 
+        One item at a time runs its solution and metrics; its record is then written in the background while the
+        next item runs (at most :data:`WRITES_IN_FLIGHT` writes at once), and the item counts as done only once
+        its record is stored, so a crash loses nothing that was counted.
+
         Raises:
             StorageError: a record cannot be written (the run stops; finished records stay).
             RunStopped: the model server fails every call the same way (see :mod:`runner.engine.watch`).
         """
         assert self._site is not None, "start() builds the solution first"
-        worker = self._site.worker
+        site = self._site
         # metric_limit is set whenever timeout or metric_timeout is.
         item_loop = ItemLoop() if context.settings.metric_limit is not None else None
+        writes = _Writes(progress)
         try:
             for item in items:
                 key = (item.task.id, item.repeat)
                 progress.sent(key)
-                coroutine = execute_one(item, self._site)
-                if item_loop is None:
-                    result = await coroutine
-                    progress.acknowledge(result, item=key)
-                    continue
-                answer = await item_loop.run(coroutine)
+                coroutine = run_item(item, site)
+                answer = await (coroutine if item_loop is None else item_loop.run(coroutine))
                 if isinstance(answer, Alarm):
-                    item_loop.abandon()
+                    item_loop.abandon()  # type: ignore[union-attr]
                     item_loop = ItemLoop()
-                    progress.advance(await _record_blocked(item, answer, context, worker), item=key)
-                else:
+                    progress.advance(await _record_blocked(item, answer, context, site.worker), item=key)
+                elif isinstance(answer, ItemResult):
                     progress.acknowledge(answer, item=key)
+                else:
+                    # The server watch sees the outcome before the next item starts; the item counts as done once
+                    # its record is stored.
+                    writes.add(key, store_item(answer, context))
+                    progress.observe(answer.verdict.status, answer.verdict.cause)
+                    await writes.room()
+            await writes.drain()
         finally:
+            await writes.close()
             if item_loop is not None:
                 item_loop.close()
 
@@ -99,3 +113,68 @@ async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, wor
     """Store the ``timeout`` record of an item that blocked its event loop; the status of its stored record."""
     error = ErrorInfo(type=alarm.error_type, message=alarm.message)
     return await record_fault(item, 1, SolutionOutcome.failed(error, alarm.status), context, dict(worker))
+
+
+WRITES_IN_FLIGHT = 4
+"""Records the sequential executor writes in the background at once while later items run. A driver killed
+meanwhile loses those items' work, as it loses the item running: the same command runs them again."""
+
+
+class _Writes:
+    """Record writes in flight. Each is acknowledged to ``progress`` the moment its record is stored (its outcome
+    was shown to the server watch when its record was built). Once a write fails, :meth:`room` and :meth:`drain` let
+    the others end and raise the failure of the earliest item, so that the run's last line names the first record
+    the storage refused, as when records are written one at a time."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.pending: dict[asyncio.Future[ItemResult], tuple[int, tuple[str, int]]] = {}
+        self.failed: list[tuple[int, BaseException]] = []
+        self._count = 0
+
+    def add(self, key: tuple[str, int], write: Coroutine[Any, Any, ItemResult]) -> None:
+        """Start ``write``, the record of the item ``key``."""
+        future = asyncio.ensure_future(write)
+        self.pending[future] = (self._count, key)
+        self._count += 1
+        future.add_done_callback(self._ended)
+
+    def _ended(self, future: asyncio.Future[ItemResult]) -> None:
+        entry = self.pending.pop(future, None)
+        if entry is None or future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            self.failed.append((entry[0], error))
+            return
+        self.progress.acknowledge(future.result(), item=entry[1], watched=True)
+
+    async def room(self) -> None:
+        """Wait until fewer than :data:`WRITES_IN_FLIGHT` writes are in flight.
+
+        Raises:
+            StorageError: a write failed.
+        """
+        await self._raise()
+        while len(self.pending) >= WRITES_IN_FLIGHT:
+            await asyncio.wait(list(self.pending), return_when=asyncio.FIRST_COMPLETED)
+            await self._raise()
+
+    async def drain(self) -> None:
+        """Wait until every write ended.
+
+        Raises:
+            StorageError: a write failed.
+        """
+        await self.close()
+        await self._raise()
+
+    async def close(self) -> None:
+        """Let the writes still in flight end (a write runs in a thread and cannot be stopped midway)."""
+        if self.pending:
+            await asyncio.gather(*self.pending, return_exceptions=True)
+
+    async def _raise(self) -> None:
+        if self.failed:
+            await self.close()
+            raise min(self.failed, key=lambda failure: failure[0])[1]

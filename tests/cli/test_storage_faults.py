@@ -9,6 +9,7 @@ import time
 import pytest
 
 from runner.engine import progress as progress_module
+from runner.engine.sequential import WRITES_IN_FLIGHT
 from runner.storage import ResultStore
 
 TOY = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--log-format", "json"]
@@ -49,7 +50,10 @@ def test_an_outage_mid_run_is_waited_out_and_logged_once_each_way(cli, storage, 
     assert gateway.applied >= 3
     assert storage_events(result) == ["storage.outage", "storage.recovered"]
     outage = result.event("storage.outage")
-    assert outage["failed"] == f"write {storage}/records/toy-010/0.json"
+    # The 11th record write fails: the sequential executor writes a few records at once while later items run, so
+    # it may be the record of any item of that window.
+    window = {f"write {storage}/records/toy-{i:03d}/0.json" for i in range(10 - WRITES_IN_FLIGHT, 11)}
+    assert outage["failed"] in window
     assert outage["error"] == "OSError: [Errno 16] Service Unavailable" and outage["limit_s"] == 60
     assert result.event("storage.recovered")["seconds"] >= 1.5
     summary = json.loads(ResultStore(storage).read_file("summary.json"))
@@ -63,17 +67,19 @@ def test_an_outage_longer_than_the_limit_exits_3_and_the_same_command_resumes(cl
     command = [*TOY, "--limit", "20", "--storage", storage, "--storage-options", NO_CLIENT_RETRIES,
                "--storage-outage", "1"]
     stopped = cli_process(*command, env=proxied_s3_env)
-    stopped.fault_line(f"error: cannot write {storage}/records/toy-005/0.json: the storage kept failing for ",
+    stopped.fault_line(f"error: cannot write {storage}/records/toy-", "/0.json: the storage kept failing for ",
                        " s (OSError: [Errno 16] Service Unavailable); this looks temporary: the records written so far "
                        "are kept, and the same command resumes once the storage answers (--storage-outage 1 is the "
                        "longest outage a run waits out)")
     assert stopped.stdout == ""
-    assert ResultStore(storage).done_items() == {(f"toy-{i:03d}", 0) for i in range(5)}
+    # Five writes went through: those of five of the first items (a few are written at once).
+    done = ResultStore(storage).done_items()
+    assert len(done) == 5 and done <= {(f"toy-{i:03d}", 0) for i in range(5 + WRITES_IN_FLIGHT)}
 
     s3_proxy.clear()
     resumed = cli(*command)
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.event("run.finished")["executed"] == 15
+    assert resumed.event("run.finished")["executed"] == 15  # the other fifteen, each once
     assert "20/20 items" in resumed.stdout
 
 
@@ -123,9 +129,9 @@ def test_refused_credentials_mid_run_stop_it_with_exit_3(cli, storage, s3_proxy)
     s3_proxy.inject("status", method="PUT", path="/records/", after=3, status=403,
                     body=b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
     result = cli(*TOY, "--storage", storage)
-    result.fault_line(f"cannot write {storage}/records/toy-003/0.json (PermissionError: Access Denied); the storage "
-                      "refused the credentials", "the records written so far are kept, and the same command resumes "
-                      "once this is fixed")
+    result.fault_line(f"cannot write {storage}/records/toy-", "/0.json (PermissionError: Access Denied); the "
+                      "storage refused the credentials", "the records written so far are kept, and the same command "
+                      "resumes once this is fixed")
     assert len(ResultStore(storage).done_items()) == 3
 
 
@@ -138,11 +144,16 @@ def test_a_store_that_hangs_is_an_outage_within_the_budget(cli, storage, s3_prox
     started = time.monotonic()
     result = cli(*TOY, "--limit", "10", "--storage", storage, "--storage-outage", "2")
     assert time.monotonic() - started < 15
-    result.fault_line(f"cannot write {storage}/records/toy-003/0.json: the storage kept failing for ",
-                      "(TimeoutError: the storage did not answer within 2 s); this looks temporary")
+    line = result.fault_line(f"cannot write {storage}/records/toy-", "/0.json: the storage kept failing for ",
+                             "(TimeoutError: the storage did not answer within 2 s); this looks temporary")
     assert result.event("storage.outage")["error"] == "TimeoutError: the storage did not answer within 2 s"
+    # The writes from the 4th on hang; the sequential executor writes a few records at once, so the first refused
+    # is one of those in flight together, and the heartbeat names the oldest item waiting.
+    window = [f"toy-{i:03d}" for i in range(0, 4 + WRITES_IN_FLIGHT)]
+    assert any(f"/records/{task}/0.json" in line for task in window), line
     waiting = [beat for beat in result.events() if beat["event"] == "run.heartbeat" and beat["in_flight"]]
-    assert waiting and {(beat["oldest_task_id"], beat["in_flight"]) for beat in waiting} == {("toy-003", 1)}
+    assert waiting and {beat["oldest_task_id"] for beat in waiting} <= set(window)
+    assert max(beat["in_flight"] for beat in waiting) <= 1 + WRITES_IN_FLIGHT
     assert max(beat["oldest_s"] for beat in waiting) >= 2
     assert ResultStore(storage).read_file("lease.json") is None
 
@@ -159,7 +170,7 @@ def test_a_hang_shorter_than_the_budget_is_waited_out_and_the_lease_released(cli
     events = [event["event"] for event in result.events()]
     assert "lease.not_released" not in events and "lease.lost" not in events
     waiting = [beat for beat in result.events() if beat["event"] == "run.heartbeat" and beat["in_flight"]]
-    assert {beat["oldest_task_id"] for beat in waiting} == {"toy-003"}
+    assert {beat["oldest_task_id"] for beat in waiting} <= {f"toy-{i:03d}" for i in range(4 + WRITES_IN_FLIGHT)}
     assert max(beat["oldest_s"] for beat in waiting) >= 2
     assert ResultStore(storage).read_file("lease.json") is None
     assert cli(*TOY, "--limit", "10", "--storage", storage).returncode == 0

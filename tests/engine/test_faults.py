@@ -167,7 +167,9 @@ async def test_a_run_whose_item_hangs_is_not_silent(monkeypatch: pytest.MonkeyPa
                                storage=FileEvaluatorStorage(str(tmp_path / "run"))).run()
     waiting = [beat for beat in logs if beat["event"] == "run.heartbeat" and beat["in_flight"]]
     assert len(waiting) >= 3
-    assert {(beat["in_flight"], beat["oldest_task_id"], beat["done"]) for beat in waiting} == {(1, "toy-001", 1)}
+    # In flight: the hanging item, and once it ends the next one too while its record is written.
+    assert {(beat["oldest_task_id"], beat["done"]) for beat in waiting} == {("toy-001", 1)}
+    assert {beat["in_flight"] for beat in waiting} <= {1, 2}
     assert max(beat["oldest_s"] for beat in waiting) >= 0.6
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from runner.core.record import ErrorInfo, TokenUsage
+from runner.core.record import ErrorInfo, TaskRecord, TokenUsage
 from runner.core.solution import SolutionContext
 from runner.core.task import Task
 from runner.core.usage import usage_scope
@@ -26,16 +26,16 @@ from runner.engine.context import RunContext
 from runner.engine.item import watchdog
 from runner.engine.item.guard import guarded
 from runner.engine.item.outcome import SKIPPED, ItemResult, SolutionOutcome, error_info, worker_identity
-from runner.engine.item.record import acknowledgement, build_record, jsonable_input, jsonable_output, roll_up, \
-    scored_output
+from runner.engine.item.record import Verdict, acknowledgement, build_record, jsonable_input, jsonable_output, \
+    roll_up, scored_output
 from runner.engine.item.scoring import NotScored, score
 from runner.engine.item.solution import Solution
 from runner.engine.plan import WorkItem
 from runner.storage.manifest import utc_now
 from runner.traffic.control import TrafficControl
 
-__all__ = ["ItemResult", "ItemSite", "SKIPPED", "SolutionOutcome", "execute_one", "finish_item", "record_fault",
-           "worker_identity"]
+__all__ = ["Finished", "ItemResult", "ItemSite", "SKIPPED", "SolutionOutcome", "execute_one", "finish_item",
+           "record_fault", "run_item", "score_item", "store_item", "worker_identity"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class _NotStarted(BaseException):
 
 
 async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned: bool = False) -> ItemResult:
-    """Run one (task, repeat) and store its record.
+    """Run one (task, repeat) and store its record: :func:`run_item`, then :func:`store_item`.
 
     Args:
         item: the task (the solution and metrics see a deep copy, :meth:`Task.fresh`, never ``item.task``), the
@@ -93,23 +93,64 @@ async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned
         StorageOutage: the store stayed unavailable past ``context.settings.storage_outage``; while it is
             unavailable, the item waits before its solution runs.
     """
-    task, context = item.task, site.context
-    await context.store.outage.wait()
-    with structlog.contextvars.bound_contextvars(task_id=task.id, repeat=item.repeat, attempt=attempt), \
-            watchdog.tracked(task.id, item.repeat, attempt):
-        with usage_scope() as usage, site.traffic.scope(item.repeat):
-            # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
-            given_input = jsonable_input(task.input)
-            try:
-                fresh, outcome = await _solve(item, site, attempt, owned)
-            except _NotStarted:
-                return ItemResult(task.id, item.repeat, SKIPPED, False, attempt, 0.0)
-            outcome.task_input = given_input
-            try:
-                return await finish_item(item, fresh, outcome, context, attempt=attempt, worker=site.worker,
-                                         usage=usage, sync_in_thread=site.sync_in_thread)
-            finally:
-                site.traffic.flush()
+    with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt), \
+            watchdog.tracked(item.task.id, item.repeat, attempt):
+        finished = await _run_item(item, site, attempt, owned)
+        if isinstance(finished, ItemResult):
+            return finished
+        # Still tracked: an item its executor gave up on meanwhile (it blocked its loop) writes nothing.
+        return await store_item(finished, site.context)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An item whose record is built and not yet written (:func:`run_item`; :func:`store_item` writes it).
+
+    Args:
+        record: the record.
+        verdict: its rolled-up status and the cause of a failure.
+        seconds: wall time of the item from its first solution slot.
+    """
+
+    record: TaskRecord
+    verdict: Verdict
+    seconds: float
+
+
+async def run_item(item: WorkItem, site: ItemSite, *, attempt: int = 1,
+                   owned: bool = False) -> Finished | ItemResult:
+    """The part of :func:`execute_one` that runs user code: the solution (with its retries), then every metric
+    once; the record built, not written. An executor that writes records itself (the sequential one overlaps each
+    write with the next item) calls this and then :func:`store_item`.
+
+    Returns:
+        the :class:`Finished` item, or the :data:`SKIPPED` :class:`ItemResult` of one the budget kept from starting.
+
+    Raises:
+        StorageOutage: as :func:`execute_one` (the item waits while the store is out, before its solution runs).
+    """
+    with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt), \
+            watchdog.tracked(item.task.id, item.repeat, attempt):
+        return await _run_item(item, site, attempt, owned)
+
+
+async def _run_item(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -> Finished | ItemResult:
+    """:func:`run_item` inside the item's tracking by the watchdog."""
+    task = item.task
+    await site.context.store.outage.wait()
+    with usage_scope() as usage, site.traffic.scope(item.repeat):
+        # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
+        given_input = jsonable_input(task.input)
+        try:
+            fresh, outcome = await _solve(item, site, attempt, owned)
+        except _NotStarted:
+            return ItemResult(task.id, item.repeat, SKIPPED, False, attempt, 0.0)
+        outcome.task_input = given_input
+        try:
+            return await score_item(item, fresh, outcome, site.context, attempt=attempt, worker=site.worker,
+                                    usage=usage, sync_in_thread=site.sync_in_thread)
+        finally:
+            site.traffic.flush()
 
 
 async def _solve(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -> tuple[Task, SolutionOutcome]:
@@ -164,13 +205,35 @@ async def finish_item(
     usage: dict[str, TokenUsage] | None = None,
     sync_in_thread: bool = True,
 ) -> ItemResult:
-    """Score ``outcome`` with every metric of ``task`` once and write the item's record once.
+    """Score ``outcome`` with every metric of ``task`` once and write the item's record once: :func:`score_item`,
+    then :func:`store_item`. Used by an executor to record an item that did not finish on its worker
+    (:func:`record_fault`).
+
+    Raises:
+        StorageError: the record cannot be written.
+    """
+    finished = await score_item(item, task, outcome, context, attempt=attempt, worker=worker, usage=usage,
+                                sync_in_thread=sync_in_thread)
+    return await store_item(finished, context)
+
+
+async def score_item(
+    item: WorkItem,
+    task: Task,
+    outcome: SolutionOutcome,
+    context: RunContext,
+    *,
+    attempt: int = 1,
+    worker: dict[str, Any] | None = None,
+    usage: dict[str, TokenUsage] | None = None,
+    sync_in_thread: bool = True,
+) -> Finished:
+    """Score ``outcome`` with every metric of ``task`` once and build the item's record.
 
     A solution that did not return is scored as ``SolutionOutput(success=False)``
     (:func:`~runner.engine.item.record.scored_output`). Each metric may take ``context.settings.metric_limit``
     seconds (the ``metric_timeout`` setting, else ``timeout``); past it, the metric's result is a ``TimeoutError``
-    and the item's record a ``timeout``. Used by :func:`execute_one`, and by an executor to record an item that did
-    not finish on its worker (:func:`record_fault`).
+    and the item's record a ``timeout``.
 
     Args:
         item: the item.
@@ -181,14 +244,7 @@ async def finish_item(
         usage: tokens spent by the solution, by model (metrics' tokens are added to it).
         sync_in_thread: call a sync metric in a daemon thread (always when a metric time limit is set, so the limit
             can leave it behind).
-
-    Returns:
-        the item's :class:`ItemResult`.
-
-    Raises:
-        StorageError: the record cannot be written.
     """
-    log = structlog.get_logger("runner")
     usage = usage if usage is not None else {}
     output = scored_output(outcome)
     payload, serial_error = jsonable_output(output)
@@ -200,22 +256,36 @@ async def finish_item(
     verdict = roll_up(outcome, output, serial_error, metrics)
     record = build_record(item, task, outcome, verdict, payload, metrics, run_id=context.run_id, attempt=attempt,
                           worker=worker or {}, usage=usage, metrics_s=time.perf_counter() - t_metrics)
-    seconds = time.perf_counter() - outcome.t_start
+    return Finished(record, verdict, time.perf_counter() - outcome.t_start)
+
+
+async def store_item(finished: Finished, context: RunContext) -> ItemResult:
+    """Write a finished item's record once (unless its executor gave up on it meanwhile) and log it; the item's
+    :class:`ItemResult`. A record another write had stored already is kept, and the result says ``written=False``.
+
+    Raises:
+        StorageError: the record cannot be written.
+    """
+    record, verdict, seconds = finished.record, finished.verdict, finished.seconds
+    log = structlog.get_logger("runner")
     if watchdog.abandoned():
         # Its executor gave up on it (it blocked its loop past its limit) and stores its record; nobody reads this.
         log.info("item.abandoned", detail="it ended after its executor had recorded it; its result is dropped")
-        return ItemResult(task.id, item.repeat, verdict.status, False, attempt, seconds)
+        return ItemResult(record.task_id, record.repeat, verdict.status, False, record.attempt, seconds)
     written = await asyncio.to_thread(context.store.write_record, record)
     _log_written(log, record, written, seconds)
     return acknowledgement(record, verdict, written, seconds)
 
 
-def _log_written(log: Any, record: Any, written: bool, seconds: float) -> None:
+def _log_written(log: Any, record: TaskRecord, written: bool, seconds: float) -> None:
     """One line for a finished item: its status, and whether another write's record was there already."""
     if record.status == "ok":
         log.debug("item.done", status=record.status, seconds=round(seconds, 4))
+        if written:
+            return
     else:
-        log.warning("item.done", status=record.status, error=record.error.message if record.error else None,
+        log.warning("item.done", task_id=record.task_id, repeat=record.repeat, attempt=record.attempt,
+                    status=record.status, error=record.error.message if record.error else None,
                     seconds=round(seconds, 4))
     if not written and record.attempt == 1:
         # The plan skips items that had a record when it started and duplicate task ids, so a first attempt finds
