@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import structlog
 from pydantic import BaseModel
 
@@ -50,6 +51,14 @@ def _stamp(moment: _dt.datetime) -> str:
     return moment.isoformat(timespec="milliseconds")
 
 
+def _started(pid: int) -> float | None:
+    """The start time of process ``pid`` (seconds since the epoch), or ``None`` if it cannot be read."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
 class Lease(BaseModel):
     """The content of ``lease.json``.
 
@@ -61,11 +70,14 @@ class Lease(BaseModel):
         heartbeat_at: ISO-8601 UTC time of the latest renewal.
         expires_at: ``heartbeat_at`` + ``ttl_s``: past it, the lease has lapsed.
         ttl_s: seconds a renewal keeps the lease alive.
+        pid_started: the driver process's start time (seconds since the epoch, as the OS reports it), which tells
+            the driver from a later process that reuses its pid (``None`` in leases of earlier versions).
     """
 
     token: str
     host: str
     pid: int
+    pid_started: float | None = None
     run_id: str | None = None
     since: str
     heartbeat_at: str
@@ -76,7 +88,8 @@ class Lease(BaseModel):
     def new(cls, ttl_s: float, run_id: str | None = None) -> Lease:
         """A lease for this process, renewed now."""
         now = _now()
-        return cls(token=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(), run_id=run_id,
+        return cls(token=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(), pid_started=_started(os.getpid()),
+                   run_id=run_id,
                    since=_stamp(now), heartbeat_at=_stamp(now), expires_at=_stamp(now + _dt.timedelta(seconds=ttl_s)),
                    ttl_s=ttl_s)
 
@@ -91,16 +104,20 @@ class Lease(BaseModel):
         return _dt.datetime.fromisoformat(self.expires_at) <= _now()
 
     def driver_gone(self) -> bool:
-        """Whether the holder was a process of this host that no longer exists (a killed driver)."""
+        """Whether the holder was a process of this host that no longer runs (a killed driver): its pid is gone,
+        is a zombie (killed, not yet reaped: ``timeout -s KILL`` leaves one until PID 1 reaps it, and PID 1 of many
+        containers never does), or is another process's now (its start time differs)."""
         if self.host != socket.gethostname():
             return False
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
+            process = psutil.Process(self.pid)
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+            return self.pid_started is not None and abs(process.create_time() - self.pid_started) > 1.0
+        except psutil.NoSuchProcess:
             return True
-        except PermissionError:
+        except psutil.AccessDenied:
             return False
-        return False
 
     def lapsed(self) -> bool:
         """Whether the lease may be taken over: it expired, or its driver is gone."""

@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 
+import psutil
 import pytest
 
 from runner.engine.sequential import WRITES_IN_FLIGHT
@@ -54,8 +55,20 @@ def test_config_file_with_flags_overriding_it(cli, tmp_path):
     assert summary["pass_at_k"]["exact-match"] == {"1": 1.0, "2": 1.0}
 
 
-def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int) -> int:
-    """Run the toy benchmark in a subprocess, SIGKILL it after ``after_calls`` solution calls; its pid."""
+_ZOMBIES: list[subprocess.Popen] = []
+
+
+@pytest.fixture
+def reaper():
+    """Reaps, at the end of the test, the killed drivers it left as zombies."""
+    yield
+    while _ZOMBIES:
+        _ZOMBIES.pop().wait()
+
+
+def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int, reap: bool = True) -> int:
+    """Run the toy benchmark in a subprocess, SIGKILL it after ``after_calls`` solution calls; its pid. Without
+    ``reap``, the killed driver stays a zombie until the test ends."""
     command = [sys.executable, "-m", "runner", "--benchmark", "toy", "--solution",
                "tests.support.solutions:counting_calculator", "--sequential", "--storage", storage,
                "--log-format", "json"]
@@ -67,12 +80,17 @@ def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    if reap:
+        proc.wait()
+    else:  # as `timeout -s KILL` leaves it: a zombie until its parent (here, this test) reaps it
+        _ZOMBIES.append(proc)
+        while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
     return proc.pid
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
-def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_path, request, cli):
+@pytest.mark.parametrize("backend", ["local", "s3", "local, its driver a zombie"])
+def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_path, request, cli, reaper):
     env = {"RUNNER_TEST_CALLS": str(tmp_path / "calls.txt")}
     if backend == "s3":
         env.update(request.getfixturevalue("s3_server"))
@@ -81,7 +99,7 @@ def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_p
         storage = str(tmp_path / "run")
     calls_file = tmp_path / "calls.txt"
 
-    killed = _kill_midway(storage, calls_file, env, after_calls=30)
+    killed = _kill_midway(storage, calls_file, env, after_calls=30, reap="zombie" not in backend)
     os.environ.update(env) if backend == "s3" else None
     done_at_kill = {key for key, _ in ResultStore(storage).done_items()}
     calls_at_kill = len(calls_file.read_text().splitlines())

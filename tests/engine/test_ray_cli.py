@@ -55,6 +55,32 @@ def test_ray_missing_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("case", ["long TMPDIR", "TMPDIR is a file"])
+def test_an_os_error_while_the_embedded_ray_starts_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    """ray#7724: a Slurm-style TMPDIR whose socket paths pass AF_UNIX's 107 bytes, and (a neighbour) a TMPDIR that
+    is a file: one line naming the cause and the way out, exit 2, nothing written."""
+    if case == "long TMPDIR":
+        temp = tmp_path / "slurm" / "job_48151623" / ("step_" + "x" * (84 - len(str(tmp_path)) - 24))
+        temp.mkdir(parents=True)
+        cause = "AF_UNIX path length cannot exceed 107 bytes"
+    else:
+        temp = tmp_path / "a-file"
+        temp.write_text("")
+        cause = "NotADirectoryError"
+    run = tmp_path / "run"
+    env = runner_env(TMPDIR=str(temp))
+    env.pop("RAY_TMPDIR", None)
+    done = subprocess.run([sys.executable, "-m", "runner", "-b", "toy", "-s", "calculator", "--storage", str(run)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("error: cannot start an embedded Ray (") and cause in lines[0]
+    assert f"set RAY_TMPDIR to a short, writable folder (e.g. RAY_TMPDIR=/tmp; Ray uses it, else TMPDIR, now {temp})" \
+        in lines[0] and lines[0].endswith("or run with --sequential")
+    assert not run.exists()
+
+
 def test_driver_killed_midway_resumes_without_running_items_twice(tmp_path: Path) -> None:
     """SIGKILL the driver once some records exist; the same command takes the dead driver's lease over (its process
     is gone on this host) and completes the run. Only items that were in flight at the kill may have run twice (at most 2

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 import structlog
 
@@ -81,6 +82,32 @@ def test_a_lease_whose_process_is_gone_on_this_host_is_taken_over_without_the_fl
     assert held.lease.pid == os.getpid() != dead.pid and stored(store)["token"] == held.lease.token
     assert [e["detail"] for e in logs if e["event"] == "lease.taken_over"] == [
         "its process is gone: this driver now owns the run"]
+
+
+def test_a_lease_whose_driver_is_a_zombie_is_taken_over_without_the_flag(store):
+    """A driver killed and not yet reaped (``timeout -s KILL``; PID 1 reaps late, or never in some containers) is
+    a zombie: its pid still answers ``kill(pid, 0)``, yet it is dead."""
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    killed.kill()
+    deadline = time.monotonic() + 10
+    while psutil.Process(killed.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        os.kill(killed.pid, 0)  # the old test of a live process says "alive"
+        dead = leave(store, host=socket.gethostname(), pid=killed.pid)
+        assert dead.state() == "driver gone"
+        held = lease.acquire(store, ttl_s=60)
+        assert stored(store)["token"] == held.lease.token and held.lease.pid_started is not None
+    finally:
+        killed.wait()
+
+
+def test_a_lease_whose_pid_another_process_reuses_is_taken_over(store):
+    """The pid is alive, but it started long after the driver took the lease: another process reuses it."""
+    reused = leave(store, host=socket.gethostname(), pid=os.getpid(), pid_started=time.time() - 86400)
+    assert reused.state() == "driver gone"
+    alive = leave(store, host=socket.gethostname(), pid=os.getpid(), pid_started=psutil.Process().create_time())
+    assert alive.state() == "alive"
 
 
 def test_two_drivers_taking_over_one_lapsed_lease_at_once_one_wins(store):

@@ -123,18 +123,48 @@ def connect(address: str | None) -> bool:
             if target:
                 ray.init(address=target, logging_level=logging.WARNING)
             else:
-                # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray.
-                ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
-    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+                # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray. Its notice
+                # that the new cluster uses token authentication (Ray's secure default) would stand before every
+                # run's first line; the embedded cluster ends with the run.
+                with _quiet(AUTH_NOTICE_LOGGER):
+                    ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
+    except (OSError, RuntimeError, ValueError) as exc:
+        # OSError: the machine refused what Ray needs (a socket path over AF_UNIX's 107 bytes under a long TMPDIR,
+        # a temp folder that is a file or not writable, no free port); ConnectionError and TimeoutError are OSErrors.
         detail = exception_line(exc)
         if not target:
-            raise RayUnavailable(f"cannot start an embedded Ray ({detail}); run with --sequential") from None
+            raise RayUnavailable(
+                f"cannot start an embedded Ray ({detail}); if the temp folder is the cause, set RAY_TMPDIR to a short, "
+                f"writable folder (e.g. RAY_TMPDIR=/tmp; Ray uses it, else TMPDIR, now {_temp_root()}), or run with "
+                "--sequential") from None
         hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else (
             "; if the cluster uses token authentication (on by default for clusters started by Ray 2.60), "
             "set RAY_AUTH_MODE=token and provide the token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
         )
         raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
     return True
+
+
+AUTH_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+"""The logger of Ray's notice that a cluster it starts enables token authentication (Ray 2.60)."""
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """The Python logger ``name`` says nothing below ERROR inside the block."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _temp_root() -> str:
+    """The folder an embedded Ray puts its sessions and sockets under: ``RAY_TMPDIR``, else ``TMPDIR`` (Linux),
+    else ``/tmp`` (ray/_common/utils.py ``get_default_system_temp_dir``)."""
+    return os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
 
 
 @contextlib.contextmanager
