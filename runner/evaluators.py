@@ -246,7 +246,7 @@ class GeneralEvaluator(EvaluatorBase):
 
 
 _WORKER_SHORTCUTS = ("num_cpus", "num_gpus", "memory", "memory_limit", "resources", "accelerator_type",
-                     "max_concurrency", "max_attempts")
+                     "max_concurrency", "max_attempts", "placement_timeout")
 
 
 class RayEvaluator(EvaluatorBase):
@@ -267,7 +267,8 @@ class RayEvaluator(EvaluatorBase):
         num_cpus, num_gpus (fractions allowed), memory (bytes, or a string such as ``"8GiB"``: reserved for Ray's
             scheduler only), memory_limit (bytes each worker process may use, enforced), resources (custom Ray
             resources), accelerator_type (e.g. ``"A100"``), max_concurrency (items in flight per actor),
-            max_attempts (executions of an item before a dying worker makes it an error record).
+            max_attempts (executions of an item before a dying worker makes it an error record),
+            placement_timeout (seconds to wait, with no worker running, for workers to get their resources).
         ray_address: the cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded Ray.
         **options: :class:`EvaluatorBase` options (``timeout`` in seconds, ``limit``, ``solution_retries``,
             ``force``, ``show``...).

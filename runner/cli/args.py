@@ -25,6 +25,7 @@ WORKER_FLAGS = {
     "accelerator_type": "accelerator_type",
     "concurrency": "max_concurrency",
     "max_attempts": "max_attempts",
+    "placement_timeout": "placement_timeout",
 }
 # flag dest -> RunConfig field
 RUN_FLAGS = (
@@ -215,6 +216,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--max-attempts", type=int,
                      help="executions of an item before a dying worker fails it (default 3; a worker death charges "
                      "an attempt, a solution that raises does not: see --solution-retries)")
+    how.add_argument("--placement-timeout", type=float, metavar="SECONDS",
+                     help="seconds to wait, with no worker running, for workers to get their resources (held by other "
+                     "jobs, or nodes still being added) before the run stops with one line (default 900; 0: no "
+                     "bound); the driver says every 30 s what they wait for")
     how.add_argument("--log-format", choices=("console", "json"), help="default: console on a terminal, else json")
 
     traffic = parser.add_argument_group("model traffic (shared by every worker; see docs/models.md)")
@@ -269,7 +274,7 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     for flag, field in WORKER_FLAGS.items():
         value = getattr(args, flag, None)
         if value is not None:
-            worker[field] = value
+            worker[field] = None if field == "placement_timeout" and value == 0 else value
             given[f"worker.{field}"] = _flag(flag)
     if worker:
         data["worker"] = worker

@@ -24,6 +24,11 @@ _BUILTIN_RESOURCES = {"CPU": "--num-cpus (num_cpus)", "GPU": "--num-gpus (num_gp
                       "object_store_memory": "no per-worker setting (Ray sizes the object store per node)"}
 
 
+DEFAULT_PLACEMENT_TIMEOUT_S = 900.0
+"""Seconds a run waits, with no worker running, for workers to get their resources: long enough for a cluster
+autoscaler to add a GPU node (typically 2 to 10 minutes on GKE, EKS and AKS)."""
+
+
 class WorkerSpec(BaseModel):
     """Resources and behaviour of each Ray worker (actor).
 
@@ -43,6 +48,9 @@ class WorkerSpec(BaseModel):
         max_concurrency: items in flight per actor, for solutions that mostly wait on a model server.
         max_attempts: executions of one item before a dying worker makes it an error record (a worker death
             charges an attempt; a solution that raises does not: see :attr:`RunSettings.solution_retries`).
+        placement_timeout: seconds the run waits, with no worker running, for a worker to get the resources it asks
+            for (other jobs or runs may hold them; an autoscaler may add nodes) before it stops with one line
+            (``None``: no bound). Meanwhile the driver says every 30 s what the workers wait for and what is free.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +64,7 @@ class WorkerSpec(BaseModel):
     accelerator_type: str | None = None
     max_concurrency: int = Field(default=1, ge=1)
     max_attempts: int = Field(default=3, ge=1)
+    placement_timeout: float | None = Field(default=DEFAULT_PLACEMENT_TIMEOUT_S, gt=0)
 
     @model_validator(mode="before")
     @classmethod

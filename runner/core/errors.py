@@ -49,6 +49,17 @@ class ConfigError(RunnerError):
     """A run configuration (flags, config file, constructor arguments) that does not validate."""
 
 
+class ResourcesBusy(RunnerError):
+    """No worker of the run could get its resources within the placement bound (``--placement-timeout``): the
+    cluster has them on paper, but other jobs or runs hold them now. Exit status 2 before the run wrote anything
+    (the same command starts it once they are free); :class:`WorkersLost` once it had."""
+
+
+class WorkersLost(RunStopped):
+    """Every worker of a run that had started writing is gone, and none of their replacements could get its
+    resources within the placement bound (exit status 3: the same command resumes)."""
+
+
 class PluginError(RunnerError):
     """A benchmark or solution name that is unknown, or an import path that does not import."""
 

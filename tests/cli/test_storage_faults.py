@@ -52,7 +52,8 @@ def test_an_outage_mid_run_is_waited_out_and_logged_once_each_way(cli, storage, 
     outage = result.event("storage.outage")
     # The 11th record write fails: the sequential executor writes a few records at once while later items run, so
     # it may be the record of any item of that window.
-    window = {f"write {storage}/records/toy-{i:03d}/0.json" for i in range(10 - WRITES_IN_FLIGHT, 11 + WRITES_IN_FLIGHT)}
+    window = {f"write {storage}/records/toy-{i:03d}/0.json"
+              for i in range(10 - WRITES_IN_FLIGHT, 11 + WRITES_IN_FLIGHT)}
     assert outage["failed"] in window
     assert outage["error"] == "OSError: [Errno 16] Service Unavailable" and outage["limit_s"] == 60
     assert result.event("storage.recovered")["seconds"] >= 1.5

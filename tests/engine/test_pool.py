@@ -16,12 +16,13 @@ import pytest
 import structlog
 
 from runner.core.config import WorkerSpec
-from runner.core.errors import ConfigError, ProtocolStop
+from runner.core.errors import ConfigError, ProtocolStop, ResourcesBusy, WorkersLost
 from runner.core.record import ErrorInfo
 from runner.core.task import Task
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.pool.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
 from runner.engine.item.execute import ItemResult
+from runner.engine.pool import pool as pool_module
 from runner.engine.pool.pool import Ack, Fault, WorkerBuildFailed, WorkerLost, WorkerPool
 from runner.engine.pool.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls
 from runner.engine.progress import Progress
@@ -71,6 +72,7 @@ class FakeBackend:
         self.probes: list[int] = []
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._alarms: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.unplaced: set[int] = set()
 
     def start_worker(self) -> int:
         self.started += 1
@@ -91,6 +93,8 @@ class FakeBackend:
 
     async def describe(self, handle: int) -> dict[str, Any]:
         await asyncio.sleep(0)
+        while handle in self.unplaced:  # waits for resources that never free up
+            await asyncio.sleep(0.01)
         if handle in self._slots:
             self.probes.append(handle)
         self._check(handle)
@@ -150,14 +154,20 @@ class FakeBackend:
     def node_alive(self, node: str) -> bool | None:
         return not (self.reports_dead and node in self.dead_nodes)
 
+    def waiting(self, handles: list[int]) -> dict[str, Any]:
+        """Workers ``unplaced`` say they wait for resources (a GPU another job holds)."""
+        return {"unplaced": sum(1 for handle in handles if handle in self.unplaced), "wants": {"GPU": 1.0},
+                "free": {"GPU": 0.0}}
+
     def kill(self, handle: int) -> None:
         self.killed.append(handle)
         self._die(handle)
 
 
 async def run_pool(backend: FakeBackend, plan: list[WorkItem], *, size: int = 2, concurrency: int = 1,
-                   max_attempts: int = 3, progress: Progress | None = None) -> tuple[WorkerPool, Progress,
-                                                                                      list[tuple[str, int, Fault]]]:
+                   max_attempts: int = 3, progress: Progress | None = None,
+                   placement_timeout: float | None = 900.0) -> tuple[WorkerPool, Progress,
+                                                                     list[tuple[str, int, Fault]]]:
     recorded: list[tuple[str, int, Fault]] = []
 
     async def record(item: WorkItem, attempt: int, fault: Fault) -> str:
@@ -165,7 +175,8 @@ async def run_pool(backend: FakeBackend, plan: list[WorkItem], *, size: int = 2,
         backend.recorded.add(item.task.id)
         return fault.status
 
-    pool = WorkerPool(backend, WorkerSpec(max_concurrency=concurrency, max_attempts=max_attempts), size, record)
+    spec = WorkerSpec(max_concurrency=concurrency, max_attempts=max_attempts, placement_timeout=placement_timeout)
+    pool = WorkerPool(backend, spec, size, record)
     progress = progress or Progress(len(plan), bar=False)
     try:
         await pool.start("fake")
@@ -381,6 +392,60 @@ async def test_the_driver_knows_what_is_in_flight_and_since_when() -> None:
     await looker
     assert (seen[0]["in_flight"], seen[0]["oldest_task_id"], seen[0]["done"]) == (2, "t0", 1)
     assert progress.heartbeat()["in_flight"] == 0
+
+
+async def test_workers_waiting_for_busy_resources_say_so_and_stop_the_run_past_the_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another job holds the GPU every worker asks for: the driver says what they wait for every WAIT_LOG_S, and
+    past --placement-timeout with none running the run stops before writing anything (exit 2); with no bound it
+    waits on (and says so)."""
+    monkeypatch.setattr(pool_module, "WAIT_LOG_S", 0.05)
+    backend = FakeBackend()
+    backend.unplaced = {0, 1}
+    with structlog.testing.capture_logs() as logs, pytest.raises(ResourcesBusy) as stopped:
+        await run_pool(backend, items(3), placement_timeout=0.3)
+    assert str(stopped.value) == (
+        "no fake worker got the resources it asks for (GPU=1) within --placement-timeout 0.3 s; free now: GPU=0: "
+        "other jobs or runs hold them, or no node has them yet; nothing was written; run the same command once they "
+        "are free, lower the spec, or raise --placement-timeout (0: no bound)")
+    waiting = [entry for entry in logs if entry["event"] == "pool.waiting"]
+    assert len(waiting) >= 4 and backend.executed == []
+    assert waiting[0]["detail"] == ("2 fake workers wait to start (2 of them for resources: each asks for GPU=1; "
+                                    "free now: GPU=0)")
+    assert (waiting[0]["waiting"], waiting[0]["unplaced"], waiting[0]["running"]) == (2, 2, 0)
+
+    backend = FakeBackend()
+    backend.unplaced = {0, 1}
+    pool = WorkerPool(backend, WorkerSpec(placement_timeout=None), 2, record=None)  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        starting = asyncio.ensure_future(pool.start("fake"))
+        await asyncio.sleep(0.4)
+        assert not starting.done()
+        backend.unplaced.clear()  # the other job lets go
+        await asyncio.wait_for(starting, 5)
+    pool.close()
+    assert len([entry for entry in logs if entry["event"] == "pool.waiting"]) >= 4
+
+
+async def test_a_run_whose_workers_are_gone_and_cannot_be_replaced_stops_with_exit_3(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mid-run, the only worker dies and its replacement never gets resources: the run stops (the records written
+    so far stay); while another worker runs, waiting replacements do not stop it."""
+    monkeypatch.setattr(pool_module, "WAIT_LOG_S", 0.05)
+    backend = FakeBackend(dies=lambda worker, task, attempt: task == "t2")
+    original = backend.start_worker
+
+    def start_worker() -> int:
+        handle = original()
+        if handle >= 1:
+            backend.unplaced.add(handle)
+        return handle
+
+    backend.start_worker = start_worker  # type: ignore[method-assign]
+    with pytest.raises(WorkersLost, match=r"^no fake worker got the resources .* the records written so far are "
+                       r"kept, and the same command resumes once they are free$"):
+        await run_pool(backend, items(5), size=1, placement_timeout=0.3)
+    assert [task for _, task, _ in backend.executed] == ["t0", "t1", "t2"]
 
 
 def test_running_calls_are_the_oldest_up_to_the_concurrency() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,50 @@ def test_spec_no_node_can_hold_is_refused_before_anything_is_written(tmp_path: P
     with pytest.raises(ConfigError, match="no node of the Ray cluster"):
         asyncio.run(fresh.run())
     assert not (tmp_path / "fresh").exists()
+
+
+@pytest.mark.parametrize("held", ["GPU", "custom"])
+def test_resources_another_job_holds_are_named_while_waiting_and_the_wait_is_bounded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str) -> None:
+    """The cluster fits the spec on paper, but another job holds the resource now (the GPU; a neighbour: both units
+    of a custom resource): the driver warns at sizing, says every WAIT_LOG_S what the workers wait for and what is
+    free, and past --placement-timeout stops with one line (exit 2: nothing written). Once the holder lets go, the
+    same run finishes."""
+    import ray
+
+    from runner.core.errors import ResourcesBusy
+    from runner.engine.pool import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "WAIT_LOG_S", 0.5)
+    wants = {"num_gpus": 1} if held == "GPU" else {"resources": {"custom": 2}}
+    holder = ray.remote(**({"num_gpus": 1} if held == "GPU" else {"resources": {"custom": 2}}))(
+        ray_solutions.Holder).remote()
+    ray.get(holder.ready.remote())
+    run = tmp_path / "run"
+
+    def evaluator(bound: float = 2) -> RayEvaluator:
+        return RayEvaluator(benchmark=ToyBenchmark(n_tasks=3), solution_func=calculator, placement_timeout=bound,
+                            storage=FileEvaluatorStorage(str(run)), show=False, **wants)
+
+    try:
+        with structlog.testing.capture_logs() as logs, pytest.raises(ResourcesBusy) as stopped:
+            asyncio.run(evaluator().run())
+    finally:
+        ray.kill(holder)
+    amount = "GPU=1" if held == "GPU" else "custom=2"
+    message = str(stopped.value)
+    assert message.startswith(f"no Ray worker got the resources it asks for (CPU=1, {amount}) within "
+                              "--placement-timeout 2 s; free now: CPU=") and f"{amount[:-1]}0" in message
+    assert "nothing was written" in str(stopped.value) and not run.exists()
+    [busy] = [entry for entry in logs if entry["event"] == "ray.resources_busy"]
+    assert (busy["fit_total"], busy["fit_free_now"]) == (1, 0)
+    waiting = [entry for entry in logs if entry["event"] == "pool.waiting"]
+    assert len(waiting) >= 2 and waiting[0]["unplaced"] == 1 and amount in waiting[0]["detail"]
+    name, total = amount.split("=")
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get(name, 0) < float(total) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the killed holder's resources come back
+    assert asyncio.run(evaluator(bound=120).run()).completed == 3
 
 
 def test_memory_storage_is_refused_on_ray() -> None:

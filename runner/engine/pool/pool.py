@@ -37,6 +37,7 @@ A :class:`WorkerBackend` is the cluster: :class:`~runner.engine.ray.backend.RayB
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -44,12 +45,12 @@ from typing import Any, Protocol
 import structlog
 
 from runner.core.config import WorkerSpec
-from runner.core.errors import ConfigError
+from runner.core.errors import ConfigError, ResourcesBusy, WorkersLost
 from runner.engine.pool.dispatch import DispatchWindow
 from runner.engine.item.execute import ItemResult
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
-from runner.engine.pool.workers import Batch, Call, PoolWorker, WorkerBook, running_calls
+from runner.engine.pool.workers import Batch, Call, PoolWorker, WorkerBook, WorkerState, running_calls
 
 Ack = ItemResult
 """One item's acknowledgement: its :class:`~runner.engine.item.execute.ItemResult` (status, duplicate, seconds, what
@@ -97,6 +98,12 @@ class WorkerBackend(Protocol):
         """Whether the cluster counts ``node`` alive (``None``: unknown). Blocking; called in a thread."""
         ...
 
+    def waiting(self, handles: list[Any]) -> dict[str, Any]:
+        """What the started workers ``handles`` that have not answered yet wait for: ``unplaced`` (how many still
+        wait for their resources; ``None``: unknown), ``wants`` (what one worker asks for) and ``free`` (what the
+        cluster has free now). Blocking; called in a thread."""
+        ...
+
     def kill(self, handle: Any) -> None:
         """Stop the worker for good (no error if it is gone already)."""
         ...
@@ -118,6 +125,10 @@ class Fault:
     message: str
     worker: dict[str, Any] | None = None
 
+
+WAIT_LOG_S = 30.0
+"""Seconds between two ``pool.waiting`` lines while workers wait to start (ARCHITECTURE: the driver is never silent
+for longer)."""
 
 Recorder = Callable[[WorkItem, int, Fault], Awaitable[str]]
 """Stores the record of an item (``item``, its attempt, the :class:`Fault`) unless it has one; returns the status of
@@ -150,6 +161,8 @@ class WorkerPool:
         self._progress: Progress | None = None
         self._spared: set[tuple[str, int]] = set()
         self._log = structlog.get_logger("runner")
+        self._looked_at = time.monotonic()
+        self._writing = False
 
     async def start(self, solution: str) -> None:
         """Start the workers and wait until one of them has built the solution (named ``solution`` in messages),
@@ -157,8 +170,10 @@ class WorkerPool:
 
         Raises:
             ConfigError: the solution cannot be built on a worker, or workers kept dying while starting.
+            ResourcesBusy: no worker got its resources within ``spec.placement_timeout`` seconds.
         """
         self._solution = solution
+        self._looked_at = time.monotonic()
         for _ in range(self.size):
             self._start_worker()
         while not self.book.any_ready:
@@ -167,9 +182,7 @@ class WorkerPool:
                                   "could run an item; check the workers' logs (out of memory? a crash on import?)")
             # Only describe (and watch) calls are pending: a worker that dies starting is replaced, one that cannot
             # build the solution raises.
-            done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
-            for future in done:
-                await self._collect(future)
+            await self._next_answers()
 
     async def run(self, plan: Iterator[WorkItem], progress: Progress) -> None:
         """Run every item of ``plan`` on the started pool and feed ``progress`` one acknowledgement per item (and
@@ -182,6 +195,7 @@ class WorkerPool:
         """
         self._window = DispatchWindow(plan, self.spec.max_concurrency)
         self._progress = progress
+        self._writing = True
         while True:
             for worker in list(self.book.workers):
                 for batch in self._window.batches_for(worker):
@@ -191,9 +205,50 @@ class WorkerPool:
             # larger than the cluster fits now waits on them instead of ending or spinning.
             if "run" not in kinds and (self._window.finished or not kinds & {"describe", "probe"}):
                 break
-            done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
-            for future in done:
-                await self._collect(future)
+            await self._next_answers()
+
+    async def _next_answers(self) -> None:
+        """Account for the next answers; while workers wait to start, say every :data:`WAIT_LOG_S` seconds what
+        they wait for, and stop the run once none runs and they waited past ``spec.placement_timeout``.
+
+        Raises:
+            ResourcesBusy: before the run writes anything (from :meth:`start`); WorkersLost: after.
+        """
+        timeout = max(0.0, self._looked_at + WAIT_LOG_S - time.monotonic()) if self.book.pending else None
+        done, _ = await asyncio.wait(self._pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for future in done:
+            await self._collect(future)
+        if not self.book.pending:
+            self._looked_at = time.monotonic()
+        elif time.monotonic() - self._looked_at >= WAIT_LOG_S:
+            await self._look_at_waiting()
+
+    async def _look_at_waiting(self) -> None:
+        """The ``pool.waiting`` line, and the stop past the placement bound (see :meth:`_next_answers`)."""
+        self._looked_at = now = time.monotonic()
+        pending = self.book.pending
+        waited = now - min(worker.since for worker in pending)
+        seen = await asyncio.to_thread(self.backend.waiting, [worker.handle for worker in pending])
+        unplaced = seen.get("unplaced")
+        running = sum(1 for worker in self.book.workers if worker.state is not WorkerState.PENDING)
+        wants = ", ".join(f"{name}={amount:g}" for name, amount in seen.get("wants", {}).items()) or "nothing"
+        free = ", ".join(f"{name}={amount:g}" for name, amount in seen.get("free", {}).items()) or "none of it"
+        counted = unplaced if unplaced is not None else "?"
+        self._log.warning(
+            "pool.waiting", waiting=len(pending), unplaced=unplaced, running=running, waited_s=round(waited, 1),
+            wants=seen.get("wants"), free=seen.get("free"),
+            detail=f"{len(pending)} {self.backend.worker_label}s wait to start ({counted} of them for resources: each "
+                   f"asks for {wants}; free now: {free})")
+        bound = self.spec.placement_timeout
+        if running or bound is None or waited < bound or unplaced == 0:
+            return
+        what = (f"no {self.backend.worker_label} got the resources it asks for ({wants}) within --placement-timeout "
+                f"{bound:g} s; free now: {free}: other jobs or runs hold them, or no node has them yet")
+        if self._writing:
+            raise WorkersLost(f"{what}; the records written so far are kept, and the same command resumes once they "
+                              "are free")
+        raise ResourcesBusy(f"{what}; nothing was written; run the same command once they are free, lower the spec, "
+                            "or raise --placement-timeout (0: no bound)")
 
     def close(self) -> None:
         """Stop waiting for answers and stop every worker of the pool."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,6 +64,7 @@ class PoolWorker:
         node: the node it runs on (from its description; ``None`` until it answered).
         description: what it reported about itself in its first answer.
         calls: its calls in flight, in the order they were sent.
+        since: :func:`time.monotonic` when it was started (how long a pending worker has waited).
     """
 
     handle: Any
@@ -73,6 +75,7 @@ class PoolWorker:
     node: str | None = None
     description: dict[str, Any] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
+    since: float = field(default_factory=time.monotonic)
 
     @property
     def run_calls(self) -> list[Call]:
@@ -114,6 +117,11 @@ class WorkerBook:
         worker = PoolWorker(handle, next(self._numbers))
         self.workers.append(worker)
         return worker
+
+    @property
+    def pending(self) -> list[PoolWorker]:
+        """The workers started that have not answered yet (waiting for resources, or starting)."""
+        return [worker for worker in self.workers if worker.state is WorkerState.PENDING]
 
     def ready(self, worker: PoolWorker, description: dict[str, Any]) -> None:
         """``worker`` answered its first call with ``description`` (its ``node_id``, if any, is its node)."""

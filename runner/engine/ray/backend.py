@@ -51,6 +51,7 @@ class RayBackend:
             # more per call), so none waits in Ray's queue instead of the actor's semaphore.
             **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency))
         )
+        self._spec = spec
         self._context_ref = ray.put(context)
         self._traffic = traffic
         self._turns: dict[Any, int] = {}
@@ -83,6 +84,15 @@ class RayBackend:
                 return bool(entry.get("Alive"))
         return None
 
+    def waiting(self, handles: list[Any]) -> dict[str, Any]:
+        """What the actors ``handles`` that have not answered yet wait for: ``unplaced``, those the GCS still holds
+        in ``PENDING_CREATION`` (no node has their resources free; ``None`` if the GCS's actor table cannot be
+        read), ``wants`` (one worker's resources) and ``free`` (the cluster's free amount of each, now)."""
+        wants = ray_cluster.demand(self._spec)
+        free = ray.available_resources()
+        return {"unplaced": _unplaced(handles), "wants": wants,
+                "free": {name: round(free.get(name, 0.0), 3) for name in wants}}
+
     def kill(self, handle: Any) -> None:
         """Kill the actor, without restart; nothing if it is gone."""
         self._turns.pop(handle, None)
@@ -90,6 +100,19 @@ class RayBackend:
             ray.kill(handle, no_restart=True)
         except (RayActorError, ValueError):
             pass
+
+
+def _unplaced(handles: list[Any]) -> int | None:
+    """How many of the actors ``handles`` the GCS holds in ``PENDING_CREATION`` with no worker process yet (one
+    being created has its process id); ``None`` if its actor table cannot be read (``ray._private.state.actors``:
+    the GCS's own table, which needs no dashboard; a private API, read defensively)."""
+    try:
+        from ray._private import state
+
+        entries = [state.actors(handle._actor_id.hex()) or {} for handle in handles]
+        return sum(1 for entry in entries if entry.get("State") == "PENDING_CREATION" and not entry.get("Pid"))
+    except Exception:  # noqa: BLE001 - a message's detail; never a reason to stop the run
+        return None
 
 
 async def _pool_errors(ref: Any) -> Any:

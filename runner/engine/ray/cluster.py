@@ -255,6 +255,19 @@ def cluster_nodes() -> list[dict[str, float]]:
     return [dict(node["Resources"]) for node in ray.nodes() if node.get("Alive")]
 
 
+def free_nodes() -> list[dict[str, float]]:
+    """The free resources of every alive node of the connected cluster now (the GCS's per-node view,
+    ``ray._private.state.available_resources_per_node``; if it cannot be read, the cluster's free total as one
+    node)."""
+    ray = _require_ray()
+    try:
+        from ray._private import state
+
+        return [dict(free) for free in state.available_resources_per_node().values()]
+    except Exception:  # noqa: BLE001 - a private API, read defensively; the total is a fair stand-in
+        return [dict(ray.available_resources())]
+
+
 def pool_size(spec: WorkerSpec, items: int | None) -> int:
     """The number of workers for a run of ``items`` items (``None``: unknown).
 
@@ -278,6 +291,15 @@ def pool_size(spec: WorkerSpec, items: int | None) -> int:
     count = spec.num_workers or fits
     if items is not None:
         count = min(count, max(items, 1))
+    free = fit_count(spec, free_nodes())
+    if free < min(count, fits):
+        wanted = ", ".join(f"{name}={amount:g}" for name, amount in demand(spec).items())
+        structlog.get_logger("runner").warning(
+            "ray.resources_busy", workers=count, fit_total=fits, fit_free_now=free,
+            detail=f"the cluster's nodes hold {fits} workers of this spec ({wanted} each), but only {free} fit in "
+            "what is free now: other jobs or runs hold the rest; the others wait (pool.waiting says what for), up to "
+            "--placement-timeout with none running",
+        )
     if count > fits:
         structlog.get_logger("runner").warning(
             "ray.workers_pending", workers=count, fit_now=fits,
