@@ -71,8 +71,8 @@ class ReportFile:
     Args:
         name: the file's name in the run directory (a plain name, no folder: ``submission.jsonl``).
         data: its bytes.
-        note: one line for ``summary.json``'s notes, the terminal and ``report.html`` (the report adds where the
-            file is).
+        note: what the file is, for ``summary.json``'s notes, the terminal and ``report.html``; the report writes
+            ``<the file's URI>: <note>``.
     """
 
     name: str

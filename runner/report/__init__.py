@@ -45,7 +45,7 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     if write:
         for extra in benchmark_files(store, manifest, benchmark):
             store.write_file(extra.name, extra.data)
-            summary.notes.append(f"{extra.note} ({store.uri.rstrip('/')}/{extra.name})")
+            summary.notes.append(f"{store.uri.rstrip('/')}/{extra.name}: {extra.note}")
         store.write_file("summary.json", summary_json(summary))
         store.write_file("results.csv", results_csv(rows, list(summary.metrics)))
     return summary

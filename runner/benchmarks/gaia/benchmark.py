@@ -196,8 +196,8 @@ class GAIABenchmark(BenchmarkBase):
         (``{"task_id", "model_answer", "reasoning_trace"}``, :func:`~runner.benchmarks.gaia.submission.submission_line`;
         an error record's line has the answer its output holds, usually ``null``), in the benchmark's task order.
 
-        Each file's note says how many tasks it holds and, on the test split, that it is the run's result: upload it
-        at the leaderboard (:data:`LEADERBOARD_URL`).
+        Each file's note says how many answers it holds and, on the test split, that it is the run's result: to be
+        uploaded at the leaderboard (:data:`LEADERBOARD_URL`).
         """
         by_repeat: dict[int, list[TaskRecord]] = defaultdict(list)
         for record in records:
@@ -207,13 +207,12 @@ class GAIABenchmark(BenchmarkBase):
             chosen = sorted(by_repeat[repeat], key=lambda r: (r.task_index if r.task_index is not None else 0,
                                                               r.task_id))
             without = sum(1 for r in chosen if submission_line(r.task_id, r.output)["model_answer"] is None)
-            name = submission_file(repeat)
-            purpose = ("the test split's answers are private: upload it at " + LEADERBOARD_URL + " for the score"
-                       if not self.scored else "the leaderboard's submission format (" + LEADERBOARD_URL + ")")
             gaps = f", {without} without an answer" if without else ""
+            use = (f"; the test split's answers are private: upload this file at {LEADERBOARD_URL} for the score"
+                   if not self.scored else "")
             files.append(ReportFile(
-                name=name,
+                name=submission_file(repeat),
                 data=submission_bytes(submission_line(r.task_id, r.output) for r in chosen),
-                note=f"{name}: {len(chosen)} answers of repeat {repeat}{gaps}; {purpose}",
+                note=f"the leaderboard's submission of repeat {repeat} ({len(chosen)} answers{gaps}){use}",
             ))
         return files

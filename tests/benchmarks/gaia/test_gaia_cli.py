@@ -31,8 +31,7 @@ def test_the_gold_answers_score_one_on_every_level(cli, gaia_root, tmp_path):
     submission = _lines(run / "submission.jsonl")
     assert [(line["task_id"], line["model_answer"]) for line in submission] == \
         [(task["task_id"], task["Final answer"]) for task in TASKS]
-    assert any(note.startswith("submission.jsonl: 6 answers of repeat 0; the leaderboard's submission format")
-               for note in summary["notes"])
+    assert f"file://{run}/submission.jsonl: the leaderboard's submission of repeat 0 (6 answers)" in summary["notes"]
 
 
 def test_the_mock_agent_uses_its_tools_and_scores_what_they_give(cli, gaia_root, tmp_path):
@@ -64,11 +63,11 @@ def test_a_test_split_run_writes_the_submission_file_instead_of_a_score(cli, gai
     submission = _lines(run / "submission.jsonl")
     assert {line["task_id"]: line["model_answer"] for line in submission} == MOCK_ANSWERS
     assert all(set(line) == {"task_id", "model_answer", "reasoning_trace"} for line in submission)
-    note = next(n for n in summary["notes"] if n.startswith("submission.jsonl"))
-    assert "the test split's answers are private: upload it at " \
-           "https://huggingface.co/spaces/gaia-benchmark/leaderboard for the score" in note
-    assert note.endswith(f"(file://{run}/submission.jsonl)")
-    assert "submission.jsonl: 6 answers of repeat 0" in result.stdout + result.stderr
+    note = (f"file://{run}/submission.jsonl: the leaderboard's submission of repeat 0 (6 answers); the test split's "
+            "answers are private: upload this file at https://huggingface.co/spaces/gaia-benchmark/leaderboard for the "
+            "score")
+    assert note in summary["notes"]
+    assert f"note: {note}" in result.stdout
 
 
 def test_a_run_resumes_repeats_and_rebuilds_its_submission(cli, gaia_root, tmp_path):
