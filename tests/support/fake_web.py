@@ -125,12 +125,15 @@ class FakeWeb:
         requests: every request received, in order.
         delay_s: seconds every answer waits (to make a client time out).
         fail_with: HTTP statuses the next answers take, one per answer (e.g. ``[503]``).
+        mediawiki_error: when set, MediaWiki answers 200 with this ``error`` object, as it does for ``maxlag`` or a
+            bad parameter.
     """
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
         self.delay_s = 0.0
         self.fail_with: list[int] = []
+        self.mediawiki_error: dict[str, str] | None = None
         self._lock = threading.Lock()
         fake = self
 
@@ -145,6 +148,8 @@ class FakeWeb:
                     time.sleep(fake.delay_s)
                 if failure is not None:
                     status, body = failure, {"error": True, "reason": "made to fail by the test"}
+                elif parsed.path == "/w/api.php" and fake.mediawiki_error is not None:
+                    status, body = 200, {"error": fake.mediawiki_error, "servedby": "fake-mw"}
                 elif parsed.path == "/w/api.php":
                     status, body = mediawiki(query)
                 elif parsed.path in ("/v1/search", "/v1/forecast"):

@@ -33,6 +33,11 @@ USER_AGENT = "ray-bench-runner/live-tools (an LLM-agent benchmark runner; https:
 """Sent with every request: Wikimedia's User-Agent policy asks clients to identify themselves."""
 
 
+async def _sleep(seconds: float) -> None:
+    """The wait between tries (a seam for tests, as :mod:`runner.models._retry` has)."""
+    await asyncio.sleep(seconds)
+
+
 class JSONClient:
     """GET requests to one JSON API.
 
@@ -114,7 +119,7 @@ class JSONClient:
                     problem += f", and it asks to wait {wait:.0f} s"
                     break
             if attempt < ATTEMPTS:
-                await asyncio.sleep(wait if wait is not None else min(MAX_WAIT_S, 0.5 * 2 ** attempt))
+                await _sleep(wait if wait is not None else min(MAX_WAIT_S, 0.5 * 2 ** attempt))
         raise ToolError(f"{self.provider} ({self.url}) gave no answer: {problem}")
 
 

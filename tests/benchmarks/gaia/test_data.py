@@ -67,6 +67,19 @@ def test_attached_files_are_read_as_text_by_their_format(gaia_root):
     assert pdf.text.startswith("## page 1\n")
     letter = read_text(folder / "l3-letter.docx")
     assert letter.reader == "python-docx" and letter.text.splitlines() == LETTER
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Crustaceans"
+    table = slide.shapes.add_table(2, 2, Inches(1), Inches(2), Inches(4), Inches(1)).table
+    for row, cells in enumerate((("animal", "legs"), ("crab", "10"))):
+        for column, text in enumerate(cells):
+            table.cell(row, column).text = text
+    deck.save(str(folder / "slides.pptx"))
+    slides = read_text(folder / "slides.pptx")
+    assert slides.reader == "python-pptx" and slides.text == "## slide 1\nCrustaceans\nanimal,legs\ncrab,10"
     with zipfile.ZipFile(folder / "bundle.zip", "w") as archive:
         archive.writestr("inner/data.txt", "12345")
     assert read_text(folder / "bundle.zip").text == "inner/data.txt\t5 bytes"
