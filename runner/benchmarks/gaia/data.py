@@ -86,33 +86,39 @@ def _join(root: str, *parts: str) -> str:
     return "/".join([root.rstrip("/"), *parts])
 
 
+def _names(fs: Any, path: str) -> list[str]:
+    return sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(path, detail=False))
+
+
 def locate_split(data_dir: str, split: str, storage_options: dict[str, Any] | None = None) -> SplitLocation:
     """The split folder under ``data_dir``: ``<data_dir>/2023/<split>``, or ``data_dir`` itself when it holds the
     metadata.
 
     Raises:
         BenchmarkError: ``data_dir`` does not exist or cannot be listed, or it has no metadata of ``split`` (the
-            message says which paths were looked at and what the folder holds).
+            message says what the folder holds instead).
     """
     options = dict(storage_options or {})
+    candidates = [_join(data_dir, YEAR, split), data_dir]
     try:
         fs, root = fsspec.url_to_fs(data_dir, **options)
-        if not fs.isdir(root):
-            raise BenchmarkError(f"GAIA --data-dir {data_dir}: no such folder; pass the folder that holds "
-                                 f"{YEAR}/{split}/metadata.jsonl (or metadata.parquet), laid out as {HUB_URL}")
-        candidates = [_join(data_dir, YEAR, split), data_dir]
-        for candidate in candidates:
-            _, path = fsspec.url_to_fs(candidate, **options)
-            if any(fs.isfile(_join(path, name)) for name in METADATA_FILES):
-                return SplitLocation(candidate, options)
-        present = sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(root, detail=False))[:8]
-    except BenchmarkError:
-        raise
+        exists = fs.isdir(root)
+        found = next((candidate for candidate in candidates if exists and any(
+            fs.isfile(_join(fsspec.url_to_fs(candidate, **options)[1], name)) for name in METADATA_FILES)), None)
+        holds: list[str] = []
+        if exists and found is None:
+            holds = [f"{YEAR}/{name}" for name in _names(fs, _join(root, YEAR))] if fs.isdir(_join(root, YEAR)) \
+                else _names(fs, root)[:8]
     except (OSError, ValueError, ImportError) as exc:
         raise BenchmarkError(f"cannot read GAIA --data-dir {data_dir} ({type(exc).__name__}: {exc})") from None
-    holds = ", ".join(present) if present else "nothing"
+    if not exists:
+        raise BenchmarkError(f"GAIA --data-dir {data_dir}: no such folder; pass the folder that holds "
+                             f"{YEAR}/{split}/metadata.jsonl (or metadata.parquet), laid out as {HUB_URL}")
+    if found is not None:
+        return SplitLocation(found, options)
     raise BenchmarkError(f"GAIA --data-dir {data_dir} has no {YEAR}/{split}/metadata.jsonl or metadata.parquet "
-                         f"(it holds: {holds}); pass the dataset's root folder, laid out as {HUB_URL}")
+                         f"(it holds: {', '.join(holds) or 'nothing'}); pass the dataset's root folder, laid out as "
+                         f"{HUB_URL}")
 
 
 def _parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:

@@ -107,7 +107,7 @@ def _error(data_dir: str, **kwargs) -> str:
 
 def test_each_broken_layout_is_one_line_naming_what_is_missing(gaia_root, tmp_path):
     assert "no such folder" in _error(str(tmp_path / "nowhere"))
-    assert "has no 2023/test/metadata.jsonl or metadata.parquet (it holds: 2023)" in _error(str(gaia_root),
+    assert "has no 2023/test/metadata.jsonl or metadata.parquet (it holds: 2023/validation)" in _error(str(gaia_root),
                                                                                            split="test")
     folder = gaia_root / "2023" / "validation"
     (folder / "l2-sales.xlsx").unlink()

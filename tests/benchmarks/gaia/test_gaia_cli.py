@@ -105,5 +105,5 @@ def test_a_data_folder_without_the_split_is_one_line_and_nothing_written(cli_pro
     run = tmp_path / "run"
     result = cli_process(*GAIA, "--data-dir", str(gaia_root), "-B", "split=test", "-s", "reference",
                          "--storage", str(run))
-    result.error_line("GAIA --data-dir", "has no 2023/test/metadata.jsonl or metadata.parquet (it holds: 2023)")
+    result.error_line("GAIA --data-dir", "has no 2023/test/metadata.jsonl or metadata.parquet (it holds: 2023/validation)")
     assert not run.exists()
