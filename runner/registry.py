@@ -19,6 +19,7 @@ from runner.core.solution import SolutionSpec
 
 BENCHMARKS: dict[str, str] = {
     "acebench": "runner.benchmarks.acebench:ACEBenchmark",
+    "gaia": "runner.benchmarks.gaia:GAIABenchmark",
     "hotpotqa": "runner.benchmarks.hotpotqa:HotpotQABenchmark",
     "toy": "runner.benchmarks.toy:ToyBenchmark",
 }
@@ -28,6 +29,7 @@ SOLUTIONS: dict[str, str] = {
     "acebench": "runner.solutions.acebench:ACEBenchAgent",
     "calculator": "runner.solutions.calculator:calculator",
     "chat": "runner.solutions.chat:chat",
+    "gaia-agent": "runner.solutions.gaia:gaia_agent",
     "hotpotqa-agent": "runner.solutions.hotpotqa:hotpotqa_agent",
     "reference": "runner.solutions.reference:reference",
 }

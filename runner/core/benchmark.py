@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from runner.core.results import Headline, RunResults
+from runner.core.record import TaskRecord
+from runner.core.results import Headline, ReportFile, RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
 
@@ -22,7 +23,9 @@ class BenchmarkBase(ABC):
       first one that has values; default: the first metric seen), the nearest live stand-in for :meth:`score`;
     - :meth:`prepare`: load or verify data before anything is written, raising ``BenchmarkError`` on a problem;
     - :meth:`reference`: the gold answer of a task, used by the built-in ``reference`` solution;
-    - :meth:`score`: a headline score computed from aggregated results.
+    - :meth:`score`: a headline score computed from aggregated results;
+    - :meth:`report_files`: files written beside ``summary.json`` from the run's records (e.g. GAIA's leaderboard
+      submission).
 
     Construction should be cheap (load data in :meth:`prepare` or on first iteration): ``python -m runner report``
     rebuilds the benchmark from the run manifest to compute its headline score.
@@ -60,3 +63,9 @@ class BenchmarkBase(ABC):
     def score(self, results: RunResults) -> Headline | float | None:
         """The headline score of a run from its aggregated results; ``None`` (the default) when there is none."""
         return None
+
+    def report_files(self, records: Iterable[TaskRecord]) -> list[ReportFile]:
+        """Files to write beside ``summary.json``, made from the records of the run's current plan (streamed once,
+        in storage order; the default makes none). The report writes them each time it is built (at the end of a
+        run and by ``python -m runner report``), and adds each file's note to the summary's notes."""
+        return []

@@ -61,3 +61,20 @@ class Headline:
     score: float | None
     components: dict[str, float] = field(default_factory=dict)
     by_category: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReportFile:
+    """A file a benchmark adds to a run's report (:meth:`BenchmarkBase.report_files
+    <runner.core.benchmark.BenchmarkBase.report_files>`), written beside ``summary.json``.
+
+    Args:
+        name: the file's name in the run directory (a plain name, no folder: ``submission.jsonl``).
+        data: its bytes.
+        note: what the file is, for ``summary.json``'s notes, the terminal and ``report.html``; the report writes
+            ``<the file's URI>: <note>``.
+    """
+
+    name: str
+    data: bytes
+    note: str

@@ -8,6 +8,7 @@ import json
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import StorageError
 from runner.report.compare import Comparison, compare_runs
+from runner.report.extra import benchmark_files
 from runner.report.files import results_csv, summary_json, write_comparison
 from runner.report.html import comparison_html, html_report, write_html_report
 from runner.report.scope import PlanScope, StoredCount, count_stored
@@ -21,7 +22,9 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     :mod:`runner.report.scope`) and (with ``write``) store ``summary.json`` and ``results.csv`` beside them.
 
     ``summary.json`` also carries the model traffic of the run's latest invocation (``limits.json``: rates, 429s,
-    pauses, budget), when there is one.
+    pauses, budget), when there is one. With ``write``, the files the benchmark makes from the records
+    (:meth:`~runner.core.benchmark.BenchmarkBase.report_files`, e.g. GAIA's ``submission.jsonl``) are written beside
+    it, each with a note in the summary saying where it is.
 
     Works on a partial run too: missing items are counted in ``missing`` (and a note says what the score covers);
     records outside the plan (a lowered ``repeats`` or ``limit``, a task id ``benchmark`` does not have) in
@@ -40,6 +43,9 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     if limits is not None:
         summary.limits = json.loads(limits)
     if write:
+        for extra in benchmark_files(store, manifest, benchmark):
+            store.write_file(extra.name, extra.data)
+            summary.notes.append(f"{store.uri.rstrip('/')}/{extra.name}: {extra.note}")
         store.write_file("summary.json", summary_json(summary))
         store.write_file("results.csv", results_csv(rows, list(summary.metrics)))
     return summary

@@ -4,7 +4,9 @@ through :mod:`runner.models`, with a ``context_lookup`` tool standing in for Wik
 It is BeeAI's evaluation agent (beeai-framework ``python/examples/evaluation/agent.py``: a multi-hop QA role,
 "answer in JSON with answer, tool_used, supporting_titles, supporting_sentences, reasoning_explanation") on an
 offline document collection: ``context_lookup`` reads the task's own paragraphs (``task.metadata["context"]``),
-so a run needs no network but the model's.
+so a run needs no network but the model's. BeeAI's agent reads live Wikipedia and OpenMeteo instead; ``-S
+tools=wikipedia,openmeteo`` adds those (:mod:`runner.solutions.web`: live, so not reproducible unless every answer
+comes from the run's ``--cache``).
 
 Loop: the model is called with both tools; each tool call is run and its result (or its error, including
 arguments that are not valid JSON) is fed back; a reply without tool calls is the answer when it holds a JSON
@@ -20,6 +22,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runner.solutions.tools import CALCULATOR_TOOL, CONTEXT_LOOKUP_TOOL, ContextLookup, ToolError, calculator
+from runner.solutions.web import LiveTools, check_timeout
+from runner.solutions.web.http import DEFAULT_TIMEOUT_S
+from runner.solutions.web.wikipedia import WIKIPEDIA_URL
 from runner.core.errors import ConfigError
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
@@ -50,6 +55,13 @@ SYSTEM_PROMPT = (
     "supporting_facts name them as [title, sentence id].\n"
     "4. THE JSON SCHEMA: " + ANSWER_FORMAT
 )
+
+LIVE_SOURCE_RULE = (
+    "1. SOURCE ADHERENCE (NO HALLUCINATION): Your final answer MUST be based ONLY on the articles you read with "
+    "the context_lookup or wikipedia_page tools and on the results of your other tools. Do not use external "
+    "knowledge."
+)
+"""Rule 1 when live tools are on (the default prompt's rule 1 names context_lookup only)."""
 
 RETRY_PROMPT = "Reply now with only the JSON object of your final answer: " + ANSWER_FORMAT
 FINAL_PROMPT = "You have used all your tool calls. " + RETRY_PROMPT
@@ -105,21 +117,35 @@ def final_output(answer: dict[str, Any], trajectory: list[Any], lookup: ContextL
     return output
 
 
-def run_tool(call_name: str, arguments: dict[str, Any], lookup: ContextLookup) -> Any:
+def system_prompt(live: LiveTools | None = None) -> str:
+    """The agent's system prompt: :data:`SYSTEM_PROMPT`, with rule 1 naming the live article tool when live tools
+    are on."""
+    if not live:
+        return SYSTEM_PROMPT
+    default_rule = SYSTEM_PROMPT.split("\n")[2]
+    return SYSTEM_PROMPT.replace(default_rule, LIVE_SOURCE_RULE)
+
+
+async def run_tool(call_name: str, arguments: dict[str, Any], lookup: ContextLookup,
+                   live: LiveTools | None = None) -> Any:
     """The result of one tool call.
 
     Raises:
-        ToolError: an unknown tool or arguments the tool refuses.
+        ToolError: an unknown tool or arguments the tool refuses (a live tool also when its API gave no answer).
     """
     if call_name == CONTEXT_LOOKUP_TOOL["name"]:
         return lookup(arguments)
     if call_name == CALCULATOR_TOOL["name"]:
         return calculator(arguments)
-    raise ToolError(f"there is no tool {call_name!r}; use {CONTEXT_LOOKUP_TOOL['name']} or {CALCULATOR_TOOL['name']}")
+    if live and call_name in live.names:
+        return await live.run(call_name, arguments)
+    names = [CONTEXT_LOOKUP_TOOL["name"], CALCULATOR_TOOL["name"], *(live.names if live else [])]
+    raise ToolError(f"there is no tool {call_name!r}; use one of {', '.join(names)}")
 
 
-async def answer_question(model: ChatModel, task: Task, max_turns: int = DEFAULT_MAX_TURNS) -> SolutionOutput:
-    """Run the agent on one task (see the module docstring).
+async def answer_question(model: ChatModel, task: Task, max_turns: int = DEFAULT_MAX_TURNS,
+                          live: LiveTools | None = None) -> SolutionOutput:
+    """Run the agent on one task (see the module docstring), with the live tools of ``live`` besides its own.
 
     Returns:
         output: BeeAI's answer format (:func:`final_output`); trajectory: every tool call (with arguments, result
@@ -130,13 +156,14 @@ async def answer_question(model: ChatModel, task: Task, max_turns: int = DEFAULT
         ModelError: the model failed for good (the task becomes an error record).
     """
     lookup = ContextLookup((task.metadata or {}).get("context"))
-    messages: list[Any] = [system_message(SYSTEM_PROMPT), user_message(str(task.input))]
+    tools = TOOLS + (live.definitions if live else [])
+    messages: list[Any] = [system_message(system_prompt(live)), user_message(str(task.input))]
     trajectory: list[Any] = []
     reply: ChatReply | None = None
     answer: dict[str, Any] | None = None
     turns = 0
     while turns < max_turns and answer is None:
-        reply = await model.chat(messages, tools=TOOLS)
+        reply = await model.chat(messages, tools=tools)
         turns += 1
         messages.append(reply.to_message())
         if reply.text:
@@ -154,7 +181,7 @@ async def answer_question(model: ChatModel, task: Task, max_turns: int = DEFAULT
                 arguments = {"raw_arguments": call.raw_arguments}
             else:
                 try:
-                    result = run_tool(call.name, call.arguments, lookup)
+                    result = await run_tool(call.name, call.arguments, lookup, live)
                 except ToolError as exc:
                     error = str(exc)
             trajectory.append(tool_call_step(call.name, arguments, result=result, error=error))
@@ -182,6 +209,10 @@ def hotpotqa_agent(
     max_turns: int = DEFAULT_MAX_TURNS,
     temperature: float | None = 0.0,
     max_tokens: int | None = None,
+    tools: str | list[str] | None = None,
+    tool_timeout: float = DEFAULT_TIMEOUT_S,
+    wikipedia_url: str = WIKIPEDIA_URL,
+    openmeteo_url: str | None = None,
 ) -> Callable[[Task], Awaitable[SolutionOutput]]:
     """Build the agent (once per worker).
 
@@ -192,31 +223,41 @@ def hotpotqa_agent(
         max_turns: model calls with tools before the last call that must answer (``-S max_turns=...``).
         temperature: sampling temperature (default 0, for repeatable runs; ``None``: the server's).
         max_tokens: the most output tokens per call (``None``: the server's).
+        tools: live tools to add, as BeeAI's agent has them (``wikipedia``, ``openmeteo``; a list or
+            comma-separated; default none: the agent reaches no network but its model's).
+        tool_timeout: seconds per request of a live tool.
+        wikipedia_url: the MediaWiki Action API the Wikipedia tools call.
+        openmeteo_url: one root for Open-Meteo's geocoding and forecast APIs (default: the public hosts).
 
     Returns:
         ``solve(task)`` -> :func:`answer_question`.
 
     Raises:
-        ConfigError: an unknown provider, a missing API key, or ``max_turns`` below 1.
+        ConfigError: an unknown provider, a missing API key, or a bad argument (:func:`check_arguments`).
     """
-    check_arguments(max_turns=max_turns)
+    check_arguments(max_turns=max_turns, tools=tools, tool_timeout=tool_timeout)
     chat_model = ChatModel.from_name(model, base_url=model_base_url, temperature=temperature, max_tokens=max_tokens,
                                      mock_policy="hotpotqa")
+    live = LiveTools(tools, tool_timeout, wikipedia_url, openmeteo_url)
 
     async def solve(task: Task) -> SolutionOutput:
-        return await answer_question(chat_model, task, max_turns)
+        return await answer_question(chat_model, task, max_turns, live)
 
     return solve
 
 
-def check_arguments(max_turns: int = DEFAULT_MAX_TURNS, **_: Any) -> None:
+def check_arguments(max_turns: int = DEFAULT_MAX_TURNS, tools: Any = None, tool_timeout: float = DEFAULT_TIMEOUT_S,
+                    **_: Any) -> None:
     """Refuse bad ``-S`` values before anything is written (called by ``SolutionSpec.check``).
 
     Raises:
-        ConfigError: ``max_turns`` that is not an integer of at least 1.
+        ConfigError: ``max_turns`` that is not an integer of at least 1, an unknown live tool, or a
+            ``tool_timeout`` that is not a positive number.
     """
     if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
         raise ConfigError(f"hotpotqa-agent: max_turns must be an integer of at least 1, got {max_turns!r}")
+    check_timeout(tool_timeout)
+    LiveTools(tools, tool_timeout)
 
 
 hotpotqa_agent.check_arguments = check_arguments  # type: ignore[attr-defined]

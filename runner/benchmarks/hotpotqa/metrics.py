@@ -22,6 +22,10 @@ from runner.core.trajectory import tool_usage
 
 CONTEXT_LOOKUP = "context_lookup"
 """The name of the tool that stands in for Wikipedia: it reads paragraphs of the task's own context by title."""
+WIKIPEDIA_PAGE = "wikipedia_page"
+"""The name of the live tool that reads a Wikipedia article by title (:mod:`runner.solutions.web`, ``-S
+tools=wikipedia``): BeeAI's agent reads its articles with such a tool, so ``tool_usage`` counts its calls as
+:data:`CONTEXT_LOOKUP` calls."""
 
 ANSWER_METRICS = ("em", "f1", "prec", "recall")
 SP_METRICS = ("sp_em", "sp_f1", "sp_prec", "sp_recall", "joint_em", "joint_f1", "joint_prec", "joint_recall")
@@ -113,7 +117,8 @@ def tool_usage_score(actual: dict[str, int], expected: dict[str, int]) -> float:
 
 class ToolUsage(MetricBase):
     """BeeAI's tool usage: the tools the solution's trajectory called (``final_answer`` left out) against the
-    expected ones: one :data:`CONTEXT_LOOKUP` per distinct supporting title (BeeAI's ``wiki_times``)."""
+    expected ones: one :data:`CONTEXT_LOOKUP` per distinct supporting title (BeeAI's ``wiki_times``). Reads of a live
+    article (:data:`WIKIPEDIA_PAGE`) count as :data:`CONTEXT_LOOKUP` calls: both stand for BeeAI's Wikipedia tool."""
 
     def __init__(self, record: HotpotRecord) -> None:
         super().__init__(name="tool_usage", metric_type=MetricType.NUMERICAL,
@@ -122,5 +127,8 @@ class ToolUsage(MetricBase):
 
     def __call__(self, solution: SolutionOutput) -> MetricResult:
         actual = tool_usage(solution.trajectory)
+        if WIKIPEDIA_PAGE in actual:
+            actual = dict(actual)
+            actual[CONTEXT_LOOKUP] = actual.get(CONTEXT_LOOKUP, 0) + actual.pop(WIKIPEDIA_PAGE)
         return MetricResult(name=self.name, result=tool_usage_score(actual, self.expected),
                             metadata={"actual": actual, "expected": self.expected})

@@ -11,6 +11,10 @@ Agent turns (the conversation alone decides, as for every mock policy):
 3. then the answer JSON: ``yes`` for a question that starts like a yes/no question, else the title of the second
    article read (the bridge entity's guess); the first sentence of each article read as supporting fact.
 
+With the live Wikipedia tools offered (``-S tools=wikipedia``) it plays the same episode on them instead:
+``wikipedia_search`` of the question, then ``wikipedia_page`` of the two first results, then the answer (the first
+sentence of each page's text as supporting sentence).
+
 Judge prompts (:mod:`runner.benchmarks.hotpotqa.judges`): the answer is rated by the official token F1 against
 the expected answer, the facts by the F1 of the two sets of sentences. DeepEval's and Ragas' structured prompts get
 the smallest valid reply with one item per list (see :func:`policy`).
@@ -23,7 +27,7 @@ import json
 import re
 from typing import Any
 
-from runner.benchmarks.hotpotqa.metrics import CONTEXT_LOOKUP
+from runner.benchmarks.hotpotqa.metrics import CONTEXT_LOOKUP, WIKIPEDIA_PAGE
 from runner.benchmarks.hotpotqa.official import answer_prf
 from runner.models import ChatRequest, MockReply, MockToolCall, default_policy, schema_instance
 
@@ -71,9 +75,40 @@ def _tool_results(request: ChatRequest) -> list[dict[str, Any]]:
     return results
 
 
+WIKIPEDIA_SEARCH = "wikipedia_search"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _answer(question: str, titles: list[str], sentences: list[str], facts: list[list[Any]]) -> MockReply:
+    answer = "yes" if _YES_NO.match(question) else (titles[-1] if titles else "unknown")
+    return MockReply(content=json.dumps({
+        "answer": answer,
+        "supporting_titles": titles,
+        "supporting_sentences": sentences,
+        "supporting_facts": facts,
+        "reasoning_explanation": [{"step": 1, "logic": "scripted by the mock:hotpotqa policy"}],
+    }))
+
+
+def live_reply(request: ChatRequest, question: str) -> MockReply:
+    """The agent's next turn on the live Wikipedia tools (see the module docstring)."""
+    results = _tool_results(request)
+    pages = [result for result in results if "title" in result and isinstance(result.get("text"), str)]
+    found = next((result["results"] for result in results if isinstance(result.get("results"), list)), None)
+    if request.tool_choice != "none" and found is None and not pages:
+        return MockReply(tool_calls=[MockToolCall(name=WIKIPEDIA_SEARCH, arguments={"query": question})])
+    if request.tool_choice != "none" and found and not pages:
+        return MockReply(tool_calls=[MockToolCall(name=WIKIPEDIA_PAGE, arguments={"title": hit["title"]})
+                                     for hit in found[:2]])
+    sentences = [_SENTENCE_END.split(page["text"].strip(), 1)[0] for page in pages if page["text"].strip()]
+    return _answer(question, [page["title"] for page in pages], sentences, [])
+
+
 def agent_reply(request: ChatRequest) -> MockReply:
     """The agent's next turn (see the module docstring)."""
     question = _text(next((m for m in request.messages if m.get("role") == "user"), {}))
+    if WIKIPEDIA_SEARCH in request.tool_names():
+        return live_reply(request, question)
     results = _tool_results(request)
     read = [result for result in results if "title" in result and "sentences" in result]
     ranked = next((result["titles"] for result in results if result.get("titles")), [])
@@ -86,14 +121,7 @@ def agent_reply(request: ChatRequest) -> MockReply:
     titles = [result["title"] for result in read]
     facts = [[result["title"], 0] for result in read if result["sentences"]]
     sentences = [result["sentences"][0]["text"] for result in read if result["sentences"]]
-    answer = "yes" if _YES_NO.match(question) else (titles[-1] if titles else "unknown")
-    return MockReply(content=json.dumps({
-        "answer": answer,
-        "supporting_titles": titles,
-        "supporting_sentences": sentences,
-        "supporting_facts": facts,
-        "reasoning_explanation": [{"step": 1, "logic": "scripted by the mock:hotpotqa policy"}],
-    }))
+    return _answer(question, titles, sentences, facts)
 
 
 def _one_item_arrays(schema: Any) -> Any:
