@@ -191,6 +191,7 @@ MOCK_POLICIES: dict[str, MockPolicySource] = {
     "default": default_policy,
     "echo": echo_policy,
     "acebench": "runner.solutions.acebench.mock:policy",
+    "bfcl": "runner.solutions.bfcl.mock:policy",
     "hotpotqa": "runner.benchmarks.hotpotqa.mock:policy",
 }
 """Registered policies for ``mock:<name>``. A benchmark adds its own as an import path string (imported on first
