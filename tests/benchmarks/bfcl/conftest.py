@@ -4,7 +4,10 @@ scorer (``official.py``), with one function that scores an output the official w
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import functools
+import http.server
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +99,29 @@ def official_verdict(reference_scorer: Any, official_entries: Any) -> Callable[[
                                                         return_format=return_format)
 
     return verdict
+
+
+@pytest.fixture
+def http_root(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """An HTTP server on 127.0.0.1 serving a folder; yields (folder, base URL). Stopped after the test."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    requests: list[str] = []
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+        """Keep the GET requests' paths instead of printing them (fsspec also sends HEAD requests)."""
+        if self.command == "GET":
+            _QuietHandler.requests.append(self.path)

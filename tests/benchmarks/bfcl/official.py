@@ -31,10 +31,16 @@ PROMPT_MODEL = "prompt-model"
 
 @dataclass
 class _Config:
-    """The fields of ``ModelConfig`` the evaluator reads."""
+    """The fields of ``ModelConfig`` the evaluator and the leaderboard's aggregation read."""
 
     underscore_to_dot: bool
     is_fc_model: bool
+    display_name: str = "model"
+    url: str = "-"
+    org: str = "-"
+    license: str = "-"
+    input_price: float | None = None
+    output_price: float | None = None
 
 
 def _wheel(cache: Path) -> Path:
