@@ -109,8 +109,9 @@ def check_ast(output: Any, functions: list[dict[str, Any]], possible_answer: lis
     except Exception as exc:  # noqa: BLE001 - where the official checker raises, its run stops; the item is wrong
         return {"valid": False, "error": [f"the official checker raises here: {type(exc).__name__}: {exc}"],
                 "error_type": "ast_checker:raised"}
-    return {"valid": bool(verdict["valid"]), "error": verdict.get("error", []),
-            "error_type": verdict.get("error_type", "")}
+    if verdict["valid"]:
+        return {"valid": True, "error": [], "error_type": ""}
+    return {"valid": False, "error": verdict.get("error", []), "error_type": verdict.get("error_type", "")}
 
 
 def check_relevance(output: Any, category: str) -> dict[str, Any]:

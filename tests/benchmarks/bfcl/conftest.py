@@ -57,7 +57,8 @@ def official_entries(reference_scorer: Any) -> Callable[[str], dict[str, dict[st
 
 @pytest.fixture(scope="session")
 def official_verdict(reference_scorer: Any, official_entries: Any) -> Callable[[Task, Any], dict[str, Any]]:
-    """``verdict(task, output)``: the official evaluator's per-item result for ``output`` (a text or our tool calls),
+    """``verdict(task, output)``: the official evaluator's verdict on ``output`` (a text or our tool calls),
+    ``{"valid", "error_type"}``,
     through ``_evaluate_single_ast_entry``, ``_evaluate_single_relevance_entry`` or
     ``_evaluate_single_multi_turn_entry`` with the OpenAI-compatible handler (function-calling for tool calls,
     prompting for text), its simulated API instances cleared first (they live in its module's globals)."""
@@ -74,6 +75,12 @@ def official_verdict(reference_scorer: Any, official_entries: Any) -> Callable[[
             del state[name]
 
     def verdict(task: Task, output: Any) -> dict[str, Any]:
+        result = raw_verdict(task, output)
+        error = result.get("error")
+        error_type = result.get("error_type") or (error.get("error_type") if isinstance(error, dict) else None)
+        return {"valid": result["valid"], "error_type": None if result["valid"] else error_type}
+
+    def raw_verdict(task: Task, output: Any) -> dict[str, Any]:
         category = task.tags["category"]
         entry = copy.deepcopy(official_entries(category)[task.id])
         if "multi_turn" in category:

@@ -36,7 +36,7 @@ def _compare(task: Any, variants: dict[str, Any], official_verdict: Any, seen: C
         expected = official_verdict(task, output)
         valid, error_type = _ours(task, output)
         seen[(name, valid)] += 1
-        if valid != expected["valid"] or (not valid and error_type != expected.get("error_type", error_type)):
+        if valid != expected["valid"] or error_type != expected["error_type"]:
             disagreements.append(f"{task.id} {name}: official {expected['valid']} {expected.get('error_type')}, "
                                  f"ours {valid} {error_type}")
     return disagreements
