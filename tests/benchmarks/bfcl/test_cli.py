@@ -31,4 +31,4 @@ def test_the_model_alone_runs_the_bfcl_solution(cli, bfcl_dir: Path, tmp_path: P
     assert result.returncode == 0, result.stderr
     record = json.loads((tmp_path / "run" / "records" / "multi_turn_base_0" / "0.json").read_text())
     assert record["solution_meta"]["mode"] == "native" and record["usage"]["mock"]["calls"] == 8
-    assert record["output"][0][0][0]["name"] == "cd" and record["output"][0][1] == []
+    assert record["output"][0][0][0]["name"] == record["input"]["functions"][0]["name"] and record["output"][0][1] == []
