@@ -40,7 +40,8 @@ def with_language_hints(functions: list[dict[str, Any]], category: str) -> list[
         if is_java(category):
             for value in properties.values():
                 if value["type"] == "any":
-                    value["description"] += " This parameter can be of any type of Java object in string representation."
+                    value["description"] += (" This parameter can be of any type of Java object in string "
+                                             "representation.")
                 else:
                     value["description"] += f" This is Java {value['type']} type parameter in string representation."
                 if value["type"] in ("ArrayList", "Array"):

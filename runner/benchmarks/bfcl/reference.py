@@ -1,10 +1,13 @@
-"""Gold answers written as a model should write them in prompting mode (the ``reference`` solution's output).
+"""Gold answers written as a model should write them (the ``reference`` solution's output).
 
-- AST items: the first allowed value of every parameter (a parameter whose first allowed value is ``""``, the
-  optional marker, is left out), each call as ``name(key=value)`` in one list: Python values as Python literals;
-  Java and JavaScript values in their own syntax by the declared type (``5L``, ``1.5f``, ``new int[]{1, 2}``,
-  ``new ArrayList<>(Arrays.asList(...))``, ``new HashMap<String, String>() {{ put("k", v); }}``, ``12n``, ``[...]``,
-  ``{...}``); a value whose type is not the declared one is a variable name, written bare;
+- AST items: per expected call, every required parameter with its first allowed value other than ``""`` (the
+  optional marker), every optional one that may not be left out with its first allowed value;
+  Python items as prompting text (``[name(key=value)]``, Python literals); JavaScript items as prompting text with
+  values in JavaScript syntax by the declared type (``12n``, ``[...]``, ``{...}``); Java items as tool calls whose
+  arguments are Java source text by the declared type (``5L``, ``1.5f``, ``new int[]{1, 2}``,
+  ``new ArrayList<>(Arrays.asList(...))``, ``new HashMap<String, String>() {{ put("k", v); }}``), because BFCL's
+  parser drops a map's entries from prompting text (``docs/bfcl.md``); a value whose type is not the declared one
+  is a variable name, written bare;
 - relevance items: a call of the first function with no arguments (the checker asks only for a call);
   irrelevance items: a sentence that holds no call;
 - multi-turn items: per turn, one step holding the turn's ground-truth calls, positional arguments written as
@@ -17,7 +20,6 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-import re
 from typing import Any
 
 from runner.benchmarks.bfcl.apis import api_class
@@ -27,17 +29,10 @@ from runner.core.task import Task
 NO_CALL = "None of the available functions can do this; I need more information first."
 """The reply of an irrelevance item, and the step of a multi-turn turn whose ground truth is empty."""
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$.]*$")
-
-
-def _first(candidates: Any) -> Any:
-    return candidates[0] if isinstance(candidates, list) and candidates else candidates
-
-
 def _pick(candidates: Any, required: bool) -> Any:
     """The value the reference writes for one answer parameter, or :data:`OMIT`: a required parameter takes its
-    first allowed value that is not ``""`` (``""`` itself when it is the only one); an optional one is left out when ``""`` is allowed, else takes its
-    first allowed value."""
+    first allowed value that is not ``""`` (``""`` itself when it is the only one); an optional one is left out
+    when ``""`` is allowed, else takes its first allowed value."""
     if not isinstance(candidates, list):
         return candidates
     values = [value for value in candidates if value != ""]

@@ -30,7 +30,8 @@ def test_tasks_carry_bfcl_ids_categories_and_what_the_model_sees(bfcl_tasks) -> 
     assert live.id == "live_multiple_46-18-1" and live.tags == {"category": "live_multiple", "group": "live",
                                                                "language": "python"}
     java = bfcl_tasks["simple_java"][0]
-    assert java.input["functions"][0]["description"].endswith("Note that the provided function is in Java 8 SDK syntax.")
+    description = java.input["functions"][0]["description"]
+    assert description.endswith("Note that the provided function is in Java 8 SDK syntax.")
     assert java.input["functions"][0]["parameters"]["properties"]["controller"]["type"] == "string"
     miss = bfcl_tasks["multi_turn_miss_func"][0]
     assert miss.id == "multi_turn_miss_func_0" and set(miss.input["missed_function"]) == {"3"}

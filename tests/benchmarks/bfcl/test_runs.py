@@ -37,7 +37,8 @@ def test_the_mock_model_on_ray_scores_as_sequentially(ray_session, cli, bfcl_dir
 
 def test_a_stopped_run_resumes_and_a_finished_one_does_nothing(cli, bfcl_dir: Path, tmp_path: Path) -> None:
     storage = tmp_path / "run"
-    command = [*SLICE, "--data-dir", str(bfcl_dir), "--solution", "reference", "--sequential", "--storage", str(storage)]
+    command = [*SLICE, "--data-dir", str(bfcl_dir), "--solution", "reference", "--sequential",
+               "--storage", str(storage)]
     assert cli(*command).returncode == 0
     first = json.loads((storage / "summary.json").read_text())
     removed = sorted((storage / "records").iterdir())[:5]

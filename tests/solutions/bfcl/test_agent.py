@@ -62,7 +62,8 @@ def test_native_multi_turn_sends_bfcls_tools_and_messages(bfcl_tasks) -> None:
     assert [tool["function"]["name"] for tool in held_out.tools][-1] == "sort"
     assert held_out.messages[-1] == {"role": "user", "content": ADDITIONAL_FUNCTION_FC}
     tool_message = requests[1].messages[-1]
-    assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == requests[1].messages[-2]["tool_calls"][0]["id"]
+    called = requests[1].messages[-2]["tool_calls"][0]["id"]
+    assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == called
     assert task.metrics[0](output).result == 0.0
 
 
