@@ -13,11 +13,14 @@ unescaping; an unnamed argument lands under the key ``None``; no call found give
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 from runner.core.errors import BenchmarkError
 
 EXTRA_HINT = "pip install 'ray-bench-runner[bfcl]' (tree-sitter 0.21.3 and its Java and JavaScript grammars)"
+_PARSING = threading.Lock()
+"""A parser is not meant to be used by two threads at once (metrics of concurrent items may run in threads)."""
 
 
 @functools.cache
@@ -52,7 +55,9 @@ def parse_java(source: str) -> Any:
         SyntaxError: the text does not parse as Java (tree-sitter reports an error node).
         ValueError: an argument name is given twice.
     """
-    tree = _parser("java").parse(bytes(source, "utf8"))
+    parser = _parser("java")
+    with _PARSING:
+        tree = parser.parse(bytes(source, "utf8"))
     root = tree.root_node
     if "ERROR" in root.sexp():
         raise SyntaxError("Error parsing java the source code.")
@@ -124,7 +129,9 @@ def parse_javascript(source: str) -> Any:
         SyntaxError: the text does not parse as JavaScript.
         ValueError: an argument name is given twice.
     """
-    tree = _parser("javascript").parse(bytes(source, "utf8"))
+    parser = _parser("javascript")
+    with _PARSING:
+        tree = parser.parse(bytes(source, "utf8"))
     root = tree.root_node
     if "ERROR" in root.sexp():
         raise SyntaxError("Error js parsing the source code.")

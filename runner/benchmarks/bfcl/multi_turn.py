@@ -28,6 +28,7 @@ import ast
 import inspect
 import json
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,9 @@ from runner.benchmarks.bfcl.decode import DecodeError, evaluate_literal
 
 FORBIDDEN = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")
 """Function names the official executor refuses to run."""
+_EXECUTING = threading.Lock()
+"""Calls run one at a time in a process: ``MathAPI`` sets mpmath's global precision before computing, so two items
+scored in two threads at once could otherwise change each other's results."""
 
 
 class Environment:
@@ -78,7 +82,9 @@ class Environment:
                 head = head.split(".")[1]
             if head in FORBIDDEN:
                 raise Exception(f"Function call {head} is not allowed.")  # noqa: TRY002 - the official message
-            result = self._evaluate(ast.parse(call, filename="<string>", mode="eval").body)
+            tree = ast.parse(call, filename="<string>", mode="eval").body
+            with _EXECUTING:
+                result = self._evaluate(tree)
         except Exception as exc:  # noqa: BLE001 - the official executor turns every failure into a result
             return f"Error during execution: {exc}"
         if type(result) is str:
