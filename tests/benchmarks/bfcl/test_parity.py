@@ -65,3 +65,17 @@ def test_every_multi_turn_item_gets_the_official_verdict(category: str, bfcl_tas
     assert disagreements == []
     assert seen[("gold", True)] == 200
     assert sum(count for (name, valid), count in seen.items() if not valid) >= 20, seen
+
+
+def test_every_item_shows_the_model_what_bfcl_shows_it(bfcl_tasks, reference_scorer) -> None:
+    """The questions, function docs (with BFCL's language notes) and held-out functions of every item equal those of
+    the official loader for inference (``load_dataset_entry`` with its defaults but the memory prerequisites)."""
+    for category in CATEGORIES:
+        official = {entry["id"]: entry for entry in reference_scorer.utils.load_dataset_entry(
+            category, include_prereq=False)}
+        assert [task.id for task in bfcl_tasks[category]] == list(official)
+        for task in bfcl_tasks[category]:
+            entry = official[task.id]
+            assert task.input["question"] == entry["question"], task.id
+            assert task.input["functions"] == entry["function"], task.id
+            assert task.input.get("missed_function", {}) == entry.get("missed_function", {}), task.id
