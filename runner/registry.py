@@ -19,6 +19,7 @@ from runner.core.solution import SolutionSpec
 
 BENCHMARKS: dict[str, str] = {
     "acebench": "runner.benchmarks.acebench:ACEBenchmark",
+    "bfcl": "runner.benchmarks.bfcl:BFCLBenchmark",
     "gaia": "runner.benchmarks.gaia:GAIABenchmark",
     "hotpotqa": "runner.benchmarks.hotpotqa:HotpotQABenchmark",
     "toy": "runner.benchmarks.toy:ToyBenchmark",
@@ -27,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
 
 SOLUTIONS: dict[str, str] = {
     "acebench": "runner.solutions.acebench:ACEBenchAgent",
+    "bfcl": "runner.solutions.bfcl:BFCLAgent",
     "calculator": "runner.solutions.calculator:calculator",
     "chat": "runner.solutions.chat:chat",
     "gaia-agent": "runner.solutions.gaia:gaia_agent",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
 from pathlib import Path
 
 import fsspec
@@ -78,6 +79,29 @@ def fetch(
         )
     os.replace(partial, target)
     return target
+
+
+def extract(archive: Path, members: dict[str, Path], *, fix: str = "delete it to download it again") -> None:
+    """Copy ``members`` (path inside the zip archive -> target file) out of a verified ``archive`` (a zip file, such
+    as a Python wheel), each to a temporary name then renamed into place, so a target is never half written.
+
+    Raises:
+        BenchmarkError: the archive is not a zip file or lacks a member (the message names it and ``fix``).
+    """
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            for name, target in members.items():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                partial = target.with_name(target.name + ".part")
+                try:
+                    with bundle.open(name) as source, open(partial, "wb") as sink:
+                        for block in iter(lambda: source.read(1 << 20), b""):
+                            sink.write(block)
+                except KeyError:
+                    raise BenchmarkError(f"{archive} has no {name}; {fix}") from None
+                os.replace(partial, target)
+    except zipfile.BadZipFile:
+        raise BenchmarkError(f"{archive} is not a zip archive; {fix}") from None
 
 
 def _matches(path: Path, algorithm: str, digest: str, size: int | None) -> bool:

@@ -191,6 +191,7 @@ MOCK_POLICIES: dict[str, MockPolicySource] = {
     "default": default_policy,
     "echo": echo_policy,
     "acebench": "runner.solutions.acebench.mock:policy",
+    "bfcl": "runner.solutions.bfcl.mock:policy",
     "gaia": "runner.solutions.gaia.mock:policy",
     "hotpotqa": "runner.benchmarks.hotpotqa.mock:policy",
 }
