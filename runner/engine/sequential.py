@@ -11,8 +11,12 @@ in this process's own loop (a debugger's breakpoint in a solution works as usual
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine, Iterable
 from typing import Any
+
+import psutil
+import structlog
 
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError, RunnerError, exception_line
@@ -38,6 +42,7 @@ class SequentialExecutor:
 
     def __init__(self) -> None:
         self._site: ItemSite | None = None
+        self._before: set[int] = set()
 
     @classmethod
     def from_settings(cls, settings: RunSettings) -> SequentialExecutor:
@@ -63,6 +68,7 @@ class SequentialExecutor:
                 f"the solution {context.solution.display!r} could not be built ({exception_line(exc)})"
             ) from None
         self._site = ItemSite(context, solution, traffic, worker_identity(), sync_in_thread=False)
+        self._before = _children()
 
     async def execute(self, items: Iterable[WorkItem], context: RunContext, progress: Progress) -> None:
         """Execute ``items`` with the solution :meth:`start` built, feeding ``progress``.
@@ -105,14 +111,52 @@ class SequentialExecutor:
                 item_loop.close()
 
     async def close(self) -> None:
-        """Drop the built solution."""
+        """Drop the built solution, and end the processes its items started and left behind (a solution that
+        starts ``sleep`` or a tool server and never waits for it), as Ray ends a worker's when the worker exits:
+        SIGTERM, then SIGKILL after :data:`STRAY_GRACE_S` seconds."""
         self._site = None
+        await asyncio.to_thread(end_strays, self._before)
 
 
 async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, worker: dict[str, object]) -> str:
     """Store the ``timeout`` record of an item that blocked its event loop; the status of its stored record."""
     error = ErrorInfo(type=alarm.error_type, message=alarm.message)
     return await record_fault(item, 1, SolutionOutcome.failed(error, alarm.status), context, dict(worker))
+
+
+STRAY_GRACE_S = 3.0
+"""Seconds a process the run's items left behind has between SIGTERM and SIGKILL when the run ends."""
+
+
+def _children() -> set[int]:
+    """The process ids of this process's descendants now."""
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def end_strays(before: set[int]) -> int:
+    """End this process's descendants that were not there in ``before`` (SIGTERM, SIGKILL after
+    :data:`STRAY_GRACE_S` seconds); how many there were. Logs ``run.child_processes`` when there were any."""
+    strays = []
+    for child in psutil.Process().children(recursive=True):
+        if child.pid in before:
+            continue
+        try:
+            name = child.name()
+            child.terminate()
+            strays.append((child, name))
+        except psutil.Error:
+            continue
+    if not strays:
+        return 0
+    _, alive = psutil.wait_procs([child for child, _ in strays], timeout=STRAY_GRACE_S)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    structlog.get_logger("runner").warning(
+        "run.child_processes", ended=len(strays), names=sorted({name for _, name in strays}),
+        detail="processes the run's items started and left running were ended with the run (on Ray, a worker's end "
+        "with the worker); wait for the processes a solution starts, or start them in its constructor")
+    return len(strays)
 
 
 WRITES_IN_FLIGHT = 4

@@ -214,3 +214,41 @@ def test_ray_memory_limit_makes_the_overrun_an_error_record_and_replaces_the_wor
     assert "over the 700 MiB --memory-limit while task 'toy-002' (repeat 0) ran its solution" in hog.error.message
     assert Counter(line.split()[0] for line in log.read_text().splitlines())["toy-002"] == 1
     assert evaluator.executor.deaths == 1
+
+
+async def test_processes_a_sequential_solution_leaves_behind_end_with_the_run(tmp_path: Path) -> None:
+    """Each item starts ``sleep`` and never waits for it (12 items: 12 children, which used to outlive the run under
+    PID 1); a neighbour: a child that starts a grandchild in a session of its own. The run ends them all and says
+    so; a process the solution's constructor started is the solution's own and stays."""
+    import subprocess
+
+    import psutil
+
+    started: list[int] = []
+
+    class Leaky:
+        def __init__(self) -> None:
+            self.own = subprocess.Popen(["sleep", "60"])
+
+        def __call__(self, task: Any) -> int:
+            child = subprocess.Popen(["sleep", "60"])
+            started.append(child.pid)
+            if task.id == "toy-000":
+                spawner = subprocess.Popen([sys.executable, "-c", "import subprocess, time; print(subprocess.Popen("
+                                            "['sleep', '60'], start_new_session=True).pid, flush=True); "
+                                            "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+                assert spawner.stdout is not None
+                started.extend([spawner.pid, int(spawner.stdout.readline())])
+            return 0
+
+    solution = Leaky()
+    with structlog.testing.capture_logs() as logs:
+        await GeneralEvaluator(benchmark=ToyBenchmark(n_tasks=12), solution_func=solution,
+                               show=False, storage=FileEvaluatorStorage(str(tmp_path / "run"))).run()
+    alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert alive == [] and len(started) == 14
+    [ended] = [entry for entry in logs if entry["event"] == "run.child_processes"]
+    assert ended["ended"] == 14 and set(ended["names"]) == {"sleep", Path(sys.executable).name}  # the grandchild too
+    assert solution.own.poll() is None
+    solution.own.kill()
+    solution.own.wait()
