@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runner._version import __version__
 from runner.core.benchmark import BenchmarkBase
-from runner.core.metric import CLAMPED_FROM, MetricType, number
+from runner.core.metric import CLAMPED_FROM, SEVERAL_SCORES, MetricType, number
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ResultRow, RunResults
 from runner.report import stats
@@ -37,7 +37,9 @@ class MetricSummary(BaseModel):
     ``errors`` counts items where the metric raised (they are not in ``n``); ``unusable`` counts every result left
     out of ``n`` by reason (:data:`~runner.report.values.UNUSABLE_REASONS`, plus the codes of coded errors), so
     ``n`` plus its values is the number of items scored. ``clamped`` counts results the metric clamped into its
-    range (their metadata keeps the value before, :data:`~runner.core.metric.CLAMPED_FROM`).
+    range (their metadata keeps the value before, :data:`~runner.core.metric.CLAMPED_FROM`); ``several_scores``
+    counts results (scores and errors alike) read from a judge's reply that gave several different scores, of which
+    the last was taken (their metadata lists them, :data:`~runner.core.metric.SEVERAL_SCORES`).
 
     A metric that allows infinite values (``MetricBase(allows_infinite=True)``) has the mean of the extended reals
     (:func:`~runner.report.stats.extended_mean`: ``inf`` when a value is ``inf``; ``None`` with both signs) and no
@@ -62,6 +64,7 @@ class MetricSummary(BaseModel):
     errors: int = 0
     unusable: dict[str, int] = Field(default_factory=dict)
     clamped: int = 0
+    several_scores: int = 0
     by_tries: dict[str, dict[str, Any]] | None = None
 
 
@@ -178,6 +181,7 @@ class _Collector:
         self.metric_errors: Counter[str] = Counter()
         self.unusable: dict[str, Counter[str]] = defaultdict(Counter)
         self.clamped: Counter[str] = Counter()
+        self.several_scores: Counter[str] = Counter()
         self.infinite_ok: set[str] = set()
         self.status: Counter[str] = Counter()
         self.usage: dict[str, Counter[str]] = defaultdict(Counter)
@@ -199,6 +203,8 @@ class _Collector:
                 self.unusable[metric.name][reason] += 1
             if CLAMPED_FROM in (metric.metadata or {}):
                 self.clamped[metric.name] += 1
+            if SEVERAL_SCORES in (metric.metadata or {}):
+                self.several_scores[metric.name] += 1
             if metric.error is not None:
                 self.metric_errors[metric.name] += 1
             else:
@@ -227,7 +233,7 @@ def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
         values = [row.scores[name] for row in collector.rows if name in row.scores]
         summary = MetricSummary(type=mtype, n=len(values), errors=collector.metric_errors[name],
                                 unusable={**dict.fromkeys(UNUSABLE_REASONS, 0), **collector.unusable[name]},
-                                clamped=collector.clamped[name])
+                                clamped=collector.clamped[name], several_scores=collector.several_scores[name])
         if mtype is MetricType.CATEGORY:
             counts = Counter(str(v) for v in values)
             summary.distribution = {label: count / len(values) for label, count in sorted(counts.items())}
@@ -283,7 +289,8 @@ def cache_notes(config: dict[str, Any], usage: dict[str, Counter[str]]) -> list[
 
 def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[str]:
     """One line per metric whose results were not all used (how many, why), whose mean is infinite or undefined,
-    or whose results were clamped; and one about retried items."""
+    whose results were clamped, or whose judge replies gave several different scores; and one about retried
+    items."""
     notes = []
     for name, metric in metrics.items():
         left_out = {reason: count for reason, count in metric.unusable.items() if count}
@@ -299,6 +306,10 @@ def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[
         if metric.clamped:
             notes.append(f"metric {name!r}: {metric.clamped} result(s) were clamped into the metric's range (the "
                          f"value before is the result's metadata {CLAMPED_FROM!r})")
+        if metric.several_scores:
+            notes.append(f"metric {name!r}: {metric.several_scores} judge repl(ies) gave several different scores; the "
+                         f"last one was read as the verdict (all of them are the result's metadata "
+                         f"{SEVERAL_SCORES!r})")
     if retried_items:
         notes.append(f"{retried_items} item(s) needed solution retries; each metric's by_tries compares their "
                      "mean with the items whose solution ran once")
