@@ -334,7 +334,9 @@ class OpenAICompatibleModel(ChatModel):
                    "(--max-rpm, --concurrency), or resume the run once it is healthy")
         elif is_retryable_status(status):
             fix = f"the server failed {_tries(attempts)}; check the server's logs, or resume the run once it is healthy"
-        elif uses_tools and "tool" in detail.lower():
+        elif uses_tools and any(word in detail.lower() for word in ("tool choice", "tool_choice", "tool-call-parser")):
+            # vLLM without tool calling: '"auto" tool choice requires --enable-auto-tool-choice and
+            # --tool-call-parser to be set'; not any 400 that names a tool (a refused history, a bad schema).
             fix = ("the server refused tool calling; for vLLM start it with --enable-auto-tool-choice "
                    "--tool-call-parser <parser for the model>")
         else:

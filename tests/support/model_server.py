@@ -8,8 +8,10 @@ the next requests, or every n-th one (:meth:`ScriptedModelServer.fail_every`), w
 ``Retry-After``, 500...) or to stall, to answer with a raw body of any shape (:meth:`ScriptedModelServer.answer`: an
 HTML page, a broken body, another API's reply), to reshape every scripted reply into another server's dialect
 (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to enforce a rate limit as a
-provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond it) and to take a fixed time
-per answer (:attr:`ScriptedModelServer.latency`), and it records every request it received.
+provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond it), to take a fixed time
+per answer (:attr:`ScriptedModelServer.latency`) and to refuse, as vLLM does, a conversation whose earlier tool calls
+have arguments that are not a JSON object (:attr:`ScriptedModelServer.strict_tool_arguments`), and it records every
+request it received.
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``; the paths are matched by their end,
 so a base URL without ``/v1`` reaches them too (as a web server that answers every path would).
@@ -114,6 +116,9 @@ class ScriptedModelServer:
         latency: seconds each chat request within the rate limit waits before its answer (a model's work).
         rate_limited: chat requests answered 429 by :meth:`limit_rate`.
         max_in_flight: the most chat requests waiting out their :attr:`latency` at once.
+        strict_tool_arguments: answer 400 to a chat request whose assistant messages carry a tool call whose
+            ``function.arguments`` is not a string holding a JSON object (``" "``, ``""``, ``null``, broken JSON), as
+            vLLM does (its chat template decodes every earlier call's arguments: vllm-project/vllm#19419).
     """
 
     def __init__(self, policy: MockPolicySource | None = None, *, models: list[str] | None = None) -> None:
@@ -130,6 +135,7 @@ class ScriptedModelServer:
         self.latency = 0.0
         self.rate_limited = 0
         self.max_in_flight = 0
+        self.strict_tool_arguments = False
         self._in_flight = 0
         self._rate: tuple[float, str] | None = None
         self._full_at = 0.0
@@ -284,7 +290,10 @@ class ScriptedModelServer:
         reply = self._mock.reply_to(ChatRequest.from_openai_body(body))
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
-            message["tool_calls"] = [call.to_openai() for call in reply.tool_calls]
+            # The arguments as the model wrote them (blank, broken), as a real server sends them.
+            message["tool_calls"] = [{"id": call.id, "type": "function",
+                                      "function": {"name": call.name, "arguments": call.raw_arguments}}
+                                     for call in reply.tool_calls]
         body = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -298,6 +307,22 @@ class ScriptedModelServer:
             },
         }
         return self.reshape(body) if self.reshape is not None else body
+
+
+def _arguments_refusal(body: dict[str, Any]) -> str | None:
+    """What a strict server says of the first earlier tool call whose arguments are not a JSON object, or ``None``."""
+    for index, message in enumerate(body.get("messages") or []):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            arguments = (call.get("function") or {}).get("arguments")
+            try:
+                decoded = json.loads(arguments) if isinstance(arguments, str) else None
+            except ValueError as exc:
+                return f"messages[{index}]: tool call arguments {arguments!r} are not valid JSON: {exc}"
+            if not isinstance(decoded, dict):
+                return f"messages[{index}]: tool call arguments {arguments!r} are not a JSON object"
+    return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -353,6 +378,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not isinstance(body, dict):
             self._error(400, "the body is not a JSON object")
+            return
+        refusal = _arguments_refusal(body) if self.owner.strict_tool_arguments else None
+        if refusal is not None:
+            self._error(400, refusal)
             return
         if fault is not None:
             time.sleep(fault.delay)
