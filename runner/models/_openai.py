@@ -22,7 +22,7 @@ from runner.core.secrets import mask
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body
-from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, UnreadableReply, one_line
+from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, NoChoice, UnreadableReply, one_line
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
@@ -172,12 +172,25 @@ class OpenAICompatibleModel(ChatModel):
 
         Raises:
             ModelProtocolError: the body is not an OpenAI chat completion.
-            ModelError: the body carries an error (retryable when its code is).
+            ModelError: the body carries an error (retryable when its code is), or holds no choice (``error_code``
+                ``no_choice``: this request's error, not retried unless an error code that is retryable came with
+                it, and never counted towards stopping a run).
         """
         try:
             return read_completion(json_body(response), turn=turn, model=self.model)
         except UnreadableReply as exc:
             raise self._protocol_error(response, exc) from None
+        except NoChoice as exc:
+            status = exc.status
+            why = f" ({exc.reason})" if exc.reason else " and no reason"
+            raise ModelError(
+                f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with no choice{why}; "
+                "the provider gave no reply to this request (a content filter, typically): this item is an error "
+                "and the run goes on; change or drop the item, or the provider's filter settings",
+                status=status,
+                retryable=status is not None and is_retryable_status(status),
+                error_code="rate_limited" if status == 429 else "no_choice",
+            ) from None
         except ErrorReply as exc:
             status = exc.status
             raise ModelError(
