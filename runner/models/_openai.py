@@ -59,8 +59,10 @@ class OpenAICompatibleModel(ChatModel):
         model: the model name the server knows.
         base_url: the API root; default: the provider's environment variable, else its default.
         api_key: default: the provider's environment variable.
-        timeout: seconds one HTTP request may take (default 300); a request past it is retried like a
-            connection failure.
+        timeout: seconds one HTTP request may take in all, from sending it to the last byte of its answer (default
+            300): a deadline that holds however slowly the bytes arrive (the HTTP client's own timeouts only bound
+            each wait for the next byte). A request past it is retried like a connection failure, per ``retry``;
+            a call's longest time is about ``retry.max_attempts`` times it, plus the delays between attempts.
         retry: the :class:`RetryPolicy` (default: 5 attempts, exponential backoff from 1 s).
         temperature, max_tokens, seed: defaults for every call.
 
@@ -243,7 +245,7 @@ class OpenAICompatibleModel(ChatModel):
             try:
                 async with request_slot(self.endpoint, tokens) as answer:
                     try:
-                        return await call(answer)
+                        return await self._within_deadline(call(answer))
                     except openai.APIStatusError as exc:
                         answer.set(exc.status_code, exc.response.headers)
                         raise
@@ -272,6 +274,10 @@ class OpenAICompatibleModel(ChatModel):
                 if attempt == attempts:
                     raise self._connection_error(exc, attempt) from exc
                 wait, reason = None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+            except asyncio.TimeoutError as exc:
+                if attempt == attempts:
+                    raise self._timeout_error(attempt) from exc
+                wait, reason = None, "timeout"
             except ModelError as exc:
                 if not exc.retryable or attempt == attempts:
                     raise
@@ -281,6 +287,12 @@ class OpenAICompatibleModel(ChatModel):
                         attempts=attempts, delay_s=round(delay, 3))
             await _retry.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _within_deadline(self, request: Awaitable[R]) -> R:
+        """``await request``, cancelled after :attr:`timeout` seconds in all (``asyncio.TimeoutError``): the
+        deadline of one HTTP request, which a server that trickles its answer cannot stretch, since the HTTP
+        client's timeouts restart with every byte (openai/openai-python#2599)."""
+        return await asyncio.wait_for(request, self.timeout)
 
     def _missing_route(self, exc: openai.APIStatusError) -> ModelProtocolError | None:
         """The error for a 404, 405 or 501 whose body is not JSON (a web page, a proxy's text, nothing): no route of
@@ -306,14 +318,20 @@ class OpenAICompatibleModel(ChatModel):
             model=self.name, url=str(request.url), shape=shape,
         )
 
+    def _timeout_error(self, attempts: int) -> ModelError:
+        """The error for a request past :attr:`timeout` on its last attempt (the whole answer had not arrived)."""
+        tries = f" (each of {attempts} attempts)" if attempts > 1 else ""
+        return ModelError(
+            f"{self.name}: the server at {self.url} did not finish answering within {self.timeout:g} s{tries}, the "
+            "model timeout of one request; check that it is healthy and not trickling its answers, or raise the "
+            "model timeout",
+            retryable=True,
+        )
+
     def _connection_error(self, exc: openai.APIConnectionError, attempts: int) -> ModelError:
-        tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(
-                f"{self.name}: the server at {self.url} did not answer within {self.timeout:g} s{tries}; "
-                "check that it is healthy, or raise the model timeout",
-                retryable=True,
-            )
+            return self._timeout_error(attempts)
+        tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
         cause = one_line(exc.__cause__ or exc, 120)
         return ModelError(
             f"{self.name}: cannot connect to the model server at {self.url}{tries} ({cause}); "
@@ -391,7 +409,9 @@ class OpenAICompatibleModel(ChatModel):
         """
         log = structlog.get_logger("runner.models")
         try:
-            answer = await self._http().models.with_raw_response.list()
+            answer = await self._within_deadline(self._http().models.with_raw_response.list())
+        except asyncio.TimeoutError as exc:
+            raise self._timeout_error(1) from exc
         except openai.APIConnectionError as exc:
             if isinstance(exc.__cause__, httpx.DecodingError):
                 raise self._undecodable(exc.__cause__) from exc

@@ -6,7 +6,8 @@ accounting), and only the model's text is scripted. Replies come from the same p
 provider (:class:`runner.models.MockScript`, a callable, a list of replies); the server can also be told to fail
 the next requests, or every n-th one (:meth:`ScriptedModelServer.fail_every`), with an HTTP status (429 with
 ``Retry-After``, 500...) or to stall, to answer with a raw body of any shape (:meth:`ScriptedModelServer.answer`: an
-HTML page, a broken body, another API's reply), to reshape every scripted reply into another server's dialect
+HTML page, a broken body, another API's reply), to send an answer a byte at a time (:meth:`ScriptedModelServer.drip`:
+a server or proxy that trickles, so that every byte resets a read timeout), to reshape every scripted reply into another server's dialect
 (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to enforce a rate limit as a
 provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond it), to take a fixed time
 per answer (:attr:`ScriptedModelServer.latency`) and to refuse, as vLLM does, a conversation whose earlier tool calls
@@ -36,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -131,6 +133,7 @@ class ScriptedModelServer:
         self._every: tuple[int, _Fault] | None = None
         self._chats = 0
         self._answers: dict[str, deque[RawAnswer]] = {"chat": deque(), "models": deque()}
+        self._drips: dict[str, deque[tuple[float, bool]]] = {"chat": deque(), "models": deque()}
         self._standing: dict[str, RawAnswer] = {}
         self.latency = 0.0
         self.rate_limited = 0
@@ -210,6 +213,19 @@ class ScriptedModelServer:
         """Wait ``seconds`` before answering each of the next ``times`` chat requests (for client timeouts)."""
         with self._lock:
             self._faults.extend(_Fault(None, None, seconds, "") for _ in range(times))
+
+    def drip(self, seconds_per_byte: float, times: int = 1, *, endpoint: str = "chat",
+             headers_too: bool = False) -> None:
+        """Send each of the next ``times`` answers to ``endpoint`` (``"chat"`` or ``"models"``) one byte every
+        ``seconds_per_byte``: the body after the headers, or the whole answer from its status line with
+        ``headers_too``. The answer itself is the one the server would send (scripted, raw or an error)."""
+        with self._lock:
+            self._drips[endpoint].extend((seconds_per_byte, headers_too) for _ in range(times))
+
+    def _take_drip(self, endpoint: str) -> tuple[float, bool] | None:
+        with self._lock:
+            queue = self._drips[endpoint]
+            return queue.popleft() if queue else None
 
     def answer(self, body: bytes | str | Any, *, endpoint: str = "chat", status: int = 200,
                content_type: str | None = "application/json", headers: dict[str, str] | None = None,
@@ -332,28 +348,41 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request log lines on stderr."""
 
+    drip: tuple[float, bool] | None = None
+
+    def _emit(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        """Send one answer, at once or a byte at a time (:meth:`ScriptedModelServer.drip`)."""
+        if self.drip is None:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        seconds, headers_too = self.drip
+        self.close_connection = True
+        lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{k}: {v}" for k, v in headers.items()),
+                 f"Content-Length: {len(data)}", "", ""]
+        head = "\r\n".join(lines).encode()
+        if not headers_too:
+            self.wfile.write(head)
+        stream = head + data if headers_too else data
+        for index in range(len(stream)):
+            self.wfile.write(stream[index:index + 1])
+            time.sleep(seconds)
+
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self._emit(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(payload).encode())
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
 
     def _send_raw(self, raw: RawAnswer) -> None:
-        self.send_response(raw.status)
-        for name, value in raw.headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(raw.body)))
-        self.end_headers()
-        self.wfile.write(raw.body)
+        self._emit(raw.status, raw.headers, raw.body)
 
     def do_GET(self) -> None:
+        self.drip = self.owner._take_drip("models") if self.path.rstrip("/").endswith("/models") else None
         self.owner._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None))
         answer = self.owner._raw("models") if self.path.rstrip("/").endswith("/models") else None
         if answer is not None:
@@ -373,6 +402,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
         fault = self.owner._record(RecordedRequest("POST", self.path, headers, body))
+        self.drip = self.owner._take_drip("chat") if self.path.rstrip("/").endswith("/chat/completions") else None
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._error(404, f"no route {self.path}")
             return
