@@ -20,17 +20,37 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
 from runner._version import __version__
-from runner.cli.args import add_run_arguments, json_object
+from runner.cli.args import add_run_arguments, json_object, unrecognized
 from runner.core.errors import RunnerError
 
 COMMANDS = ("run", "report", "status", "compare", "list", "submit", "k8s")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors and exit status 2."""
+    """argparse with one-line errors and exit status 2, and the closest flag suggested for a mistyped one."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = _chosen_parser(self, parsed)
+            flags = [flag for action in chosen._actions for flag in action.option_strings]
+            chosen.error(unrecognized(extras, flags, COMMANDS))
+        return parsed
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser that read ``parsed`` (``run``, ``k8s status``...): the one whose flags a
+    mistyped flag was meant for."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+            if chosen is not None:
+                return _chosen_parser(chosen, parsed)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
