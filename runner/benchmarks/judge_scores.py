@@ -21,8 +21,8 @@ How a number is written (every path):
 
 - a sign belongs to the number only when it touches its digits: ``-1``, ``+0.5`` and every other minus character
   (U+2212 minus sign, en and em dash, figure dash, hyphen, non-breaking hyphen, small and full-width hyphen-minus);
-  ``±`` is refused; a dash set apart from the number after a key (``Score - 1``, ``Score: – 1``) or opening a bare
-  reply (``- 1``) could be a sign or a separator, and is refused;
+  ``±`` is refused; a dash set apart from the number after it (``Score - 1``, ``Score: – 1``, a bare ``- 1``) could
+  be a sign or a separator, and is refused;
 - a decimal point, or a decimal comma (``0,8`` is 0.8; ``1,5`` is 1.5); a comma before exactly three digits after a
   non-zero whole part (``1,000``) could be a thousands separator, and is refused, as is a number with more than one
   mark (``1,000.5``, ``1.2.3``);
