@@ -395,8 +395,8 @@ class _PassK:
             self.tasks[name][str(k)] = len(eligible)
             self.left_out[name][str(k)] = len(tries) - len(eligible)
             if eligible:
-                self.at_k[name][str(k)] = stats.mean([stats.pass_at_k(n, c, k) for n, c in eligible])  # type: ignore[assignment]
-                self.hat_k[name][str(k)] = stats.mean([stats.pass_hat_k(n, c, k) for n, c in eligible])  # type: ignore[assignment]
+                self.at_k[name][str(k)] = math.fsum(stats.pass_at_k(n, c, k) for n, c in eligible) / len(eligible)
+                self.hat_k[name][str(k)] = math.fsum(stats.pass_hat_k(n, c, k) for n, c in eligible) / len(eligible)
 
     def notes(self) -> list[str]:
         """One line per metric and k that leaves tasks out."""

@@ -7,12 +7,12 @@ provider (:class:`runner.models.MockScript`, a callable, a list of replies); the
 the next requests, or every n-th one (:meth:`ScriptedModelServer.fail_every`), with an HTTP status (429 with
 ``Retry-After``, 500...) or to stall, to answer with a raw body of any shape (:meth:`ScriptedModelServer.answer`: an
 HTML page, a broken body, another API's reply), to send an answer a byte at a time (:meth:`ScriptedModelServer.drip`:
-a server or proxy that trickles, so that every byte resets a read timeout), to reshape every scripted reply into another server's dialect
-(:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to enforce a rate limit as a
-provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond it), to take a fixed time
-per answer (:attr:`ScriptedModelServer.latency`) and to refuse, as vLLM does, a conversation whose earlier tool calls
-have arguments that are not a JSON object (:attr:`ScriptedModelServer.strict_tool_arguments`), and it records every
-request it received.
+a server or proxy that trickles, so that every byte resets a read timeout), to reshape every scripted reply into
+another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to
+enforce a rate limit as a provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond
+it), to take a fixed time per answer (:attr:`ScriptedModelServer.latency`) and to refuse, as vLLM does, a
+conversation whose earlier tool calls have arguments that are not a JSON object
+(:attr:`ScriptedModelServer.strict_tool_arguments`), and it records every request it received.
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``; the paths are matched by their end,
 so a base URL without ``/v1`` reaches them too (as a web server that answers every path would).

@@ -47,7 +47,8 @@ def test_replies_without_a_clear_score_are_errors(reply):
 
 
 @pytest.mark.parametrize(("reply", "score"), [
-    ("Score: 2", 2.0), ("8", 8.0), ("-0.5", -0.5), ("Score: -1", -1.0), ("Rating: −0.5", -0.5), ("150%", 1.5), ('{"score": 1.3}', 1.3), ("12/10", 1.2),
+    ("Score: 2", 2.0), ("8", 8.0), ("-0.5", -0.5), ("Score: -1", -1.0), ("Rating: −0.5", -0.5), ("150%", 1.5),
+    ('{"score": 1.3}', 1.3), ("12/10", 1.2),
     ("Rating: 7 out of 5", 1.4),
 ])
 def test_a_score_outside_zero_to_one_is_refused_with_the_reply_or_clamped_on_request(reply, score):
