@@ -8,6 +8,7 @@ objects, which take an HTML page for a string and a list of content parts for a 
 from __future__ import annotations
 
 import asyncio
+import sys
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -292,6 +293,10 @@ class OpenAICompatibleModel(ChatModel):
         """``await request``, cancelled after :attr:`timeout` seconds in all (``asyncio.TimeoutError``): the
         deadline of one HTTP request, which a server that trickles its answer cannot stretch, since the HTTP
         client's timeouts restart with every byte (openai/openai-python#2599)."""
+        if sys.version_info >= (3, 11):
+            # In the calling task (wait_for would run the request in a task of its own).
+            async with asyncio.timeout(self.timeout):
+                return await request
         return await asyncio.wait_for(request, self.timeout)
 
     def _missing_route(self, exc: openai.APIStatusError) -> ModelProtocolError | None:
