@@ -4,8 +4,9 @@ No subcommand means ``run``. Bad input ends with exit status 2 and one line on s
 way out; a run that stopped after writing started (a model server that speaks another protocol, a storage outage)
 with exit status 3, a spent budget with exit status 4, each with one line; an unexpected failure keeps its traceback
 (exit status 1). Ctrl-C (SIGINT) and SIGTERM (what Kubernetes and ``timeout`` send) stop a run the same way: the
-run is cancelled, its lease released, finished records kept, and one line says so (exit status 130 and 143, the
-shell's 128 + signal number).
+run is cancelled, its lease released, finished records kept, and one line says what is kept: nothing (stopped
+before the run wrote its ``run.json``), no record yet, or the finished records (exit status 130 and 143, the shell's
+128 + signal number).
 """
 
 from __future__ import annotations
@@ -20,17 +21,38 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
 from runner._version import __version__
-from runner.cli.args import add_run_arguments, json_object
+from runner.cli.args import add_run_arguments, json_object, unrecognized
 from runner.core.errors import RunnerError
+from runner.storage.store import ResultStore, runs_written
 
 COMMANDS = ("run", "report", "status", "compare", "list", "submit", "k8s")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors and exit status 2."""
+    """argparse with one-line errors and exit status 2, and the closest flag suggested for a mistyped one."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = _chosen_parser(self, parsed)
+            flags = [flag for action in chosen._actions for flag in action.option_strings]
+            chosen.error(unrecognized(extras, flags, COMMANDS))
+        return parsed
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser that read ``parsed`` (``run``, ``k8s status``...): the one whose flags a
+    mistyped flag was meant for."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+            if chosen is not None:
+                return _chosen_parser(chosen, parsed)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     terminated = threading.Event()
+    written_before = len(runs_written())
     try:
         with warnings.catch_warnings(), _sigterm_as_interrupt(terminated):
             warnings.showwarning = _warning_line
@@ -91,8 +114,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_status
     except KeyboardInterrupt:
         word, status = ("terminated", 128 + signal.SIGTERM) if terminated.is_set() else ("interrupted", 130)
-        print(f"{word}: finished records are kept; run the same command again to resume", file=sys.stderr)
+        if args.command == "run":
+            word = interrupted_line(word, runs_written()[written_before:])
+        print(word, file=sys.stderr)
         return status
+
+
+KEPT = "finished records are kept; run the same command again to resume"
+
+
+def interrupted_line(word: str, written: Sequence[ResultStore]) -> str:
+    """What an interrupted run says is kept (``word``: ``interrupted`` or ``terminated``): nothing when it stopped
+    before writing its ``run.json`` (the preflight, Ray's start), no record when no item had finished, else
+    :data:`KEPT`. ``written``: the runs this command started writing (:func:`runs_written`)."""
+    if not written:
+        return f"{word}: nothing was written; run the same command again"
+    try:
+        has_records = bool(written[-1].list_record_paths())
+    except Exception:  # noqa: BLE001 - the line must be printed whatever the store does now
+        has_records = True
+    if not has_records:
+        return f"{word}: no item had finished, so no record was written; run the same command again to start the run"
+    return f"{word}: {KEPT}"
 
 
 @contextlib.contextmanager

@@ -6,9 +6,10 @@ Flags override the config file; a flag left out keeps the file's value (every fl
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from runner.core.config import RunConfig, build_config, load_config_file
@@ -61,6 +62,33 @@ RUN_FLAGS = (
 )
 # flag dest -> EndpointLimits field; each flag takes N (every endpoint) or MODEL=N (that model's endpoints)
 LIMIT_FLAGS = ("max_rpm", "max_tpm", "max_connections")
+
+
+SUGGESTION_CUTOFF = 0.6
+"""How close a mistyped flag must be to a known one to be suggested (``difflib.get_close_matches``' ratio)."""
+
+
+def unrecognized(extras: Sequence[str], flags: Iterable[str], commands: Iterable[str] = ()) -> str:
+    """The message for arguments a parser did not recognise, with the closest known flag (or, for a first word that
+    is no flag, command) when one is close: ``unrecognized arguments: --storge x; did you mean --storage?``.
+
+    Args:
+        extras: the arguments left over, in order.
+        flags: the option strings of the parser that read them.
+        commands: the command names, suggested for a word that is not a flag.
+    """
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    long_flags = sorted({flag for flag in flags if flag.startswith("--")})
+    for extra in extras:
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], long_flags, n=1, cutoff=SUGGESTION_CUTOFF)
+            if close:
+                return f"{message}; did you mean {close[0]}?"
+        elif extra == extras[0] and not extra.startswith("-"):
+            close = difflib.get_close_matches(extra, sorted(commands), n=1, cutoff=SUGGESTION_CUTOFF)
+            if close:
+                return f"{message}; did you mean the command {close[0]!r}?"
+    return message
 
 
 def parse_value(text: str) -> Any:

@@ -11,7 +11,11 @@ cluster), and each model's provider and API key (:func:`~runner.models.check_mod
 are not called, as they are often reachable only from inside the cluster).
 
 Exit status: 0 submitted (or, with ``--wait``/``--follow``, succeeded); 1 the RayJob failed; 2 bad input, an API
-error, or ``--wait-timeout`` passed (one line on stderr).
+error, or ``--wait-timeout`` passed (one line on stderr). ``--wait`` and ``--follow`` give up after
+:func:`wait_seconds` unless ``--wait-timeout`` says otherwise.
+
+``k8s status NAME`` exits with the RayJob's state (:data:`STATUS_EXIT`): 0 succeeded or not ended yet, 1 failed, 2
+no such RayJob or an API error.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,18 @@ from runner.engine.request import RunRequest
 from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name, image_repository, image_tag
 from runner.kuberay.manifest import build_configmap, build_rayjob, dump_yaml
 from runner.kuberay.options import DeployOptions
+from runner.kuberay.status import RayJobStatus
+
+WAIT_MARGIN_S = 600
+"""Seconds ``--wait`` waits past the RayJob's ``activeDeadlineSeconds`` by default: time for the cluster's pods to
+start before the deadline's clock does, and for KubeRay to mark the RayJob failed once it passes."""
+WAIT_WITHOUT_DEADLINE_S = 86400
+"""Seconds ``--wait`` waits by default for a RayJob without ``activeDeadlineSeconds`` (one day)."""
+STATUS_EXIT = {"succeeded": 0, "running": 0, "failed": 1}
+"""``k8s status``'s exit status by the RayJob's state: succeeded (deployment ``Complete``, job ``SUCCEEDED``), not
+ended yet (any other deployment status that is not terminal: ``Initializing``, ``Running``, ``Retrying``,
+``Suspended``...), failed (deployment ``Failed`` or ``ValidationFailed``, or ``Complete`` with another job status);
+see :mod:`runner.kuberay.status`."""
 
 
 def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
@@ -68,13 +85,15 @@ def add_commands(sub: Any) -> None:
     follow.add_argument("--wait", action="store_true", help="wait until the RayJob ends; exit 1 if it failed")
     follow.add_argument("--follow", action="store_true", help="print the driver's log, then wait")
     follow.add_argument("--wait-timeout", type=float, metavar="SECONDS",
-                        help="give up waiting after this long (the RayJob keeps running)")
+                        help="give up waiting (and following) after this long, exit 2; the RayJob keeps running "
+                             f"(default: its activeDeadlineSeconds plus {WAIT_MARGIN_S} s, i.e. 87000 s with the "
+                             f"chart's default deadline of 86400 s; {WAIT_WITHOUT_DEADLINE_S} s when it has none)")
     submit.set_defaults(handler=cmd_submit)
 
     k8s = sub.add_parser("k8s", help="status, logs or deletion of a RayJob")
     actions = k8s.add_subparsers(dest="action", required=True, parser_class=type(k8s))
     for action, handler, text in (
-        ("status", cmd_status, "the RayJob's deployment and job status"),
+        ("status", cmd_status, "the RayJob's deployment and job status; exit 0 succeeded or not ended yet, 1 failed"),
         ("logs", cmd_logs, "the driver's log (from the submitter pod)"),
         ("delete", cmd_delete, "delete the RayJob, its cluster, pods and run config"),
     ):
@@ -162,6 +181,21 @@ def deploy_options(args: argparse.Namespace, values: dict[str, Any]) -> DeployOp
     return DeployOptions.from_values(data, source)
 
 
+def wait_seconds(requested: float | None, options: DeployOptions) -> float:
+    """How long ``--wait``/``--follow`` wait in all: ``--wait-timeout`` when given (it must be positive), else the
+    RayJob's ``activeDeadlineSeconds`` plus :data:`WAIT_MARGIN_S`, else :data:`WAIT_WITHOUT_DEADLINE_S`.
+
+    Raises:
+        ConfigError: a ``--wait-timeout`` that is not positive.
+    """
+    if requested is not None:
+        if requested <= 0:
+            raise ConfigError(f"--wait-timeout must be a positive number of seconds, got {requested:g}")
+        return requested
+    deadline = options.ray_job.active_deadline_seconds
+    return WAIT_WITHOUT_DEADLINE_S if deadline is None else deadline + WAIT_MARGIN_S
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     """``submit``: build the RayJob; print it (``--dry-run``) or create it, then optionally follow and wait."""
     check_namespace(args.namespace)
@@ -174,6 +208,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     check_rayjob_name(name)
     rayjob = build_rayjob(config, options, name, namespace=args.namespace, extra_args=extra_args)
     configmap = build_configmap(config, name, namespace=args.namespace)
+    waiting = wait_seconds(args.wait_timeout, options) if args.wait or args.follow else None
     # The checks of a local run, before anything is printed or sent. The ConfigMap keeps the config as given, so
     # that the pods settle the model defaults from their own environment.
     check_model_names(**RunRequest.from_config(config).models())
@@ -181,7 +216,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         sys.stdout.write(dump_yaml(configmap, rayjob))
         return 0
 
-    from runner.kuberay.client import RayJobClient
+    from runner.kuberay.client import RayJobClient, WaitTimeout
 
     client = RayJobClient.from_environment(args.namespace, args.context)
     credentials = options.storage.credentials
@@ -191,10 +226,17 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if not (args.wait or args.follow):
         print(f"follow it: python -m runner k8s logs {name} -n {ns} --follow", file=sys.stderr)
         return 0
-    if args.follow:
-        for line in client.logs(name, follow=True, timeout=args.wait_timeout):
-            print(line, flush=True)
-    final = client.wait(name, timeout=args.wait_timeout, on_status=lambda s: print(s.line(), file=sys.stderr))
+    assert waiting is not None
+    until = time.monotonic() + waiting
+    try:
+        if args.follow:
+            for line in client.logs(name, follow=True, timeout=waiting):
+                print(line, flush=True)
+        left = max(until - time.monotonic(), 0.001) if args.follow else waiting
+        final = client.wait(name, timeout=left, on_status=lambda s: print(s.line(), file=sys.stderr))
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc} (waited {waiting:g} s in all, --wait-timeout); see it with python -m runner k8s "
+                          f"status {name} -n {ns}") from None
     if final.succeeded:
         print(f"done: python -m runner report {config.storage}", file=sys.stderr)
         return 0
@@ -209,14 +251,23 @@ def _client(args: argparse.Namespace) -> Any:
     return RayJobClient.from_environment(args.namespace, args.context)
 
 
+def state(status: RayJobStatus) -> str:
+    """``succeeded``, ``failed`` or ``running`` (not ended yet): the keys of :data:`STATUS_EXIT`."""
+    if status.succeeded:
+        return "succeeded"
+    return "failed" if status.terminal else "running"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    """``k8s status NAME``: one line (or JSON) with the RayJob's deployment and job status."""
+    """``k8s status NAME``: one line (or JSON) with the RayJob's deployment and job status; the exit status says
+    whether it failed (:data:`STATUS_EXIT`)."""
     status = _client(args).status(args.name)
     if args.json:
-        print(json.dumps({**status.__dict__, "terminal": status.terminal, "succeeded": status.succeeded}, indent=2))
+        print(json.dumps({**status.__dict__, "terminal": status.terminal, "succeeded": status.succeeded,
+                          "state": state(status)}, indent=2))
     else:
         print(status.line())
-    return 0
+    return STATUS_EXIT[state(status)]
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

@@ -57,6 +57,11 @@ CLAMPED_FROM = "clamped_from"
 """The ``metadata`` key under which a metric that clamps a value into its range keeps the value before clamping
 (e.g. HotpotQA's judges with ``judge_clamp=true``); the report counts such results per metric (``clamped``)."""
 
+SEVERAL_SCORES = "several_scores"
+"""The ``metadata`` key under which a judged metric keeps the scores a judge's reply gave when it gave several that
+disagree (``["Score: 1", "Score: 0"]``, as written, in order; the verdict read is the last,
+:mod:`runner.benchmarks.judge_scores`); the report counts such results per metric (``several_scores``)."""
+
 
 class MetricError(ValueError):
     """A metric's refusal to score, with a stable reason for programs and details for the record.

@@ -22,10 +22,12 @@ class ModelError(RunnerError):
         message: the line.
         status: the HTTP status the server answered with, when it answered.
         retryable: whether the failure was of a kind that is retried (rate limit, server error, connection).
-        error_code: a stable reason that the run's record keeps as ``error.code`` when it ends a work item, for a
+        error_code: a stable reason that the run's record keeps as ``error.code`` when it ends a work item. For a
             failure that every further call to the server will meet: ``quota_exhausted`` (HTTP 429, the account's
             quota is used up), ``rate_limited`` (HTTP 429 on every attempt), ``protocol_error``
             (:class:`ModelProtocolError`); the engine stops a run after a few in a row (``runner.engine.watch``).
+            For a failure of this request only: ``no_choice`` (a well-formed reply that holds no choice, such as a
+            provider's content filter answering ``200`` with ``choices: []``), which never stops a run.
     """
 
     protocol_error: ClassVar[bool] = False
@@ -98,6 +100,23 @@ class ErrorReply(ValueError):
     def __init__(self, detail: str, status: int | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.status = status
+
+
+class NoChoice(ValueError):
+    """Raised by the reply reader for a well-formed chat completion that holds no choice (``choices: []``, or a choice
+    with a ``finish_reason`` and no message): the provider answered, but gave no reply to this request (a content
+    filter, typically); the model turns it into a :class:`ModelError` with ``error_code`` ``no_choice``.
+
+    Args:
+        reason: the provider's reason in words (``prompt_filter_results: hate filtered (high)``, an error object's
+            message), or ``None`` when it gave none.
+        status: the HTTP-like code of an error object that came with it, when it has an integer one.
+    """
+
+    def __init__(self, reason: str | None, status: int | None = None) -> None:
+        super().__init__(reason or "no reason given")
+        self.reason = reason
         self.status = status
 
 

@@ -8,6 +8,7 @@ objects, which take an HTML page for a string and a list of content parts for a 
 from __future__ import annotations
 
 import asyncio
+import sys
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ from runner.core.secrets import mask
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body
-from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, UnreadableReply, one_line
+from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, NoChoice, UnreadableReply, one_line
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
@@ -59,8 +60,10 @@ class OpenAICompatibleModel(ChatModel):
         model: the model name the server knows.
         base_url: the API root; default: the provider's environment variable, else its default.
         api_key: default: the provider's environment variable.
-        timeout: seconds one HTTP request may take (default 300); a request past it is retried like a
-            connection failure.
+        timeout: seconds one HTTP request may take in all, from sending it to the last byte of its answer (default
+            300): a deadline that holds however slowly the bytes arrive (the HTTP client's own timeouts only bound
+            each wait for the next byte). A request past it is retried like a connection failure, per ``retry``;
+            a call's longest time is about ``retry.max_attempts`` times it, plus the delays between attempts.
         retry: the :class:`RetryPolicy` (default: 5 attempts, exponential backoff from 1 s).
         temperature, max_tokens, seed: defaults for every call.
 
@@ -172,12 +175,25 @@ class OpenAICompatibleModel(ChatModel):
 
         Raises:
             ModelProtocolError: the body is not an OpenAI chat completion.
-            ModelError: the body carries an error (retryable when its code is).
+            ModelError: the body carries an error (retryable when its code is), or holds no choice (``error_code``
+                ``no_choice``: this request's error, not retried unless an error code that is retryable came with
+                it, and never counted towards stopping a run).
         """
         try:
             return read_completion(json_body(response), turn=turn, model=self.model)
         except UnreadableReply as exc:
             raise self._protocol_error(response, exc) from None
+        except NoChoice as exc:
+            status = exc.status
+            why = f" ({exc.reason})" if exc.reason else " and no reason"
+            raise ModelError(
+                f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with no choice{why}; "
+                "the provider gave no reply to this request (a content filter, typically): this item is an error "
+                "and the run goes on; change or drop the item, or the provider's filter settings",
+                status=status,
+                retryable=status is not None and is_retryable_status(status),
+                error_code="rate_limited" if status == 429 else "no_choice",
+            ) from None
         except ErrorReply as exc:
             status = exc.status
             raise ModelError(
@@ -230,7 +246,7 @@ class OpenAICompatibleModel(ChatModel):
             try:
                 async with request_slot(self.endpoint, tokens) as answer:
                     try:
-                        return await call(answer)
+                        return await self._within_deadline(call(answer))
                     except openai.APIStatusError as exc:
                         answer.set(exc.status_code, exc.response.headers)
                         raise
@@ -259,6 +275,10 @@ class OpenAICompatibleModel(ChatModel):
                 if attempt == attempts:
                     raise self._connection_error(exc, attempt) from exc
                 wait, reason = None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+            except asyncio.TimeoutError as exc:
+                if attempt == attempts:
+                    raise self._timeout_error(attempt) from exc
+                wait, reason = None, "timeout"
             except ModelError as exc:
                 if not exc.retryable or attempt == attempts:
                     raise
@@ -268,6 +288,16 @@ class OpenAICompatibleModel(ChatModel):
                         attempts=attempts, delay_s=round(delay, 3))
             await _retry.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _within_deadline(self, request: Awaitable[R]) -> R:
+        """``await request``, cancelled after :attr:`timeout` seconds in all (``asyncio.TimeoutError``): the
+        deadline of one HTTP request, which a server that trickles its answer cannot stretch, since the HTTP
+        client's timeouts restart with every byte (openai/openai-python#2599)."""
+        if sys.version_info >= (3, 11):
+            # In the calling task (wait_for would run the request in a task of its own).
+            async with asyncio.timeout(self.timeout):
+                return await request
+        return await asyncio.wait_for(request, self.timeout)
 
     def _missing_route(self, exc: openai.APIStatusError) -> ModelProtocolError | None:
         """The error for a 404, 405 or 501 whose body is not JSON (a web page, a proxy's text, nothing): no route of
@@ -293,14 +323,20 @@ class OpenAICompatibleModel(ChatModel):
             model=self.name, url=str(request.url), shape=shape,
         )
 
+    def _timeout_error(self, attempts: int) -> ModelError:
+        """The error for a request past :attr:`timeout` on its last attempt (the whole answer had not arrived)."""
+        tries = f" (each of {attempts} attempts)" if attempts > 1 else ""
+        return ModelError(
+            f"{self.name}: the server at {self.url} did not finish answering within {self.timeout:g} s{tries}, the "
+            "model timeout of one request; check that it is healthy and not trickling its answers, or raise the "
+            "model timeout",
+            retryable=True,
+        )
+
     def _connection_error(self, exc: openai.APIConnectionError, attempts: int) -> ModelError:
-        tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(
-                f"{self.name}: the server at {self.url} did not answer within {self.timeout:g} s{tries}; "
-                "check that it is healthy, or raise the model timeout",
-                retryable=True,
-            )
+            return self._timeout_error(attempts)
+        tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
         cause = one_line(exc.__cause__ or exc, 120)
         return ModelError(
             f"{self.name}: cannot connect to the model server at {self.url}{tries} ({cause}); "
@@ -334,7 +370,9 @@ class OpenAICompatibleModel(ChatModel):
                    "(--max-rpm, --concurrency), or resume the run once it is healthy")
         elif is_retryable_status(status):
             fix = f"the server failed {_tries(attempts)}; check the server's logs, or resume the run once it is healthy"
-        elif uses_tools and "tool" in detail.lower():
+        elif uses_tools and any(word in detail.lower() for word in ("tool choice", "tool_choice", "tool-call-parser")):
+            # vLLM without tool calling: '"auto" tool choice requires --enable-auto-tool-choice and
+            # --tool-call-parser to be set'; not any 400 that names a tool (a refused history, a bad schema).
             fix = ("the server refused tool calling; for vLLM start it with --enable-auto-tool-choice "
                    "--tool-call-parser <parser for the model>")
         else:
@@ -376,7 +414,9 @@ class OpenAICompatibleModel(ChatModel):
         """
         log = structlog.get_logger("runner.models")
         try:
-            answer = await self._http().models.with_raw_response.list()
+            answer = await self._within_deadline(self._http().models.with_raw_response.list())
+        except asyncio.TimeoutError as exc:
+            raise self._timeout_error(1) from exc
         except openai.APIConnectionError as exc:
             if isinstance(exc.__cause__, httpx.DecodingError):
                 raise self._undecodable(exc.__cause__) from exc

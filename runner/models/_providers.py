@@ -173,7 +173,8 @@ def model_from_name(
         base_url: the server's API root (e.g. ``http://10.0.0.5:8000/v1``); default: the provider's environment
             variable, else its default (see ``docs/models.md``).
         api_key: the key; default: the provider's environment variable.
-        timeout: seconds one HTTP request may take (default 300).
+        timeout: seconds one HTTP request may take in all, from sending it to its answer's last byte (default
+            300), however slowly the bytes arrive; a request past it is retried per ``retry``.
         retry: the retry policy (default :class:`RetryPolicy` ``()``: 5 attempts, backoff from 1 s).
         temperature, max_tokens, seed: defaults for every call.
         mock_policy: for the bare name ``mock`` only: the reply policy to use instead of the default one (a

@@ -27,6 +27,10 @@ Servers agree on ``choices[0].message`` and little inside it. Read here (``docs/
   or not a non-negative integer is unknown (``None``), never 0.
 - An ``error`` object in a success answer (OpenRouter and other gateways pass upstream failures on this way), at the
   top level or in the choice: :class:`ErrorReply`.
+- A well-formed completion without a choice: ``choices: []`` (a content filter's block: Azure OpenAI's
+  ``prompt_filter_results``, Gemini through LiteLLM or OpenAI's endpoint with ``prompt_feedback``, a gateway's
+  ``error`` object), or a choice with a ``finish_reason`` and no message: :class:`NoChoice`, with the provider's
+  reason when it gives one.
 
 Anything else is :class:`UnreadableReply`, whose shape names the field and what it held, with a hint when the body
 is another API's (Ollama's ``/api/chat``, Anthropic's Messages API, Gemini's ``generateContent``, OpenAI's Responses
@@ -41,7 +45,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runner.models._errors import ErrorReply, UnreadableReply, one_line
+from runner.models._errors import ErrorReply, NoChoice, UnreadableReply, one_line
 from runner.models._types import ChatReply, ToolCall, Usage
 
 TEXT_PARTS = frozenset({"text", "output_text", "refusal"})
@@ -77,6 +81,7 @@ def read_completion(body: Any, *, turn: int, model: str) -> ChatReply:
 
     Raises:
         ErrorReply: the body carries an error instead of a reply.
+        NoChoice: the body is a chat completion without a choice (see the module docstring).
         UnreadableReply: the body is not a chat completion, or its message has a shape no known server sends.
     """
     if not isinstance(body, Mapping):
@@ -88,15 +93,15 @@ def read_completion(body: Any, *, turn: int, model: str) -> ChatReply:
     if not isinstance(choices, list):
         raise UnreadableReply(f"'choices' is {_kind(choices)}")
     if not choices:
-        _raise_error(body.get("error"))
-        raise UnreadableReply("an empty 'choices' list",
-                              "check the server's logs (a filter may have dropped the reply)")
+        raise _no_choice(body)
     choice = choices[0]
     if not isinstance(choice, Mapping):
         raise UnreadableReply(f"choices[0] is {_kind(choice)}")
     message = choice.get("message")
     if not isinstance(message, Mapping):
         _raise_error(choice.get("error"))
+        if message is None and "text" not in choice and isinstance(choice.get("finish_reason"), str):
+            raise NoChoice(f"finish_reason {choice['finish_reason']!r} and no message")
         if "text" in choice:
             raise UnreadableReply("a text completion (choices[0] has 'text', no 'message')",
                                   "the server answered the /completions API; check --model-base-url")
@@ -283,6 +288,46 @@ def _raise_error(error: Any) -> None:
         code = error.get("code", error.get("status"))
         raise ErrorReply(one_line(detail, 200), code if isinstance(code, int) and not isinstance(code, bool) else None)
     raise ErrorReply(one_line(error, 200))
+
+
+def _no_choice(body: Mapping[str, Any]) -> NoChoice:
+    """The error for a completion with ``choices: []``, with the provider's reason: an ``error`` object's message
+    (and code), the categories Azure OpenAI's ``prompt_filter_results`` filtered, a ``prompt_feedback`` block reason
+    (Gemini's, under either spelling)."""
+    reasons: list[str] = []
+    status = None
+    error = body.get("error")
+    if isinstance(error, Mapping):
+        message = error.get("message") if isinstance(error.get("message"), str) else json.dumps(error, default=str)
+        code = error.get("code", error.get("status"))
+        if isinstance(code, int) and not isinstance(code, bool):
+            status = code
+        reasons.append(f"error{f' {code}' if code is not None else ''}: {message}")
+    elif isinstance(error, str):
+        reasons.append(f"error: {error}")
+    filtered = [_filtered(result) for result in body.get("prompt_filter_results") or []
+                if isinstance(result, Mapping)]
+    if any(filtered):
+        reasons.append(f"prompt_filter_results: {', '.join(part for part in filtered if part)}")
+    feedback = body.get("prompt_feedback", body.get("promptFeedback"))
+    if isinstance(feedback, Mapping):
+        block = feedback.get("block_reason", feedback.get("blockReason"))
+        if block:
+            reasons.append(f"prompt_feedback: blocked ({block})")
+    return NoChoice(one_line("; ".join(reasons), 200) if reasons else None, status)
+
+
+def _filtered(result: Mapping[str, Any]) -> str:
+    """The categories one entry of ``prompt_filter_results`` filtered (``hate filtered (high)``), or ``""``."""
+    categories = result.get("content_filter_results")
+    if not isinstance(categories, Mapping):
+        return ""
+    parts = []
+    for name, verdict in categories.items():
+        if isinstance(verdict, Mapping) and (verdict.get("filtered") or verdict.get("detected")):
+            severity = verdict.get("severity")
+            parts.append(f"{name} filtered{f' ({severity})' if isinstance(severity, str) else ''}")
+    return ", ".join(parts)
 
 
 def _foreign(body: Mapping[str, Any]) -> UnreadableReply:

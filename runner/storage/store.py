@@ -51,6 +51,14 @@ PROGRESS_FILE = "progress.json"
 REPORT_FILES = ("summary.json", "results.csv", LIMITS_FILE, PROGRESS_FILE)
 _LOCAL_PROTOCOLS = {"file", "local"}
 
+_RUNS_WRITTEN: list[ResultStore] = []
+
+
+def runs_written() -> list[ResultStore]:
+    """The stores of the runs this process has started writing (written ``run.json`` to, which a run does before
+    any record), oldest first: an interrupted command says from them whether anything it ran is kept."""
+    return list(_RUNS_WRITTEN)
+
 
 def normalize_uri(uri: str) -> str:
     """A plain path becomes an absolute ``file://`` URI (so every worker of a local cluster writes to the same
@@ -292,6 +300,8 @@ class ResultStore:
         public = manifest.model_copy(update={"config": redact(manifest.config),
                                              "fingerprint_fields": redact(manifest.fingerprint_fields)})
         self.write_file(MANIFEST, public.model_dump_json(indent=2).encode())
+        if not any(store is self for store in _RUNS_WRITTEN):
+            _RUNS_WRITTEN.append(self)
 
     # -- reading ----------------------------------------------------------------------------------------------
 

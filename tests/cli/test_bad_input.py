@@ -53,6 +53,25 @@ def test_unknown_names_and_bad_flags(cli, tmp_path, args, fragments):
     assert not storage.exists()
 
 
+@pytest.mark.parametrize("args, line", [
+    # the input
+    (["--benchmark", "toy", "--storge", "runs/x"],
+     "error: unrecognized arguments: --storge runs/x; did you mean --storage? (see 'python -m runner run --help')"),
+    # neighbours: a flag written with its value, a flag of another command, a mistyped command
+    (["--benchmark", "toy", "--repets=3"], "error: unrecognized arguments: --repets=3; did you mean --repeats? "
+                                           "(see 'python -m runner run --help')"),
+    (["status", "runs/x", "--jsno"], "error: unrecognized arguments: --jsno; did you mean --json? "
+                                     "(see 'python -m runner status --help')"),
+    (["k8s", "delete", "job", "--namespce", "evals"], "error: unrecognized arguments: --namespce evals; did you mean "
+                                                      "--namespace? (see 'python -m runner k8s delete --help')"),
+    (["stauts", "runs/x"], "error: unrecognized arguments: stauts runs/x; did you mean the command 'status'? "
+                           "(see 'python -m runner run --help')"),
+    (["--benchmark", "toy", "--quux"], "error: unrecognized arguments: --quux (see 'python -m runner run --help')"),
+])
+def test_a_mistyped_flag_gets_the_closest_one_in_one_line(cli, tmp_path, args, line):
+    assert cli(*args).error_line() == line
+
+
 def test_config_file_that_does_not_validate_names_the_field(cli, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text("benchmark: toy\nsolution: calculator\nworker:\n  max_concurency: 4\n")

@@ -192,6 +192,49 @@ def test_submit_follow_prints_the_driver_log_then_fails_with_exit_1(kube, capsys
     assert "failed: toy-eval: deployment Failed, job FAILED; AppFailed" in captured.err
 
 
+@pytest.mark.parametrize(("status", "exit_status", "state"), [
+    ({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "AppFailed"}, 1, "failed"),  # the issue's
+    ({"jobDeploymentStatus": "Complete", "jobStatus": "STOPPED"}, 1, "failed"),        # a neighbour: ended unsuccessful
+    ({"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed"}, 1, "failed"),
+    ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, 0, "succeeded"),
+    ({"jobDeploymentStatus": "Retrying", "jobStatus": "FAILED"}, 0, "running"),          # KubeRay tries again
+    ({}, 0, "running"),
+])
+def test_k8s_status_exits_with_the_rayjobs_state(kube, capsys, status, exit_status, state):
+    kube.add_secret("runner-storage")
+    assert main(["submit", "--name", "toy-eval", *TOY]) == 0
+    kube.objects[("rayjobs", "evals", "toy-eval")]["status"] = status
+    capsys.readouterr()
+    assert main(["k8s", "status", "toy-eval"]) == exit_status
+    assert main(["k8s", "status", "toy-eval", "--json"]) == exit_status
+    assert yaml.safe_load(capsys.readouterr().out.split("\n", 1)[1])["state"] == state
+
+
+def test_submit_wait_has_a_default_bound_from_the_rayjobs_deadline(kube, capsys, monkeypatch, tmp_path):
+    """No --wait-timeout: the wait gives up after the RayJob's activeDeadlineSeconds plus 600 s (a day and 600 s with
+    the chart's default; a day without a deadline); here a 1 s deadline from --values with the margin made 0.5 s:
+    one line and exit 2, and the RayJob keeps running."""
+    import runner.cli.k8s as k8s
+
+    assert k8s.wait_seconds(None, DeployOptions.from_values({}, "test")) == 86400 + 600
+    assert k8s.wait_seconds(None, DeployOptions.from_values({"rayJob": {"activeDeadlineSeconds": None}},
+                                                            "test")) == 86400
+    assert k8s.wait_seconds(30, DeployOptions.from_values({}, "test")) == 30
+    with pytest.raises(ConfigError, match="--wait-timeout must be a positive number of seconds, got 0"):
+        k8s.wait_seconds(0, DeployOptions.from_values({}, "test"))
+    monkeypatch.setattr(k8s, "WAIT_MARGIN_S", 0.5)
+    kube.add_secret("runner-storage")
+    kube.statuses = []
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump({"rayJob": {"activeDeadlineSeconds": 1}}))
+    rc = main(["submit", "--name", "toy-eval", *TOY, "--wait", "--values", str(values_file)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.strip().splitlines()[-1] == (
+        "error: gave up waiting after 1.5 s; the RayJob keeps running: toy-eval: deployment New, job NEW (waited 1.5 s "
+        "in all, --wait-timeout); see it with python -m runner k8s status toy-eval -n evals")
+
+
 def test_submit_with_a_missing_secret_sends_nothing(kube, capsys):
     rc = main(["submit", "--name", "toy-eval", *TOY, "--credentials-secret", "minio-keys"])
     assert_one_line_error(rc, capsys.readouterr().err, "Secret minio-keys not found in namespace evals")

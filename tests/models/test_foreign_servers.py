@@ -74,8 +74,6 @@ BODIES = {
                       "a Gemini generateContent reply", "v1beta/openai"),
     "no-choices": ({"id": "chatcmpl-1", "object": "chat.completion"}, "application/json", {},
                    "JSON without 'choices': {\"id\": \"chatcmpl-1\"", "OpenAI-compatible"),
-    "empty-choices": ({"id": "chatcmpl-1", "choices": []}, "application/json", {}, "an empty 'choices' list",
-                      "server's logs"),
     "choices-an-object": ({"choices": {"message": {"content": "4"}}}, "application/json", {},
                           "'choices' is an object", "OpenAI-compatible"),
     "text-completion": ({"choices": [{"index": 0, "text": "4", "finish_reason": "stop"}]}, "application/json", {},

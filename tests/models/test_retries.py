@@ -127,7 +127,7 @@ def test_a_refused_connection_is_one_line_naming_the_url_and_the_fix(refused_url
 
 def test_a_request_past_the_timeout_is_a_model_error(model_server: ScriptedModelServer) -> None:
     model_server.stall(2.0)
-    with pytest.raises(ModelError, match=r"did not answer within 0.2 s"):
+    with pytest.raises(ModelError, match=r"did not finish answering within 0.2 s, the model timeout of one request"):
         _chat(model_server.url, RetryPolicy(max_attempts=1), timeout=0.2)
 
 

@@ -39,15 +39,17 @@ def test_partial_run_summary(store):
     summary = build_report(store)
     assert (summary.expected, summary.completed, summary.missing, summary.errors) == (9, 7, 2, 1)
     acc = summary.metrics["acc"]
-    assert acc.mean == pytest.approx(3 / 7) and acc.n == 7 and acc.n_tasks == 3
+    # each task weighs the same: the mean of the per-task means 2/3, 0 and 1 (not 3/7, the mean of the 7 values,
+    # which would weigh task c, with one value so far, a third as much as the others)
+    assert acc.mean == pytest.approx(5 / 9) and acc.n == 7 and acc.n_tasks == 3 and summary.weighting == "task"
     assert (acc.min, acc.max) == (0.0, 1.0)
-    # clustered by task: the stderr of the per-task means 2/3, 0 and 1 (mean 5/9)
+    # clustered by task: the stderr of the per-task means 2/3, 0 and 1 (mean 5/9), the standard error of that mean
     deviations = [2 / 3 - 5 / 9, 0 - 5 / 9, 1 - 5 / 9]
     assert acc.stderr == pytest.approx((sum(d * d for d in deviations) / 2 / 3) ** 0.5)
     assert summary.metrics["grade"].distribution == {"A": pytest.approx(3 / 7), "F": pytest.approx(4 / 7)}
     # easy: task a only (no stderr); hard: tasks b (mean 0) and c (mean 1), clustered stderr sd([0, 1]) / sqrt(2)
     assert summary.by_category["easy"]["acc"] == {"mean": pytest.approx(2 / 3), "stderr": None, "n": 3}
-    assert summary.by_category["hard"]["acc"] == {"mean": 0.25, "stderr": pytest.approx(0.5), "n": 4}
+    assert summary.by_category["hard"]["acc"] == {"mean": 0.5, "stderr": pytest.approx(0.5), "n": 4}
     # repeat 0: a 1, b 0, c 1, one value per task: sd([1, 0, 1]) / sqrt(3) = 1/3
     assert summary.by_repeat["0"]["acc"] == {"mean": pytest.approx(2 / 3), "stderr": pytest.approx(1 / 3), "n": 3}
     assert summary.usage == {"m": {"input_tokens": 30, "output_tokens": 3, "calls": 3}}
@@ -129,7 +131,10 @@ def test_records_outside_the_current_plan_are_kept_and_not_counted(tmp_path):
     assert (summary.expected, summary.completed, summary.missing) == (4, 5, 0)
     assert (summary.outside_plan, summary.outside_plan_by) == (11, {"limit": 6, "repeats": 5})
     assert summary.notes == ["11 stored records are outside the current plan (5 with repeat index >= 2, 6 of tasks "
-                             "past the first 2): kept on disk, not counted"]
+                             "past the first 2): kept on disk, not counted",
+                             "metric 'acc': pass@2 and pass^2 average 2 of 3 tasks; 1 task(s) with fewer than 2 "
+                             "usable result(s) (errors, missing items) are left out"]
+    assert (summary.pass_k_tasks["acc"], summary.pass_k_left_out["acc"]) == ({"1": 3, "2": 2}, {"1": 0, "2": 1})
     assert summary.metrics["acc"].n == 5 and set(summary.by_repeat) == {"0", "1"}
     assert set(summary.pass_at_k["acc"]) == {"1", "2"}
     assert len(store.list_record_paths()) == 16
@@ -157,7 +162,9 @@ def test_duplicate_task_ids_count_once(tmp_path):
     assert summary.duplicate_tasks == 1 and summary.outside_plan == 0
     assert summary.notes == ["2 of 18 items have no record yet: the score and the metrics cover the 16 items done",
                              "the benchmark repeats 1 task id(s) at later positions: each id has one record per "
-                             "repeat and is counted once"]
+                             "repeat and is counted once",
+                             *(f"metric 'acc': pass@{k} and pass^{k} average 5 of 6 tasks; 1 task(s) with fewer than "
+                               f"{k} usable result(s) (errors, missing items) are left out" for k in (2, 3))]
 
 
 def test_a_run_where_no_item_succeeded_says_so(tmp_path):

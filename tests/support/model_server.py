@@ -6,10 +6,13 @@ accounting), and only the model's text is scripted. Replies come from the same p
 provider (:class:`runner.models.MockScript`, a callable, a list of replies); the server can also be told to fail
 the next requests, or every n-th one (:meth:`ScriptedModelServer.fail_every`), with an HTTP status (429 with
 ``Retry-After``, 500...) or to stall, to answer with a raw body of any shape (:meth:`ScriptedModelServer.answer`: an
-HTML page, a broken body, another API's reply), to reshape every scripted reply into another server's dialect
-(:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to enforce a rate limit as a
-provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond it) and to take a fixed time
-per answer (:attr:`ScriptedModelServer.latency`), and it records every request it received.
+HTML page, a broken body, another API's reply), to send an answer a byte at a time (:meth:`ScriptedModelServer.drip`:
+a server or proxy that trickles, so that every byte resets a read timeout), to reshape every scripted reply into
+another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to
+enforce a rate limit as a provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond
+it), to take a fixed time per answer (:attr:`ScriptedModelServer.latency`) and to refuse, as vLLM does, a
+conversation whose earlier tool calls have arguments that are not a JSON object
+(:attr:`ScriptedModelServer.strict_tool_arguments`), and it records every request it received.
 
 Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``; the paths are matched by their end,
 so a base URL without ``/v1`` reaches them too (as a web server that answers every path would).
@@ -34,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +118,9 @@ class ScriptedModelServer:
         latency: seconds each chat request within the rate limit waits before its answer (a model's work).
         rate_limited: chat requests answered 429 by :meth:`limit_rate`.
         max_in_flight: the most chat requests waiting out their :attr:`latency` at once.
+        strict_tool_arguments: answer 400 to a chat request whose assistant messages carry a tool call whose
+            ``function.arguments`` is not a string holding a JSON object (``" "``, ``""``, ``null``, broken JSON), as
+            vLLM does (its chat template decodes every earlier call's arguments: vllm-project/vllm#19419).
     """
 
     def __init__(self, policy: MockPolicySource | None = None, *, models: list[str] | None = None) -> None:
@@ -126,10 +133,12 @@ class ScriptedModelServer:
         self._every: tuple[int, _Fault] | None = None
         self._chats = 0
         self._answers: dict[str, deque[RawAnswer]] = {"chat": deque(), "models": deque()}
+        self._drips: dict[str, deque[tuple[float, bool]]] = {"chat": deque(), "models": deque()}
         self._standing: dict[str, RawAnswer] = {}
         self.latency = 0.0
         self.rate_limited = 0
         self.max_in_flight = 0
+        self.strict_tool_arguments = False
         self._in_flight = 0
         self._rate: tuple[float, str] | None = None
         self._full_at = 0.0
@@ -204,6 +213,19 @@ class ScriptedModelServer:
         """Wait ``seconds`` before answering each of the next ``times`` chat requests (for client timeouts)."""
         with self._lock:
             self._faults.extend(_Fault(None, None, seconds, "") for _ in range(times))
+
+    def drip(self, seconds_per_byte: float, times: int = 1, *, endpoint: str = "chat",
+             headers_too: bool = False) -> None:
+        """Send each of the next ``times`` answers to ``endpoint`` (``"chat"`` or ``"models"``) one byte every
+        ``seconds_per_byte``: the body after the headers, or the whole answer from its status line with
+        ``headers_too``. The answer itself is the one the server would send (scripted, raw or an error)."""
+        with self._lock:
+            self._drips[endpoint].extend((seconds_per_byte, headers_too) for _ in range(times))
+
+    def _take_drip(self, endpoint: str) -> tuple[float, bool] | None:
+        with self._lock:
+            queue = self._drips[endpoint]
+            return queue.popleft() if queue else None
 
     def answer(self, body: bytes | str | Any, *, endpoint: str = "chat", status: int = 200,
                content_type: str | None = "application/json", headers: dict[str, str] | None = None,
@@ -284,7 +306,10 @@ class ScriptedModelServer:
         reply = self._mock.reply_to(ChatRequest.from_openai_body(body))
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
-            message["tool_calls"] = [call.to_openai() for call in reply.tool_calls]
+            # The arguments as the model wrote them (blank, broken), as a real server sends them.
+            message["tool_calls"] = [{"id": call.id, "type": "function",
+                                      "function": {"name": call.name, "arguments": call.raw_arguments}}
+                                     for call in reply.tool_calls]
         body = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -300,6 +325,22 @@ class ScriptedModelServer:
         return self.reshape(body) if self.reshape is not None else body
 
 
+def _arguments_refusal(body: dict[str, Any]) -> str | None:
+    """What a strict server says of the first earlier tool call whose arguments are not a JSON object, or ``None``."""
+    for index, message in enumerate(body.get("messages") or []):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            arguments = (call.get("function") or {}).get("arguments")
+            try:
+                decoded = json.loads(arguments) if isinstance(arguments, str) else None
+            except ValueError as exc:
+                return f"messages[{index}]: tool call arguments {arguments!r} are not valid JSON: {exc}"
+            if not isinstance(decoded, dict):
+                return f"messages[{index}]: tool call arguments {arguments!r} are not a JSON object"
+    return None
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: ScriptedModelServer
     protocol_version = "HTTP/1.1"
@@ -307,28 +348,41 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request log lines on stderr."""
 
+    drip: tuple[float, bool] | None = None
+
+    def _emit(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        """Send one answer, at once or a byte at a time (:meth:`ScriptedModelServer.drip`)."""
+        if self.drip is None:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        seconds, headers_too = self.drip
+        self.close_connection = True
+        lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{k}: {v}" for k, v in headers.items()),
+                 f"Content-Length: {len(data)}", "", ""]
+        head = "\r\n".join(lines).encode()
+        if not headers_too:
+            self.wfile.write(head)
+        stream = head + data if headers_too else data
+        for index in range(len(stream)):
+            self.wfile.write(stream[index:index + 1])
+            time.sleep(seconds)
+
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self._emit(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(payload).encode())
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
 
     def _send_raw(self, raw: RawAnswer) -> None:
-        self.send_response(raw.status)
-        for name, value in raw.headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(raw.body)))
-        self.end_headers()
-        self.wfile.write(raw.body)
+        self._emit(raw.status, raw.headers, raw.body)
 
     def do_GET(self) -> None:
+        self.drip = self.owner._take_drip("models") if self.path.rstrip("/").endswith("/models") else None
         self.owner._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None))
         answer = self.owner._raw("models") if self.path.rstrip("/").endswith("/models") else None
         if answer is not None:
@@ -348,11 +402,16 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
         fault = self.owner._record(RecordedRequest("POST", self.path, headers, body))
+        self.drip = self.owner._take_drip("chat") if self.path.rstrip("/").endswith("/chat/completions") else None
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._error(404, f"no route {self.path}")
             return
         if not isinstance(body, dict):
             self._error(400, "the body is not a JSON object")
+            return
+        refusal = _arguments_refusal(body) if self.owner.strict_tool_arguments else None
+        if refusal is not None:
+            self._error(400, refusal)
             return
         if fault is not None:
             time.sleep(fault.delay)

@@ -12,8 +12,10 @@ differences:
   (``clamped_from``) and the report counts them per metric (``clamped``);
 - a reply with no score in it is an error of the metric (code ``judge_reply_unreadable``; BeeAI scores it 0,
   which would hide a broken judge behind a bad agent);
-- the reply is parsed tolerantly (a ``<think>`` block, JSON, ``Score: 0.8``, ``8/10``, ``80%``) rather than with
-  ``float(text)``.
+- the reply is read by :mod:`runner.benchmarks.judge_scores` (a ``<think>`` block removed; JSON, else the last keyed
+  score such as ``Score: 0.8``, else the only number; ``8/10``, ``80%``, ``−1``, ``0,8``, ``5e-1`` each read as the
+  number they write, or refused) rather than with ``float(text)``; a reply whose keyed scores disagree is read as its
+  last, the others kept in the metadata (``several_scores``) and counted by the report.
 
 ``facts_similarity`` can instead compare sentence embeddings of a local model (see
 :mod:`runner.benchmarks.hotpotqa.embeddings`), with no judge call.
@@ -22,13 +24,12 @@ differences:
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from runner.benchmarks.hotpotqa.data import HotpotRecord
 from runner.benchmarks.hotpotqa.metrics import parse_prediction
-from runner.core.metric import CLAMPED_FROM, JudgeScoreOutOfRange, MetricBase, MetricError, MetricResult, MetricType
+from runner.benchmarks.judge_scores import JudgeError, read_score
+from runner.core.metric import CLAMPED_FROM, SEVERAL_SCORES, JudgeScoreOutOfRange, MetricBase, MetricResult, MetricType
 from runner.core.solution import SolutionOutput
 from runner.models import ChatModel, user_message
 
@@ -63,72 +64,21 @@ SCORE_RANGE = (0.0, 1.0)
 """The range both prompts ask for (inclusive)."""
 
 
-class JudgeError(MetricError):
-    """A judge reply that holds no usable score (the message quotes the start of the reply; the metric's metadata
-    keeps the reply)."""
-
-    code = "judge_reply_unreadable"
-
-
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-# A number, optionally read as a fraction: "8/10", "8 out of 10", "80%".
-_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|-?\.\d+)(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)|\s*(%))?",
-                     re.IGNORECASE)
-_KEYED = re.compile(r"\b(?:score|rating|similarity|grade)\b\W{0,5}", re.IGNORECASE)
-_JSON_KEYS = ("score", "rating", "similarity", "value")
-
-
-def _value(match: re.Match[str]) -> float:
-    number = float(match.group(1))
-    if match.group(2) is not None:
-        denominator = float(match.group(2))
-        if denominator == 0:
-            raise JudgeError(f"score {match.group(0)!r} divides by zero")
-        return number / denominator
-    if match.group(3) is not None:
-        return number / 100
-    return number
-
-
 def clamp(score: float) -> float:
     """``score`` limited to [0, 1], as BeeAI's metrics do (``max(0.0, min(1.0, score))``)."""
     return max(0.0, min(1.0, score))
 
 
 def parse_score(text: str | None) -> float:
-    """The score a judge's reply gives, as given (not checked against a range: see :func:`judged_score`).
-
-    Read, in order (after removing a ``<think>...</think>`` block): a JSON object with a numeric ``score`` (or
-    ``rating``, ``similarity``, ``value``); a number right after the word score/rating/similarity/grade; the only
-    number in the reply (several that all agree count as one). ``8/10`` and ``8 out of 10`` read as 0.8, ``80%``
-    as 0.8; a bare ``8`` reads as 8.
+    """The score a judge's reply gives, as given (not checked against a range: see :func:`judged_score`): the
+    verdict of :func:`runner.benchmarks.judge_scores.read_score` (JSON, else the last keyed score, else the only
+    number; every way of writing a number gives that number or an error).
 
     Raises:
-        JudgeError: an empty reply, no number, or several different numbers with none marked as the score.
+        JudgeError: an empty reply, no number, a number whose value cannot be told, or several different numbers
+            with none marked as the score.
     """
-    stripped = _THINK.sub("", text or "").strip()
-    if not stripped:
-        raise JudgeError("the judge's reply is empty")
-    preview = stripped[:120].replace("\n", " ")
-    try:
-        parsed = json.loads(stripped) if stripped.startswith("{") else None
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        for key in _JSON_KEYS:
-            value = parsed.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-    for keyed in _KEYED.finditer(stripped):
-        match = _NUMBER.match(stripped, keyed.end())
-        if match:
-            return _value(match)
-    values = {_value(match) for match in _NUMBER.finditer(stripped)}
-    if len(values) == 1:
-        return values.pop()
-    if not values:
-        raise JudgeError(f"no score in the judge's reply {preview!r}")
-    raise JudgeError(f"several numbers and none marked as the score in the judge's reply {preview!r}")
+    return read_score(text).value
 
 
 def judged_score(text: str | None, metadata: dict[str, Any], clamp_to_range: bool = False) -> float:
@@ -137,7 +87,8 @@ def judged_score(text: str | None, metadata: dict[str, Any], clamp_to_range: boo
     Args:
         text: the reply's content.
         metadata: the result's metadata (the judge and its reply); kept by the errors, and given ``clamped_from``
-            when a score is clamped.
+            when a score is clamped and ``several_scores`` (the reply's keyed scores) when the reply held several
+            that disagree (the last is the verdict).
         clamp_to_range: BeeAI's rule: a score outside the range is clamped into it instead of refused.
 
     Raises:
@@ -145,10 +96,13 @@ def judged_score(text: str | None, metadata: dict[str, Any], clamp_to_range: boo
         JudgeScoreOutOfRange: a score outside the range, without ``clamp_to_range``.
     """
     try:
-        score = parse_score(text)
+        reading = read_score(text)
     except JudgeError as exc:
         exc.metadata = metadata
         raise
+    score = reading.value
+    if reading.several:
+        metadata[SEVERAL_SCORES] = reading.several
     low, high = SCORE_RANGE
     if low <= score <= high:
         return score
@@ -160,7 +114,8 @@ def judged_score(text: str | None, metadata: dict[str, Any], clamp_to_range: boo
 
 async def ask_judge(judge: ChatModel, prompt: str, clamp_to_range: bool = False) -> tuple[float, dict[str, Any]]:
     """One judge call at temperature 0 (as BeeAI's ``DeepEvalLLM`` does): the score (:func:`judged_score`) and the
-    result's metadata (``judge``, the start of its ``reply``, and ``clamped_from`` when it was clamped).
+    result's metadata (``judge``, the start of its ``reply``, ``clamped_from`` when it was clamped,
+    ``several_scores`` when the reply's keyed scores disagree).
 
     Its tokens are recorded for the current item under the judge's name (the model layer does that).
 

@@ -47,7 +47,8 @@ def test_replies_without_a_clear_score_are_errors(reply):
 
 
 @pytest.mark.parametrize(("reply", "score"), [
-    ("Score: 2", 2.0), ("8", 8.0), ("-0.5", -0.5), ("150%", 1.5), ('{"score": 1.3}', 1.3), ("12/10", 1.2),
+    ("Score: 2", 2.0), ("8", 8.0), ("-0.5", -0.5), ("Score: -1", -1.0), ("Rating: −0.5", -0.5), ("150%", 1.5),
+    ('{"score": 1.3}', 1.3), ("12/10", 1.2),
     ("Rating: 7 out of 5", 1.4),
 ])
 def test_a_score_outside_zero_to_one_is_refused_with_the_reply_or_clamped_on_request(reply, score):
@@ -141,6 +142,39 @@ async def test_a_judge_on_another_scale_is_an_error_of_its_metric_never_full_mar
     assert judged["error"]["type"] == "JudgeScoreOutOfRange"
     assert judged["error"]["code"] == "judge_score_out_of_range"
     assert judged["metadata"] == {"judge": "vllm:scripted", "reply": "Score: 2", "score": 2.0, "range": [0.0, 1.0]}
+
+
+async def test_a_signed_keyed_score_is_out_of_range_never_full_marks(model_server, beeai_file, tmp_path):
+    """inspect_ai#4872's kind: ``Score: -1`` on a wrong answer was read as 1.0 (the separator pattern swallowed the
+    minus); ``Score: −1`` (U+2212) is its neighbour."""
+    model_server.set_policy(_judge_script("Score: -1", "Similarity: \u22121"))
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url)
+    summary, records = await _run(benchmark, _wrong, tmp_path)
+    for name in ("answer_llm_judge", "facts_similarity"):
+        assert summary.metrics[name].mean is None
+        assert summary.metrics[name].unusable["judge_score_out_of_range"] == 2
+    judged = {m["name"]: m for m in records[0]["metrics"]}
+    assert judged["answer_llm_judge"]["metadata"]["score"] == -1.0
+    assert judged["facts_similarity"]["metadata"]["score"] == -1.0
+
+
+async def test_the_last_of_several_keyed_scores_is_the_verdict_and_such_replies_are_counted(model_server, beeai_file,
+                                                                                           tmp_path):
+    """inspect_ai PR #3913's kind: the first of several scores won (1.0 for a wrong answer)."""
+    rubric = "Score: 1 means equivalent, 0 means different. The answer is wrong. Score: 0"
+    model_server.set_policy(_judge_script(rubric, "Rating: [[1]] for identical lists. These differ: Rating: [[0.2]]"))
+    benchmark = HotpotQABenchmark(beeai_file, judge_model="vllm:scripted", judge_base_url=model_server.url)
+    summary, records = await _run(benchmark, _wrong, tmp_path)
+    answer, facts = summary.metrics["answer_llm_judge"], summary.metrics["facts_similarity"]
+    assert (answer.mean, answer.n, answer.several_scores) == (0.0, 2, 2)
+    assert (facts.mean, facts.several_scores) == (pytest.approx(0.2), 2)
+    assert summary.metrics["f1"].several_scores == 0
+    assert "metric 'answer_llm_judge': 2 judge repl(ies) gave several different scores; the last one was read as " \
+           "the verdict (all of them are the result's metadata 'several_scores')" in summary.notes
+    judged = {m["name"]: m for m in records[0]["metrics"]}["answer_llm_judge"]
+    assert judged["result"] == 0.0 and judged["metadata"]["several_scores"] == ["Score: 1", "Score: 0"]
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["metrics"]["answer_llm_judge"]["several_scores"] == 2
 
 
 async def test_beeai_s_clamp_only_on_request_and_every_clamp_counted(model_server, beeai_file, tmp_path):
