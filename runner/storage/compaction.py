@@ -130,8 +130,7 @@ class Compactor:
         try:
             for start in range(0, len(batch), self.every_records):
                 self._compact(batch[start:start + self.every_records])
-            self._adopt()
-            self._merge(self.store.shard_sizes(), everything=True)
+            self._merge(self._adopt(), everything=True)
             if self.store.is_local:
                 _remove_empty_folders(self.store.path(RECORDS))
         except Exception as exc:  # noqa: BLE001 - records stay the source of truth: never stop the run for this
@@ -312,18 +311,19 @@ class Compactor:
 
     # -- the run's end ----------------------------------------------------------------------------------------------
 
-    def _adopt(self) -> None:
+    def _adopt(self) -> dict[str, int]:
         """Consolidate the record objects no shard holds (an earlier driver was killed before it compacted them),
         and delete those a shard already holds whole (an interruption came between a shard's write and the
-        deletion). Reads the shards only when ``records/`` holds objects this compactor does not know."""
-        listing = self.store.record_sizes()
+        deletion); the run's shards (path -> bytes) before it. Reads the shards only when ``records/`` holds
+        objects this compactor does not know."""
+        listing, held_shards = self.store.listing()
         retried = self._undeleted & set(listing)
         self._undeleted.clear()
         self._delete(sorted(retried))
         unknown = {item: path for path in listing
                    if (item := item_of(path)) is not None and item not in self._kept and path not in retried}
         if not unknown:
-            return
+            return held_shards
         held: dict[Item, tuple[str | None, str | None]] = {}
         for stored in reading.Scan(self.store, ("write_id", "record_path"), read_objects=False):
             if stored.row is not None and stored.item in unknown:
@@ -339,6 +339,7 @@ class Compactor:
             _log.info("store.compaction_adopted", records=len(orphans), leftovers=len(same),
                       detail="records of earlier invocations consolidated into shards; copies already in a shard "
                       "deleted")
+        return {**held_shards, **{path: size for path, size in self._small.items() if path not in held_shards}}
 
     def _warn(self, exc: BaseException) -> None:
         if not self._failed:

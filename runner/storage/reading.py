@@ -102,8 +102,9 @@ class Scan:
     """One pass over what a run holds: the rows of its shards, then the record objects of the items no shard holds,
     each item once.
 
-    Order, so that a compaction or a merge running meanwhile cannot hide a record: ``records/`` is listed first,
-    then ``shards/``. A record object listed that is gone when read was consolidated since into a shard written
+    Order, so that a compaction or a merge running meanwhile cannot hide a record: ``records/`` and ``shards/`` are
+    listed together (:meth:`ResultStore.listing`, one listing of the run; an object store lists keys in order, so
+    ``records/`` before ``shards/``). A record object listed that is gone when read was consolidated since into a shard written
     after the listing, and a listed shard that is gone was merged into one written since: either way ``shards/``
     is listed again at the end and the new shards read (:data:`RELISTS` times at most).
 
@@ -127,8 +128,7 @@ class Scan:
         self.read_objects = read_objects
         self.unreadable_shards: list[str] = []
         self.seen: set[Item] = set()
-        self.objects = store.record_sizes()
-        self.shards = store.shard_sizes()
+        self.objects, self.shards = store.listing()
 
     def __iter__(self) -> Iterator[Stored]:
         gone = yield from self._shard_rows(list(self.shards))

@@ -268,16 +268,8 @@ def read(store: ResultStore, path: str) -> pa.Table:
         raise ShardUnreadable(f"cannot be decoded ({type(exc).__name__}: {exc})") from None
 
 
-def list_shards(store: ResultStore) -> dict[str, int]:
-    """Path -> size in bytes of every shard of the run, from one listing of ``shards/`` (temporary files of
-    interrupted local writes, whose names start with ``.``, left out).
-
-    Raises:
-        Exception: whatever the store raises.
-    """
-    try:
-        found = store.fs.find(store.path(SHARDS), detail=True)
-    except FileNotFoundError:
-        return {}
-    return {path: int(info.get("size") or 0) for path, info in sorted(found.items())
-            if path.endswith(SUFFIX) and not path.rsplit("/", 1)[-1].startswith(".")}
+def is_shard(path: str) -> bool:
+    """Whether ``path``, under ``shards/``, names a shard (not a temp file of an interrupted local write, whose name
+    starts with ``.``)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(SUFFIX) and not name.startswith(".")

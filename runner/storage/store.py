@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,14 +336,7 @@ class ResultStore:
         Raises:
             StorageError: the store cannot be listed.
         """
-        try:
-            found = self.fs.find(self.path(RECORDS), detail=True)
-        except FileNotFoundError:
-            return {}
-        except Exception as exc:  # noqa: BLE001
-            raise StorageError(self.explain(f"cannot list {self.display(self.path(RECORDS))}", exc)) from None
-        return {path: int(info.get("size") or 0) for path, info in found.items()
-                if path.endswith(".json") and not path.rsplit("/", 1)[-1].startswith(".")}
+        return self._find(RECORDS, _is_record)
 
     def shard_sizes(self) -> dict[str, int]:
         """Path -> size in bytes of every result shard, from one listing of ``shards/`` (:mod:`runner.storage.shards`).
@@ -351,10 +344,35 @@ class ResultStore:
         Raises:
             StorageError: the store cannot be listed.
         """
+        return self._find(shards.SHARDS, shards.is_shard)
+
+    def listing(self) -> tuple[dict[str, int], dict[str, int]]:
+        """:meth:`record_sizes` and :meth:`shard_sizes`, ``records/`` listed before ``shards/``
+        (:class:`~runner.storage.reading.Scan` needs that order). On an object store from one listing of the run,
+        whose keys come in order: a listing of a prefix that holds nothing costs three requests (the listing, then
+        whether the prefix is itself an object), and once the records are in shards ``records/`` is often empty.
+
+        Raises:
+            StorageError: the store cannot be listed.
+        """
+        if self.is_local or self.is_process_local:
+            # A walk of a folder tree visits folders in no fixed order, and costs no request: records/ first.
+            return self.record_sizes(), self.shard_sizes()
+        found = self._find(None, lambda path: _is_record(path) or shards.is_shard(path))
+        records_at, shards_at = self.path(RECORDS) + "/", self.path(shards.SHARDS) + "/"
+        return ({path: size for path, size in found.items() if path.startswith(records_at)},
+                {path: size for path, size in found.items() if path.startswith(shards_at)})
+
+    def _find(self, folder: str | None, keep: Callable[[str], bool]) -> dict[str, int]:
+        """Path -> size of the files under ``folder`` (``None``: the run) that ``keep`` accepts, sorted by path."""
+        where = self.path(folder) if folder else self.root
         try:
-            return shards.list_shards(self)
+            found = self.fs.find(where, detail=True)
+        except FileNotFoundError:
+            return {}
         except Exception as exc:  # noqa: BLE001
-            raise StorageError(self.explain(f"cannot list {self.display(self.path(shards.SHARDS))}", exc)) from None
+            raise StorageError(self.explain(f"cannot list {self.display(where)}", exc)) from None
+        return {path: int(info.get("size") or 0) for path, info in sorted(found.items()) if keep(path)}
 
     def done_items(self) -> set[tuple[str, int]]:
         """(task key, repeat) of every stored record: the rows of the shards and a listing of the record objects
@@ -510,6 +528,13 @@ class ResultStore:
         connection string's key)."""
         detail = exception_line(exc)
         return mask(f"{what} ({detail}); {advice(self._uri, exc, self.flag)}", self.storage_options)
+
+
+def _is_record(path: str) -> bool:
+    """Whether ``path``, under ``records/``, names a record object (not a temp file of an interrupted local
+    write)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".json") and not name.startswith(".")
 
 
 @dataclass

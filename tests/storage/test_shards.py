@@ -386,8 +386,8 @@ def test_duckdb_and_polars_query_the_shards(tmp_path):
     pattern = f"{store.path('shards')}/*.parquet"
     rows = duckdb.sql(f"select category, avg(score), count(*) from '{pattern}' group by 1 order by 1").fetchall()
     assert rows == [("even", 0.8, 15), ("odd", 0.8, 15)]
-    f1 = duckdb.sql(f"select avg(m.value) from (select unnest(metrics) as m from '{pattern}') "
-                    "where m.name = 'f1'").fetchone()[0]
+    [(f1,)] = duckdb.sql(f"select avg(m.value) from (select unnest(metrics) as m from '{pattern}') "
+                         "where m.name = 'f1'").fetchall()
     assert f1 == pytest.approx(sum(i / N for i in range(N)) / N)
     frame = pl.read_parquet(pattern)
     assert frame.height == N
