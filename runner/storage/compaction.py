@@ -87,7 +87,7 @@ class Compactor:
         self.check = check or (lambda: None)
         self.clock = clock
         self._pending: list[Item] = []
-        self._since: float | None = None
+        self._added: list[float] = []  # when each pending item was added (clock seconds)
         self._retry_at = 0.0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -106,9 +106,8 @@ class Compactor:
     def add(self, task_id: str, repeat: int) -> None:
         """The driver acknowledged (``task_id``, ``repeat``), whose record is stored."""
         with self._lock:
-            if not self._pending:
-                self._since = self.clock()
             self._pending.append((encode_key(task_id), repeat))
+            self._added.append(self.clock())
 
     def maybe_compact(self) -> None:
         """Start a compaction on the compactor's thread if one is due and none runs; returns at once."""
@@ -125,7 +124,7 @@ class Compactor:
         objects, and the next run's :meth:`finish` consolidates them."""
         self._join()
         with self._lock:
-            batch, self._pending = self._pending, []
+            batch, self._pending, self._added = self._pending, [], []
             self._closed = True
         try:
             for start in range(0, len(batch), self.every_records):
@@ -151,7 +150,7 @@ class Compactor:
     def _due(self) -> bool:
         if not self._pending or self.clock() < self._retry_at:
             return False
-        return len(self._pending) >= self.every_records or self.clock() - (self._since or 0.0) >= self.every_s
+        return len(self._pending) >= self.every_records or self.clock() - self._added[0] >= self.every_s
 
     def _join(self) -> None:
         thread = self._thread
@@ -164,9 +163,8 @@ class Compactor:
             with self._lock:
                 if self._closed or not self._due():
                     return
-                batch = self._pending[:self.every_records]
-                del self._pending[:self.every_records]
-                self._since = self.clock() if self._pending else None
+                batch, added = self._pending[:self.every_records], self._added[:self.every_records]
+                del self._pending[:self.every_records], self._added[:self.every_records]
             try:
                 self._compact(batch)
                 small = {path: size for path, size in self._small.items() if size < shards.SHARD_BYTES // 2}
@@ -175,8 +173,7 @@ class Compactor:
             except Exception as exc:  # noqa: BLE001 - logged; the batch waits for the next try, every_s later
                 self._warn(exc)
                 with self._lock:
-                    self._pending[:0] = batch
-                    self._since = self.clock()
+                    self._pending[:0], self._added[:0] = batch, added
                     self._retry_at = self.clock() + self.every_s
                 return
 

@@ -106,6 +106,28 @@ def test_report_and_resume_read_each_shard_once_and_no_record(s3_bucket, proxied
     assert build_report(store).completed == N - 1
 
 
+def test_a_compaction_is_due_every_so_many_records_or_seconds(tmp_path):
+    from tests.support.clock import FakeClock
+
+    store = _run(str(tmp_path / "run"))
+    clock = FakeClock()
+    compactor = Compactor(store, every_records=10, every_s=60.0, clock=clock)
+    for record in _records()[:13]:
+        compactor.add(record.task_id, record.repeat)
+        compactor.maybe_compact()
+    compactor.wait()
+    assert compactor.records == 10             # the first ten; three wait
+    clock.now += 59.0
+    compactor.maybe_compact()
+    compactor.wait()
+    assert compactor.records == 10
+    clock.now += 1.0                           # the oldest waiting item is 60 s old
+    compactor.maybe_compact()
+    compactor.wait()
+    assert compactor.records == 13
+    assert len(store.list_record_paths()) == N - 13 + 1     # t07 is large: its object stays
+
+
 def test_the_rows_point_to_the_large_records_own_object(tmp_path):
     store = _run(str(tmp_path / "run"))
     _drive(store, _records()).finish()
@@ -119,6 +141,28 @@ def test_the_rows_point_to_the_large_records_own_object(tmp_path):
     assert (by_id["t04"]["status"], by_id["t04"]["error_type"], by_id["t04"]["score"]) == ("error", "ValueError", 0.0)
     assert by_id["t03"]["score_metric"] == "exact"
     assert {m["name"]: m["value"] for m in by_id["t03"]["metrics"]} == {"exact": 1.0, "f1": 0.1}
+
+
+def test_a_reader_holds_at_most_one_shard_file_and_one_row_group_of_16_mib(tmp_path):
+    """300 records of 60 KiB (inline: under 64 KiB) make 18 MB of record JSON: a compaction cuts its shard at 16 MiB,
+    and a merge keeps the row groups as they are, so no row group a reader decodes holds more."""
+    import pyarrow.parquet as pq
+
+    records = [make_record(f"t{i:03d}", 0, {"exact": 1.0}, output="y" * 60_000, write_id=f"w{i}")
+               for i in range(300)]
+    store = write_run(str(tmp_path / "run"), records, n_tasks=300)
+    compactor = Compactor(store, every_records=1000)
+    for record in records:
+        compactor.add(record.task_id, record.repeat)
+    compactor.finish()
+    assert compactor.written >= 2 and store.list_record_paths() == []
+    for path, size in store.shard_sizes().items():
+        assert size <= shards.SHARD_BYTES
+        parsed = pq.ParquetFile(path)
+        for group in range(parsed.num_row_groups):
+            texts = parsed.read_row_group(group, columns=["record"]).column("record").to_pylist()
+            assert sum(map(len, texts)) <= shards.SHARD_BYTES + 61_000
+    assert len(store.done_items()) == 300
 
 
 # -- the way the engine drives it -------------------------------------------------------------------------------
