@@ -416,7 +416,8 @@ class ResultStore:
         Nothing is held beyond one shard or one batch (:mod:`runner.storage.reading`).
         """
         scan = reading.Scan(self, ("record", "record_path"))
-        large: dict[str, int] = {}
+        large: dict[str, TaskRecord] = {}
+        held = 0
         for stored in scan:
             if stored.row is None:
                 checked = self._checked(stored.path, stored.record, left_out)
@@ -428,19 +429,27 @@ class ResultStore:
             if not full or pointed is None:
                 yield record
                 continue
-            large[self.path(pointed)] = scan.objects.get(self.path(pointed), 0)
-            if len(large) >= reading.READ_BATCH or sum(large.values()) >= reading.READ_BATCH_BYTES:
-                yield from self._read_pointed(large)
-                large = {}
+            large[self.path(pointed)] = record
+            held += scan.objects.get(self.path(pointed), 0)
+            if len(large) >= reading.READ_BATCH or held >= reading.READ_BATCH_BYTES:
+                yield from self._read_pointed(large, scan.objects)
+                large, held = {}, 0
         if left_out is not None:
             left_out.unreadable_shards.extend(mask(self.display(path)) for path in scan.unreadable_shards)
-        yield from self._read_pointed(large)
+        yield from self._read_pointed(large, scan.objects)
 
-    def _read_pointed(self, sizes: dict[str, int]) -> Iterator[TaskRecord]:
-        """The full records of large rows, from the objects at ``sizes``' paths."""
-        for _, record in reading.parse_records(self.fs, sizes):
-            if record is not None:
-                yield record
+    def _read_pointed(self, rows: dict[str, TaskRecord], sizes: dict[str, int]) -> Iterator[TaskRecord]:
+        """The full records of large rows (object path -> the row's record) from their objects; the row's record
+        when its object is gone or damaged (from outside the runner: a retirement rewrites the shard first)."""
+        found = reading.parse_records(self.fs, {path: sizes.get(path, 0) for path in rows})
+        for path, record in found:
+            slim = rows.pop(path)
+            yield record if record is not None and record.write_id == slim.write_id else slim
+        for path, slim in rows.items():
+            _log.warning("store.missing_record_object", path=mask(self.display(path)), task_id=slim.task_id,
+                         repeat=slim.repeat, detail="a shard's row points to this record object, which is gone: "
+                         "its input, output and trajectory are not shown")
+            yield slim
 
     def read_record_objects(self, paths: Iterable[str],
                             left_out: UnusableFiles | None = None) -> Iterator[TaskRecord]:

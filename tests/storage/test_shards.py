@@ -141,6 +141,10 @@ def test_the_rows_point_to_the_large_records_own_object(tmp_path):
     assert (by_id["t04"]["status"], by_id["t04"]["error_type"], by_id["t04"]["score"]) == ("error", "ValueError", 0.0)
     assert by_id["t03"]["score_metric"] == "exact"
     assert {m["name"]: m["value"] for m in by_id["t03"]["metrics"]} == {"exact": 1.0, "f1": 0.1}
+    assert _by_item(store)[("t07", 0)].output == LARGE
+    store.fs.rm_file(store.path("records", "t07", "0.json"))      # from outside the runner
+    kept = _by_item(store)[("t07", 0)]
+    assert (kept.output, kept.status, len(_by_item(store))) == (None, "ok", N)
 
 
 def test_a_reader_holds_at_most_one_shard_file_and_one_row_group_of_16_mib(tmp_path):
