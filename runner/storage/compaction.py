@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import os
 import threading
 import time
@@ -88,6 +89,7 @@ class Compactor:
         self.clock = clock
         self._pending: list[Item] = []
         self._added: list[float] = []  # when each pending item was added (clock seconds)
+        self._given: dict[Item, bytes] = {}  # the stored JSON of pending items, when the driver had it
         self._retry_at = 0.0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -103,11 +105,20 @@ class Compactor:
 
     # -- the driver's calls -------------------------------------------------------------------------------------
 
-    def add(self, task_id: str, repeat: int) -> None:
-        """The driver acknowledged (``task_id``, ``repeat``), whose record is stored."""
+    def add(self, task_id: str, repeat: int, record: bytes | None = None) -> None:
+        """The driver acknowledged (``task_id``, ``repeat``), whose record is stored.
+
+        Args:
+            task_id, repeat: the item.
+            record: the record's JSON exactly as this process stored it, when it did (the sequential executor's
+                write that returned ``True``): spares the compaction a read of it. ``None``: read it.
+        """
+        item = (encode_key(task_id), repeat)
         with self._lock:
-            self._pending.append((encode_key(task_id), repeat))
+            self._pending.append(item)
             self._added.append(self.clock())
+            if record is not None:
+                self._given[item] = record
 
     def maybe_compact(self) -> None:
         """Start a compaction on the compactor's thread if one is due and none runs; returns at once."""
@@ -165,6 +176,7 @@ class Compactor:
                     return
                 batch, added = self._pending[:self.every_records], self._added[:self.every_records]
                 del self._pending[:self.every_records], self._added[:self.every_records]
+                given = {item: self._given[item] for item in batch if item in self._given}
             try:
                 self._compact(batch)
                 small = {path: size for path, size in self._small.items() if size < shards.SHARD_BYTES // 2}
@@ -173,6 +185,7 @@ class Compactor:
             except Exception as exc:  # noqa: BLE001 - logged; the batch waits for the next try, every_s later
                 self._warn(exc)
                 with self._lock:
+                    self._given.update(given)
                     self._pending[:0], self._added[:0] = batch, added
                     self._retry_at = self.clock() + self.every_s
                 return
@@ -182,7 +195,10 @@ class Compactor:
         :data:`shards.SHARD_BYTES`), then delete the record objects the shards hold whole."""
         rows: list[dict] = []
         inline = 0
-        for path, data in self._fetch([self.store.path(RECORDS, key, f"{repeat}.json") for key, repeat in items]):
+        with self._lock:
+            given = {self._path(item): data for item in items if (data := self._given.pop(item, None)) is not None}
+        fetched = self._fetch([path for path in map(self._path, items) if path not in given])
+        for path, data in itertools.chain(given.items(), fetched):
             try:
                 record = TaskRecord.model_validate_json(data)
             except ValueError:
@@ -197,6 +213,9 @@ class Compactor:
                 rows, inline = [], 0
         if rows:
             self._consolidate(rows)
+
+    def _path(self, item: Item) -> str:
+        return self.store.path(RECORDS, item[0], f"{item[1]}.json")
 
     def _consolidate(self, rows: list[dict]) -> None:
         """Write ``rows`` as one shard, then delete the record objects it holds whole."""

@@ -176,11 +176,14 @@ def test_a_run_driven_by_the_engine_compacts_and_its_resume_runs_nothing(cli, tm
     from tests.support.compaction import wire
 
     wiring = wire(monkeypatch, every_records=15)
+    fetch, read_back = Compactor._fetch, []
+    monkeypatch.setattr(Compactor, "_fetch", lambda self, paths: read_back.extend(paths) or fetch(self, paths))
     storage = tmp_path / "run"
     args = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage),
             "--limit", "40"]
     first = cli(*args)
     assert first.returncode == 0, first.stderr
+    assert read_back == []         # the driver wrote every record itself: none is read back
     store = ResultStore(str(storage))
     assert store.list_record_paths() == []
     assert len(store.shard_sizes()) == 1
