@@ -23,7 +23,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -141,8 +141,6 @@ class Compactor:
             for start in range(0, len(batch), self.every_records):
                 self._compact(batch[start:start + self.every_records])
             self._merge(self._adopt(), everything=True)
-            if self.store.is_local:
-                _remove_empty_folders(self.store.path(RECORDS))
         except Exception as exc:  # noqa: BLE001 - records stay the source of truth: never stop the run for this
             self._warn(exc)
 
@@ -272,6 +270,8 @@ class Compactor:
             self._undeleted.update(paths)
             _log.info("store.compaction_leftovers", records=len(paths), error=exception_line(exc)[:300],
                       detail="records already in a shard could not be deleted; the run's end tries again")
+        if self.store.is_local:
+            remove_empty_folders(paths)
 
     # -- merging --------------------------------------------------------------------------------------------------
 
@@ -422,6 +422,8 @@ def retire(store: ResultStore, items: set[Item], stamp: str) -> None:
                 store.write_once(store.path(RETIRED, key, f"{repeat}.{stamp}.json"), data)
             with contextlib.suppress(FileNotFoundError):
                 store.fs.rm_file(path)
+            if store.is_local:
+                remove_empty_folders([path])
     except StorageError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -456,17 +458,13 @@ def _retire_from_shard(store: ResultStore, path: str, items: set[Item], copied: 
     store.fs.rm_file(path)
 
 
-def _remove_empty_folders(folder: str) -> None:
-    """Remove the empty task folders under ``folder`` on a local disk (their records were consolidated), so that
-    listing ``records/`` stays proportional to the records it holds."""
-    try:
-        entries = list(os.scandir(folder))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            with contextlib.suppress(OSError):
-                os.rmdir(entry.path)
+def remove_empty_folders(paths: Iterable[str]) -> None:
+    """Remove the folders of the deleted local files at ``paths`` that are empty now (a task's folder under
+    ``records/``), so that a walk of ``records/`` stays proportional to the records it holds. A record write that
+    meets its folder removed creates it again (:func:`runner.storage.local.write_once`)."""
+    for folder in sorted({os.path.dirname(path) for path in paths}):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 __all__ = ["COMPACT_RECORDS", "COMPACT_S", "Compactor", "MERGE_AT", "ShardConflict", "retire", "write_shard"]
