@@ -193,6 +193,7 @@ class Compactor:
         :data:`shards.SHARD_BYTES`), then delete the record objects the shards hold whole."""
         rows: list[dict] = []
         inline = 0
+        items = list(dict.fromkeys(items))  # an item acknowledged twice is one row
         with self._lock:
             given = {self._path(item): data for item in items if (data := self._given.pop(item, None)) is not None}
         fetched = self._fetch([path for path in map(self._path, items) if path not in given])
