@@ -4,6 +4,7 @@ format (DuckDB, Polars, pandas)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -195,6 +196,7 @@ def test_a_run_driven_by_the_engine_compacts_and_its_resume_runs_nothing(cli, tm
     assert again.event("run.finished")["executed"] == 0
     status = cli("status", str(storage), "--json")
     assert status.returncode == 0
+    assert json.loads(status.stdout)["done"] == 40 and json.loads(status.stdout)["complete"] is True
 
 
 def test_rerun_failed_retires_records_that_shards_hold(cli, tmp_path, monkeypatch):
@@ -382,6 +384,21 @@ def test_killed_between_a_merged_shard_and_the_deletion_of_its_parts(uri, monkey
     Compactor(store).finish()
     assert len(store.shard_sizes()) == 1
     _assert_whole(store, expected)
+
+
+def test_a_report_during_a_compaction_and_a_merge_sees_every_record_once(uri):
+    """A reader lists, then a compaction moves records into a new shard and a merge replaces the listed shards
+    before the reader reads them: the records and shards it listed are gone, and it finds them in the new ones."""
+    from runner.storage.reading import Scan
+
+    store = _run(uri)
+    _drive(store, _records()[:20], every_records=10).wait()          # two shards; ten records still objects
+    scan = Scan(store, ("status",))
+    assert (len(scan.shards), len(scan.objects)) == (2, N - 20 + 1)
+    Compactor(store).finish()                                          # consolidates the ten, merges all three
+    assert len(store.shard_sizes()) == 1
+    found = [stored.item for stored in scan]
+    assert sorted(found) == [(f"t{i:02d}", 0) for i in range(N)]
 
 
 def test_a_retirement_killed_midway_leaves_each_item_failed_or_retired(uri, monkeypatch):
