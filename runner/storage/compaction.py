@@ -432,31 +432,42 @@ def retire(store: ResultStore, items: set[Item], stamp: str) -> None:
 
 
 def _retire_from_shard(store: ResultStore, path: str, items: set[Item], copied: set[Item], stamp: str) -> None:
-    """Copy the rows of ``items`` in the shard at ``path`` to ``retired/`` and rewrite the shard without them."""
+    """Copy the rows of ``items`` in the shard at ``path`` to ``retired/`` and rewrite the shard without them, one
+    row group at a time (a shard that holds none of them is left as it is)."""
     try:
-        data = shards.read(store, path)
+        parsed = shards.parse(store.fs.cat_file(path))
+        keys = parsed.read(columns=list(shards.KEY_COLUMNS))
     except (FileNotFoundError, shards.ShardUnreadable):
         return
-    keys = data.column("task_key").to_pylist()
-    repeats = data.column("repeat").to_pylist()
-    drop = [(key, repeat) in items for key, repeat in zip(keys, repeats)]
-    if not any(drop):
+    if not any((key, repeat) in items for key, repeat in zip(keys.column("task_key").to_pylist(),
+                                                             keys.column("repeat").to_pylist())):
         return
-    for index in (i for i, dropped in enumerate(drop) if dropped):
-        item = (keys[index], repeats[index])
-        if item in copied:
-            continue
-        pointed = data.column("record_path")[index].as_py()
-        record = data.column("record")[index].as_py().encode()
-        if pointed is not None:
-            with contextlib.suppress(FileNotFoundError):
-                record = store.fs.cat_file(store.path(pointed))
-        store.write_once(store.path(RETIRED, item[0], f"{item[1]}.{stamp}.json"), record)
-        copied.add(item)
-    kept = data.filter(pc.invert(pa.array(drop)))
-    if kept.num_rows:
-        write_shard(store, shards.encode([kept]), shards.items_of(kept))
+    buffer = io.BytesIO()
+    kept: list[tuple[str, int, str | None]] = []
+    with pq.ParquetWriter(buffer, shards.SCHEMA, compression="zstd") as writer:
+        for group in range(parsed.num_row_groups):
+            rows = parsed.read_row_group(group, columns=shards.SCHEMA.names)
+            drop = []
+            for index, (key, repeat, write_id) in enumerate(shards.items_of(rows)):
+                drop.append((key, repeat) in items)
+                if not drop[-1]:
+                    kept.append((key, repeat, write_id))
+                elif (key, repeat) not in copied:
+                    _copy_to_retired(store, rows.slice(index, 1).to_pylist()[0], stamp)
+                    copied.add((key, repeat))
+            writer.write_table(rows.filter(pc.invert(pa.array(drop))), row_group_size=shards.ROW_GROUP_ROWS)
+    if kept:
+        write_shard(store, buffer.getvalue(), kept)
     store.fs.rm_file(path)
+
+
+def _copy_to_retired(store: ResultStore, row: dict, stamp: str) -> None:
+    """Write the record of a shard ``row`` (the full one: its object's, for a large record) to ``retired/``."""
+    record = row["record"].encode()
+    if row["record_path"] is not None:
+        with contextlib.suppress(FileNotFoundError):
+            record = store.fs.cat_file(store.path(row["record_path"]))
+    store.write_once(store.path(RETIRED, row["task_key"], f"{row['repeat']}.{stamp}.json"), record)
 
 
 def remove_empty_folders(paths: Iterable[str]) -> None:
