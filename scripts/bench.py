@@ -31,6 +31,16 @@ one worker per CPU), then ``build_report``; the driver's peak RSS is read betwee
 Targets (issue 3, on the 2-core development machine): W1 >= 1000 tasks/s after start-up, W2 efficiency >= 0.9,
 W3 < 2 s, W4 driver peak RSS < 500 MB and throughput within 20 % of W1's.
 
+- W5 results at scale (issue 21, ``--only W5``): a run-write-report-resume workload of N no-op tasks run
+  sequentially (N = 2,000 and 20,000; ``--w5-n``), on local disk and on moto's S3 server on 127.0.0.1 behind the
+  counting proxy of ``tests/support/s3_proxy.py`` (and on any store with ``--w5-store URL``, e.g. a GCS or Azure
+  emulator's bucket: its requests are not counted). Three phases, each in a process of its own: ``run`` (the
+  sequential executor writes N records, and the driver consolidates them into result shards), ``report``
+  (``build_report``: summary.json and results.csv) and ``resume`` (the same run again, which finds nothing to do,
+  then its report, as the CLI does). The driver's compaction calls are made by ``tests/support/compaction.py``
+  (:func:`wire`) until the engine makes them itself; ``--w5-no-compaction`` measures the store without shards.
+  Targets: report and resume at most 2 x their local-disk times, and at most N / 500 + 20 requests each.
+
 - F node loss (``--only F``): N = 2,000 tasks of 0.05 s (``asyncio.sleep``) on a head without CPUs and two worker
   nodes of 4 CPUs (4 workers each), all on 127.0.0.1 (:class:`tests.support.ray_nodes.LocalCluster`), run twice on
   fresh storage: F0 as is, F with node ``a``'s raylet killed (SIGKILL) once 30 % of the records exist. The table
@@ -51,7 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +274,123 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(rows)
 
 
+W5_SIZES = (2000, 20_000)
+W5_PHASES = ("run", "report", "resume")
+
+
+def w5_child(phase: str, storage: str, n: int, compaction: bool) -> dict[str, Any]:
+    """One phase of W5 (``run``, ``report`` or ``resume``) on the run at ``storage``, in this process: its seconds
+    (imports and interpreter start-up excluded), the seconds of the store client's set-up among them (an S3
+    client: its session, credentials and first connection, about 0.75 s here whatever the run's size) and the
+    items it executed."""
+    import types
+
+    log.configure("json")
+    if compaction:
+        from tests.support.compaction import wire
+
+        wire(types.SimpleNamespace(setattr=setattr))
+    benchmark, store = Synthetic(n), ResultStore(storage)
+    started = time.perf_counter()
+    connect = getattr(store.fs, "connect", None)  # s3fs: the client session, made at its first request otherwise
+    if callable(connect):
+        connect()
+    set_up = time.perf_counter() - started
+    executed = 0
+    if phase in ("run", "resume"):
+        settings = RunSettings(executor="sequential")
+        request = RunRequest(benchmark=benchmark, solution=SolutionSpec(instant, name="instant"), store=store,
+                             settings=settings, progress_bar=False,
+                             fingerprint_fields={"benchmark": benchmark.name, "solution": "instant"})
+        executed = asyncio.run(execute_run(request)).executed
+    if phase in ("report", "resume"):
+        summary = build_report(store, benchmark)
+        assert summary.completed == n, f"{summary.completed} records for {n} tasks"
+    return {"seconds": round(time.perf_counter() - started, 3), "set_up_s": round(set_up, 3), "executed": executed}
+
+
+def run_w5(tmp: Path, env: dict[str, str], sizes: Sequence[int], compaction: bool,
+           store_url: str | None) -> list[dict[str, Any]]:
+    """W5 on local disk, on moto's S3 server behind the counting proxy, and on ``store_url`` when given: one row
+    per (store, N) with each phase's seconds and, where counted, requests."""
+    from moto.server import ThreadedMotoServer
+
+    from tests.support.s3_proxy import FaultyS3Proxy
+
+    import boto3
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    s3 = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
+          "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+    rows = []
+    try:
+        with FaultyS3Proxy(s3["AWS_ENDPOINT_URL"]) as proxy:
+            boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], aws_access_key_id="bench",
+                         aws_secret_access_key="bench-secret", region_name="us-east-1").create_bucket(Bucket="runner-w5")
+            stores = [("local disk", lambda n: str(tmp / f"W5-{n}"), env, None),
+                      ("S3 (moto, loopback)", lambda n: f"s3://runner-w5/W5-{n}", {**env, **s3,
+                                                                           "AWS_ENDPOINT_URL": proxy.url}, proxy)]
+            if store_url:
+                stores.append((store_url, lambda n: f"{store_url.rstrip('/')}/W5-{n}-{os.getpid()}", env, None))
+            for label, storage_of, store_env, counter in stores:
+                for n in sizes:
+                    row: dict[str, Any] = {"store": label, "n": n}
+                    for phase in W5_PHASES:
+                        before = len(counter.requests) if counter else 0
+                        command = [sys.executable, __file__, "--child", f"W5{phase}", "--storage", storage_of(n),
+                                   "--w5-n", str(n)]
+                        if not compaction:
+                            command.append("--w5-no-compaction")
+                        done = subprocess.run(command, check=True, env=store_env, capture_output=True, text=True,
+                                              cwd=REPO)
+                        result = json.loads(done.stdout.strip().splitlines()[-1])
+                        row[phase] = result["seconds"]
+                        row[f"{phase}_set_up"] = result["set_up_s"]
+                        if phase == "run":
+                            assert result["executed"] == n, result
+                        if phase == "resume":
+                            assert result["executed"] == 0, result
+                        if counter:
+                            row[f"{phase}_requests"] = len(counter.requests) - before
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+    finally:
+        server.stop()
+    return rows
+
+
+def w5_table(rows: list[dict[str, Any]]) -> str:
+    """The Markdown table of W5, with its targets (report and resume at most 2 x local disk, requests at most
+    N / 500 + 20) and whether they were met. Each time is the phase's, and in brackets the same without the store
+    client's set-up (the same for any N; 0 on local disk); the ratios to local disk compare the latter."""
+    local = {row["n"]: row for row in rows if row["store"] == "local disk"}
+    lines = ["| store | N | run | report | resume | requests: run / report / resume | report, resume vs local | "
+             "target | met |", "|---|---:|---:|---:|---:|---|---|---|---|"]
+
+    def net(row: dict[str, Any], phase: str) -> float:
+        return row[phase] - row[f"{phase}_set_up"]
+
+    def shown(row: dict[str, Any], phase: str) -> str:
+        return f"{row[phase]:.2f} s" + (f" ({net(row, phase):.2f} s)" if row[f"{phase}_set_up"] >= 0.005 else "")
+
+    for row in rows:
+        n, base = row["n"], local.get(row["n"])
+        ratios = (net(row, "report") / net(base, "report"), net(row, "resume") / net(base, "resume")) \
+            if base else None
+        requests = " / ".join(f"{row[f'{phase}_requests']:,}" for phase in W5_PHASES) \
+            if "run_requests" in row else "(not counted)"
+        limit = n // 500 + 20
+        met = (ratios is None or max(ratios) <= 2) and \
+            ("run_requests" not in row or max(row["report_requests"], row["resume_requests"]) <= limit)
+        versus = "-" if row["store"] == "local disk" or ratios is None else f"{ratios[0]:.2f} x, {ratios[1]:.2f} x"
+        lines.append(f"| {row['store']} | {n:,} | {shown(row, 'run')} | {shown(row, 'report')} | "
+                     f"{shown(row, 'resume')} | {requests} | {versus} | <= 2 x local; <= {limit} requests | "
+                     f"{'yes' if met else 'no'} |")
+    return "\n".join(lines)
+
+
 def fault_child(storage: str, address: str, calls: str) -> dict[str, float | int]:
     """Run the fault workload's items on the cluster at ``address`` (each solution call logged to ``calls``); its
     measurements."""
@@ -336,8 +463,12 @@ def _fault_row(name: str, result: dict, storage: Path, calls: Path, driver_log: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=sorted([*WORKLOADS, "W6", "F"]), default=DEFAULT)
-    parser.add_argument("--child", choices=sorted([*WORKLOADS, *W6_RUNS, "F0", "F"]), help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="+", choices=sorted([*WORKLOADS, "W5", "W6", "F"]), default=DEFAULT)
+    parser.add_argument("--w5-n", type=int, nargs="+", default=list(W5_SIZES), help="W5's numbers of tasks")
+    parser.add_argument("--w5-store", help="W5 also on this store URL (e.g. gs://bucket/prefix of an emulator)")
+    parser.add_argument("--w5-no-compaction", action="store_true", help="W5 without result shards (the baseline)")
+    parser.add_argument("--child", choices=sorted([*WORKLOADS, *W6_RUNS, "F0", "F", *(f"W5{p}" for p in W5_PHASES)]),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--storage", help=argparse.SUPPRESS)
     parser.add_argument("--server-url", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
@@ -346,6 +477,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.child in ("F0", "F"):
         print(json.dumps(fault_child(args.storage, args.address, args.calls)))
+        return 0
+    if args.child and args.child.startswith("W5"):
+        print(json.dumps(w5_child(args.child[2:], args.storage, args.w5_n[0], not args.w5_no_compaction)))
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.storage, args.server_url, args.cache)))
@@ -356,8 +490,14 @@ def main() -> int:
         args.only = [name for name in args.only if name != "F"]
         if not args.only:
             return 0
-    results: dict[str, dict] = {}
     env = {**os.environ, "RAY_DEDUP_LOGS": "1"}
+    if "W5" in args.only:
+        with tempfile.TemporaryDirectory(prefix="runner-bench-w5-") as tmp:
+            print(w5_table(run_w5(Path(tmp), env, args.w5_n, not args.w5_no_compaction, args.w5_store)), flush=True)
+        args.only = [name for name in args.only if name != "W5"]
+        if not args.only:
+            return 0
+    results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
         if "W6" in args.only:
             print(w6_table(run_w6(tmp, env)), flush=True)

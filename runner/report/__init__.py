@@ -29,7 +29,9 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     Works on a partial run too: missing items are counted in ``missing`` (and a note says what the score covers);
     records outside the plan (a lowered ``repeats`` or ``limit``, a task id ``benchmark`` does not have) in
     ``outside_plan``, and they stay on disk; files under ``records/`` that are not records, or not their path's,
-    in ``unreadable_records`` and ``misplaced_records``, with a note each.
+    in ``unreadable_records`` and ``misplaced_records``, and files under ``shards/`` that are not shards in
+    ``unreadable_shards``, with a note each. Large records are read as their shard rows hold them (``full=False``):
+    the summary needs none of their outputs.
 
     Raises:
         StorageError: no run at that URI, or it cannot be read or written.
@@ -38,7 +40,7 @@ def build_report(store: ResultStore, benchmark: BenchmarkBase | None = None, wri
     if manifest is None:
         raise StorageError(f"no run at {store.uri} (no run.json); check the URI")
     left_out = UnusableFiles()
-    summary, rows = summarize(store.iter_records(left_out=left_out), manifest, benchmark, left_out)
+    summary, rows = summarize(store.iter_records(left_out, full=False), manifest, benchmark, left_out)
     limits = store.read_file(LIMITS_FILE)
     if limits is not None:
         summary.limits = json.loads(limits)

@@ -132,7 +132,7 @@ class _RunItems:
 def _load(store: ResultStore, manifest: RunManifest) -> _RunItems:
     scope = PlanScope.of(manifest)
     run = _RunItems(manifest)
-    for record in store.iter_records():
+    for record in store.iter_records(full=False):
         if scope.outside(record.repeat, record.task_index) is not None:
             run.outside += 1
             continue

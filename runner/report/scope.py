@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from runner.core.benchmark import BenchmarkBase
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest
-from runner.storage.store import ResultStore, UnusableFiles, item_of
+from runner.storage.reading import Scan
+from runner.storage.store import ResultStore, UnusableFiles
 
 
 @dataclass(frozen=True)
@@ -108,26 +109,31 @@ class StoredCount:
 
 
 def count_stored(store: ResultStore, scope: PlanScope) -> StoredCount:
-    """Count the records of ``store`` in and out of ``scope``, by one listing of ``records/``.
+    """Count the records of ``store`` in and out of ``scope``: the rows of its shards (their ``repeat``,
+    ``task_key`` and ``task_index`` columns) and one listing of the record objects no shard holds
+    (:class:`~runner.storage.reading.Scan`).
 
-    The repeat and the task key are in each record's path; the task position only inside the record, so records
-    are read only when the plan's limit is below one an earlier run of the directory used
+    A record object's repeat and task key are in its path; its task position only inside it, so objects are read
+    only when the plan's limit is below one an earlier run of the directory used
     (:attr:`PlanScope.may_hold_later_tasks`), and then only those of repeats in the plan (and, when the scope
     knows the plan's task ids, only those of other ids: past the limit, or put there from outside the runner).
     """
     count = StoredCount()
     kept = []
-    for path in store.list_record_paths():
-        item = item_of(path)
-        if item is None:
-            continue
-        key, repeat = item
-        if scope.outside(repeat, None) is not None:
+    for stored in Scan(store, ("task_index",), read_objects=False):
+        key, repeat = stored.item
+        if stored.row is not None:
+            reason = scope.outside(repeat, stored.row["task_index"], key)
+            if reason is None:
+                count.done += 1
+            else:
+                count.outside[reason] += 1
+        elif scope.outside(repeat, None) is not None:
             count.outside["repeats"] += 1
         elif scope.task_keys is not None and key in scope.task_keys:
             count.done += 1
         else:
-            kept.append(path)
+            kept.append(stored.path)
     if not scope.may_hold_later_tasks:
         if scope.task_keys is None:
             count.done += len(kept)
@@ -135,7 +141,7 @@ def count_stored(store: ResultStore, scope: PlanScope) -> StoredCount:
             count.outside["task_id"] += len(kept)
         return count
     left_out = UnusableFiles()
-    for record in store.iter_records(kept, left_out):
+    for record in store.read_record_objects(kept, left_out):
         reason = scope.outside(record.repeat, record.task_index, encode_key(record.task_id))
         if reason is None:
             count.done += 1

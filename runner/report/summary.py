@@ -86,6 +86,8 @@ class Summary(BaseModel):
             items count as missing, and ``--rerun-failed`` runs them again.
         misplaced_records: files under ``records/`` that hold the record of another item than their path names (a
             copy made outside the runner): not counted.
+        unreadable_shards: files under ``shards/`` that are not result shards (damaged outside the runner): their
+            rows are not counted.
         duplicate_tasks: task positions whose id repeats an earlier one (from the manifest; not in ``n_tasks``).
         notes: one line each about items without a record (the score covers the others), what is left out
             (outside the plan, files that are not records, duplicate task ids, metric results that could not be
@@ -141,6 +143,7 @@ class Summary(BaseModel):
     outside_plan_by: dict[str, int] = Field(default_factory=dict)
     unreadable_records: int = 0
     misplaced_records: int = 0
+    unreadable_shards: int = 0
     duplicate_tasks: int = 0
     notes: list[str] = Field(default_factory=list)
     errors: int
@@ -472,6 +475,7 @@ def summarize(
         outside_plan_by=dict(sorted(outside.items())),
         unreadable_records=len(left_out.unreadable),
         misplaced_records=len(left_out.misplaced),
+        unreadable_shards=len(left_out.unreadable_shards),
         duplicate_tasks=duplicates,
         notes=(missing_notes(missing, expected, completed, left_out) + scope_notes(scope, outside, duplicates)
                + error_notes(completed, collector.status["ok"], collector.error_types)
@@ -504,7 +508,8 @@ def summarize(
 
 def missing_notes(missing: int, expected: int, completed: int, left_out: UnusableFiles) -> list[str]:
     """The lines that say which items the numbers do not cover: items without a record yet (a partial run), files
-    under ``records/`` that are not records, copies of records at another item's path."""
+    under ``records/`` that are not records, copies of records at another item's path, files under ``shards/``
+    that are not shards."""
     notes = []
     if missing:
         notes.append(f"{missing} of {expected} items have no record yet: the score and the metrics cover the "
@@ -516,6 +521,10 @@ def missing_notes(missing: int, expected: int, completed: int, left_out: Unusabl
     if left_out.misplaced:
         notes.append(f"{len(left_out.misplaced)} file(s) under records/ hold the record of another item (copies "
                      f"made outside the runner: {_some(left_out.misplaced)}): not counted; remove them")
+    if left_out.unreadable_shards:
+        notes.append(f"{len(left_out.unreadable_shards)} file(s) under shards/ are not result shards (damaged "
+                     f"outside the runner: {_some(left_out.unreadable_shards)}): the records they held are not "
+                     "counted, and a resume runs their items again; remove them")
     return notes
 
 

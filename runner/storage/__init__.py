@@ -1,5 +1,7 @@
-"""Where results live: an fsspec result store with atomic records, one-listing resume and a run manifest."""
+"""Where results live: an fsspec result store with atomic records, result shards (Parquet) consolidated by the
+driver's :class:`Compactor`, resume from one listing, and a run manifest."""
 
+from runner.storage.compaction import Compactor
 from runner.storage.keys import decode_key, encode_key
 from runner.storage.manifest import BenchmarkInfo, RunManifest, new_run_id, utc_now
 from runner.storage.store import ResultStore, normalize_uri
@@ -19,6 +21,7 @@ class FileEvaluatorStorage(ResultStore):
 
 __all__ = [
     "BenchmarkInfo",
+    "Compactor",
     "FileEvaluatorStorage",
     "ResultStore",
     "RunManifest",

@@ -1,5 +1,6 @@
 """Reading records in batches bounded by count and by bytes, so that a reader's memory does not grow with the
-number or the size of records (``report`` over 200 records of 5 MB holds 16 MiB of them at a time, not 1 GB).
+number or the size of records (``report`` over 200 records of 5 MB holds 16 MiB of them at a time, not 1 GB); and
+one pass over a run's shards and the record objects no shard holds yet (:class:`Scan`).
 
 Each batch is fetched in one call (concurrently on object stores: ``fs.cat``), then each record is parsed and its
 bytes dropped before the next one, so at most one batch of bytes and one parsed record are held at a time.
@@ -7,11 +8,22 @@ bytes dropped before the next one, so at most one batch of bytes and one parsed 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import fsspec
+import structlog
 
+from runner.core.errors import StorageError
 from runner.core.record import TaskRecord
+from runner.core.secrets import mask
+from runner.storage import shards
+
+if TYPE_CHECKING:
+    from runner.storage.store import ResultStore
+
+_log = structlog.get_logger("runner")
 
 READ_BATCH = 256
 """The most records fetched in one batch."""
@@ -62,3 +74,114 @@ def _fetch(fs: fsspec.AbstractFileSystem, batch: list[str]) -> dict[str, bytes]:
         return {batch[0]: fs.cat_file(batch[0])}
     except FileNotFoundError:
         return {}
+
+
+Item = tuple[str, int]
+"""(task key, repeat)."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One stored record as a :class:`Scan` finds it.
+
+    Args:
+        item: (task key, repeat).
+        path: the shard that holds its row, or its record object.
+        row: the shard row's requested columns (``None`` for a record object).
+        record: the parsed record object (``None`` for a shard row, for an object not read, and for one that does
+            not parse).
+    """
+
+    item: Item
+    path: str
+    row: dict[str, Any] | None = None
+    record: TaskRecord | None = None
+
+
+class Scan:
+    """One pass over what a run holds: the rows of its shards, then the record objects of the items no shard holds,
+    each item once.
+
+    Order, so that a compaction or a merge running meanwhile cannot hide a record: ``records/`` and ``shards/`` are
+    listed together (:meth:`ResultStore.listing`, one listing of the run; an object store lists keys in order, so
+    ``records/`` before ``shards/``). A record object listed that is gone when read was consolidated since into a shard written
+    after the listing, and a listed shard that is gone was merged into one written since: either way ``shards/``
+    is listed again at the end and the new shards read (:data:`RELISTS` times at most).
+
+    An item in several shards (two drivers consolidated it, or a merge was interrupted before it deleted its
+    parts) is taken from the first, in name order; a record object of an item a shard holds is not taken (a
+    record whose deletion an interruption left behind, or the object a large record's row points to). Memory: the
+    set of items seen, one shard's bytes and one row group, or one batch of record objects
+    (:func:`parse_records`).
+
+    Args:
+        store: the run's store.
+        columns: the shard columns each :attr:`Stored.row` holds (``task_key`` and ``repeat`` always).
+        read_objects: parse the record objects (else they are listed only).
+    """
+
+    RELISTS = 3
+
+    def __init__(self, store: ResultStore, columns: Sequence[str] = (), read_objects: bool = True) -> None:
+        self.store = store
+        self.columns = list(dict.fromkeys([*shards.KEY_COLUMNS, *columns]))
+        self.read_objects = read_objects
+        self.unreadable_shards: list[str] = []
+        self.seen: set[Item] = set()
+        self.objects, self.shards = store.listing()
+
+    def __iter__(self) -> Iterator[Stored]:
+        gone = yield from self._shard_rows(list(self.shards))
+        pending = {path: size for path, size in self.objects.items()
+                   if (item := item_of(path)) is not None and item not in self.seen}
+        if self.read_objects:
+            found = set()
+            for path, record in parse_records(self.store.fs, pending):
+                found.add(path)
+                item = item_of(path)
+                assert item is not None
+                if item not in self.seen:  # a later row of a shard read meanwhile cannot hold it: read above
+                    self.seen.add(item)
+                    yield Stored(item, path, record=record)
+            gone = gone or len(found) < len(pending)
+        else:
+            for path in pending:
+                item = item_of(path)
+                assert item is not None
+                self.seen.add(item)
+                yield Stored(item, path)
+        for _ in range(self.RELISTS):
+            if not gone:
+                break
+            fresh = [path for path in self.store.shard_sizes() if path not in self.shards]
+            self.shards.update(dict.fromkeys(fresh, 0))
+            gone = yield from self._shard_rows(fresh)
+
+    def _shard_rows(self, paths: list[str]) -> Generator[Stored, None, bool]:
+        """The rows of the shards at ``paths`` of items not seen yet; whether a shard was gone."""
+        gone = False
+        for path in paths:
+            try:
+                for rows in shards.batches(self.store, path, self.columns):
+                    for values in rows:
+                        item = (values["task_key"], values["repeat"])
+                        if item not in self.seen:
+                            self.seen.add(item)
+                            yield Stored(item, path, row=values)
+            except FileNotFoundError:
+                gone = True
+            except shards.ShardUnreadable as exc:
+                self.unreadable_shards.append(path)
+                _log.warning("store.unreadable_shard", path=mask(self.store.display(path)), error=str(exc),
+                             detail="not a shard of this runner (cut short, or written from outside): its rows are "
+                             "not counted; remove it")
+            except Exception as exc:  # noqa: BLE001 - a backend failure becomes one line
+                raise StorageError(self.store.explain(f"cannot read {self.store.display(path)}", exc)) from None
+        return gone
+
+
+def item_of(path: str) -> Item | None:
+    """``(task key, repeat)`` of a record path ``.../records/<task-key>/<repeat>.json``; ``None`` for another file."""
+    key, name = path.rsplit("/", 2)[-2:]
+    stem = name.removesuffix(".json")
+    return (key, int(stem)) if stem.isdigit() else None

@@ -4,16 +4,18 @@ Layout under the run URI::
 
     run.json                          RunManifest
     records/<task-key>/<repeat>.json  one TaskRecord each, written once and whole
+    shards/<digest>.parquet           finished records consolidated (:mod:`runner.storage.shards`, written by
+                                      :class:`runner.storage.compaction.Compactor`)
     summary.json  results.csv         written by the report
     limits.json                       the model traffic of the latest invocation (rates, 429s, budget)
 
-Promises: a record's existence means "done"; a reader never sees half a record (local disk: temp file then
+Promises: a record's existence, as an object or as a shard's row, means "done"; a reader never sees half a record (local disk: temp file then
 ``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``, which
 :func:`runner.storage.probe.check_conditional_writes` probes once per run); a refused write whose stored record
 carries this write's id (its response was lost, a retry was refused) is this write's success; a record write
 outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`), a store that hangs
 included (:mod:`runner.storage.deadline`); resume needs one
-listing of ``records/``; reading records holds at most one bounded batch of them at once
+listing of ``records/`` and of ``shards/`` and one read of each shard; reading records holds at most one bounded batch of them at once
 (:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
 local temp-file-and-link write (:mod:`runner.storage.local`), which no fsspec primitive gives.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +34,11 @@ import structlog
 
 from runner.core.errors import RunStopped, StorageError, exception_line
 from runner.core.record import TaskRecord
-from runner.storage import deadline, local, reading
+from runner.storage import compaction, deadline, local, reading, shards
 from runner.storage.faults import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
+from runner.storage.reading import item_of
 from runner.core.secrets import mask, redact
 from runner.storage.outage import OutageGuard
 
@@ -333,28 +336,66 @@ class ResultStore:
             return None
 
     def list_record_paths(self) -> list[str]:
-        """Paths of every record, by one listing of ``records/`` (temp files of interrupted writes excluded)."""
-        return sorted(self._record_sizes())
+        """Paths of every record object, by one listing of ``records/`` (temp files of interrupted writes
+        excluded): the records not yet consolidated into a shard, and the large ones shard rows point to."""
+        return sorted(self.record_sizes())
 
-    def _record_sizes(self) -> dict[str, int]:
-        """Path -> size in bytes of every record, from one listing of ``records/``."""
+    def record_sizes(self) -> dict[str, int]:
+        """Path -> size in bytes of every record object, from one listing of ``records/``.
+
+        Raises:
+            StorageError: the store cannot be listed.
+        """
+        return self._find(RECORDS, _is_record)
+
+    def shard_sizes(self) -> dict[str, int]:
+        """Path -> size in bytes of every result shard, from one listing of ``shards/`` (:mod:`runner.storage.shards`).
+
+        Raises:
+            StorageError: the store cannot be listed.
+        """
+        return self._find(shards.SHARDS, shards.is_shard)
+
+    def listing(self) -> tuple[dict[str, int], dict[str, int]]:
+        """:meth:`record_sizes` and :meth:`shard_sizes`, ``records/`` listed before ``shards/``
+        (:class:`~runner.storage.reading.Scan` needs that order). On an object store from one listing of the run,
+        whose keys come in order: a listing of a prefix that holds nothing costs three requests (the listing, then
+        whether the prefix is itself an object), and once the records are in shards ``records/`` is often empty.
+
+        Raises:
+            StorageError: the store cannot be listed.
+        """
+        if self.is_local or self.is_process_local:
+            # A walk of a folder tree visits folders in no fixed order, and costs no request: records/ first.
+            return self.record_sizes(), self.shard_sizes()
+        found = self._find(None, lambda path: _is_record(path) or shards.is_shard(path))
+        records_at, shards_at = self.path(RECORDS) + "/", self.path(shards.SHARDS) + "/"
+        return ({path: size for path, size in found.items() if path.startswith(records_at)},
+                {path: size for path, size in found.items() if path.startswith(shards_at)})
+
+    def _find(self, folder: str | None, keep: Callable[[str], bool]) -> dict[str, int]:
+        """Path -> size of the files under ``folder`` (``None``: the run) that ``keep`` accepts, sorted by path."""
+        where = self.path(folder) if folder else self.root
         try:
-            found = self.fs.find(self.path(RECORDS), detail=True)
+            found = self.fs.find(where, detail=True)
         except FileNotFoundError:
             return {}
         except Exception as exc:  # noqa: BLE001
-            raise StorageError(self.explain(f"cannot list {self.display(self.path(RECORDS))}", exc)) from None
-        return {path: int(info.get("size") or 0) for path, info in found.items()
-                if path.endswith(".json") and not path.rsplit("/", 1)[-1].startswith(".")}
+            raise StorageError(self.explain(f"cannot list {self.display(where)}", exc)) from None
+        return {path: int(info.get("size") or 0) for path, info in sorted(found.items()) if keep(path)}
 
     def done_items(self) -> set[tuple[str, int]]:
-        """(task key, repeat) of every stored record, from one listing."""
-        return {item for item in map(item_of, self.list_record_paths()) if item is not None}
+        """(task key, repeat) of every stored record: the rows of the shards and a listing of the record objects
+        (:class:`~runner.storage.reading.Scan`: one listing of ``records/``, one of ``shards/``, one read of each
+        shard)."""
+        return {stored.item for stored in reading.Scan(self, read_objects=False)}
 
     def record_status(self, task_id: str, repeat: int) -> str | None:
-        """The status of the stored record of (``task_id``, ``repeat``), or ``None`` if it has none.
+        """The status of the stored record object of (``task_id``, ``repeat``), or ``None`` if it has none.
 
-        Read before an item runs again after its worker died: the dead worker may have stored it already.
+        Read before an item runs again after its worker died: the dead worker may have stored it already. Shards
+        are not consulted: a record enters a shard only once the driver acknowledged its item, and the driver
+        never sends an acknowledged item again (docs/storage.md, "Result shards").
         """
         try:
             data = self._call("cat_file", self.record_path(task_id, repeat))
@@ -362,78 +403,127 @@ class ResultStore:
             return None
         return TaskRecord.model_validate_json(data).status
 
-    def iter_records(self, paths: Iterable[str] | None = None,
-                     left_out: UnusableFiles | None = None) -> Iterator[TaskRecord]:
-        """Yield every stored record (or those at ``paths``), fetched in batches (concurrently on object stores).
+    def iter_records(self, left_out: UnusableFiles | None = None, *, full: bool = True) -> Iterator[TaskRecord]:
+        """Yield every stored record once: those of the shards, then the record objects no shard holds
+        (:class:`~runner.storage.reading.Scan`), fetched in batches (concurrently on object stores).
 
-        Two kinds of file are skipped with a warning naming them (both come from outside the runner: records are
+        Args:
+            left_out: collects the files skipped (below).
+            full: yield a large record (one whose row points to its own object, :data:`~runner.storage.shards.
+                INLINE_RECORD_BYTES`) whole, fetching its object; ``False``: as its row holds it, without its
+                input, output, trajectory and solution metadata (what a summary needs, without a request per
+                large record).
+
+        Three kinds of file are skipped with a warning naming them (all come from outside the runner: records are
         written whole, each at its own item's path), and listed in ``left_out`` when given:
 
-        - one that does not parse as a record (``store.unreadable_record``): ``--rerun-failed`` retires it and runs
+        - a record object that does not parse (``store.unreadable_record``): ``--rerun-failed`` retires it and runs
           its item again;
-        - one that holds the record of another item than its path names (``store.misplaced_record``: a copy), which
-          would count that item twice.
+        - a record object that holds the record of another item than its path names (``store.misplaced_record``:
+          a copy), which would count that item twice;
+        - a file under ``shards/`` that is not a shard (``store.unreadable_shard``).
 
-        Nothing is held beyond one batch (:func:`runner.storage.reading.read_batches`).
+        Nothing is held beyond one shard or one batch (:mod:`runner.storage.reading`).
         """
-        for path, record in self._parse_records(paths):
-            if record is None:
-                _log.warning("store.unreadable_record", path=mask(self.display(path)),
-                             detail="not a valid record; --rerun-failed retires it and runs its item again")
-                if left_out is not None:
-                    left_out.unreadable.append(mask(self.display(path)))
-            elif item_of(path) != (encode_key(record.task_id), record.repeat):
-                _log.warning("store.misplaced_record", path=mask(self.display(path)), task_id=record.task_id,
-                             repeat=record.repeat, detail="this file holds the record of another item (a copy "
-                             "made outside the runner): it is not counted; remove it")
-                if left_out is not None:
-                    left_out.misplaced.append(mask(self.display(path)))
-            else:
+        scan = reading.Scan(self, ("record", "record_path"))
+        large: dict[str, TaskRecord] = {}
+        held = 0
+        for stored in scan:
+            if stored.row is None:
+                checked = self._checked(stored.path, stored.record, left_out)
+                if checked is not None:
+                    yield checked
+                continue
+            record = TaskRecord.model_validate_json(stored.row["record"])
+            pointed = stored.row["record_path"]
+            if not full or pointed is None:
                 yield record
+                continue
+            large[self.path(pointed)] = record
+            held += scan.objects.get(self.path(pointed), 0)
+            if len(large) >= reading.READ_BATCH or held >= reading.READ_BATCH_BYTES:
+                yield from self._read_pointed(large, scan.objects)
+                large, held = {}, 0
+        if left_out is not None:
+            left_out.unreadable_shards.extend(mask(self.display(path)) for path in scan.unreadable_shards)
+        yield from self._read_pointed(large, scan.objects)
 
-    def _parse_records(self, paths: Iterable[str] | None = None) -> Iterator[tuple[str, TaskRecord | None]]:
-        """``(path, record)`` for every record file (or those at ``paths``), in path order, read in bounded batches
-        (:func:`runner.storage.reading.parse_records`); ``record`` is ``None`` when the file does not parse."""
-        sizes = self._record_sizes()
-        if paths is not None:
-            sizes = {path: sizes[path] for path in paths if path in sizes}
-        return reading.parse_records(self.fs, sizes)
+    def _read_pointed(self, rows: dict[str, TaskRecord], sizes: dict[str, int]) -> Iterator[TaskRecord]:
+        """The full records of large rows (object path -> the row's record) from their objects; the row's record
+        when its object is gone or damaged (from outside the runner: a retirement rewrites the shard first)."""
+        found = reading.parse_records(self.fs, {path: sizes.get(path, 0) for path in rows})
+        for path, record in found:
+            slim = rows.pop(path)
+            yield record if record is not None and record.write_id == slim.write_id else slim
+        for path, slim in rows.items():
+            _log.warning("store.missing_record_object", path=mask(self.display(path)), task_id=slim.task_id,
+                         repeat=slim.repeat, detail="a shard's row points to this record object, which is gone: "
+                         "its input, output and trajectory are not shown")
+            yield slim
+
+    def read_record_objects(self, paths: Iterable[str],
+                            left_out: UnusableFiles | None = None) -> Iterator[TaskRecord]:
+        """The records of the record objects at ``paths`` (from :meth:`list_record_paths`), read in bounded
+        batches, skipping those :meth:`iter_records` skips."""
+        sizes = self.record_sizes()
+        wanted = {path: sizes[path] for path in paths if path in sizes}
+        for path, record in reading.parse_records(self.fs, wanted):
+            checked = self._checked(path, record, left_out)
+            if checked is not None:
+                yield checked
+
+    def _checked(self, path: str, record: TaskRecord | None, left_out: UnusableFiles | None) -> TaskRecord | None:
+        """``record``, read from the object at ``path``, or ``None`` (logged, and noted in ``left_out``) when it
+        does not parse or is not its path's item's."""
+        if record is None:
+            _log.warning("store.unreadable_record", path=mask(self.display(path)),
+                         detail="not a valid record; --rerun-failed retires it and runs its item again")
+            if left_out is not None:
+                left_out.unreadable.append(mask(self.display(path)))
+            return None
+        if item_of(path) != (encode_key(record.task_id), record.repeat):
+            _log.warning("store.misplaced_record", path=mask(self.display(path)), task_id=record.task_id,
+                         repeat=record.repeat, detail="this file holds the record of another item (a copy "
+                         "made outside the runner): it is not counted; remove it")
+            if left_out is not None:
+                left_out.misplaced.append(mask(self.display(path)))
+            return None
+        return record
 
     # -- run again ---------------------------------------------------------------------------------------------
 
     def failed_items(self) -> set[tuple[str, int]]:
-        """(task key, repeat) of every stored record whose status is not ``ok``, and of every record file that does
-        not parse as a record (damaged outside the runner). Reads every record; writes nothing."""
+        """(task key, repeat) of every stored record whose status is not ``ok``, and of every record object that
+        does not parse as a record (damaged outside the runner). Reads the shards' statuses and the record objects
+        no shard holds; writes nothing."""
         failed = set()
-        for path, record in self._parse_records():
-            item = item_of(path)
-            if item is not None and (record is None or record.status != "ok"):
-                failed.add(item)
+        for stored in reading.Scan(self, ("status",)):
+            status = stored.row["status"] if stored.row is not None else stored.record and stored.record.status
+            if status != "ok":
+                failed.add(stored.item)
         return failed
 
     def retire(self, items: Iterable[tuple[str, int]]) -> None:
-        """Move the records of ``items`` ((task key, repeat), from :meth:`failed_items`) from ``records/`` to
+        """Move the records of ``items`` ((task key, repeat), from :meth:`failed_items`) aside to
         ``retired/<task-key>/<repeat>.<UTC timestamp>.json`` (kept for the audit trail), so that the next plan runs
-        those items again.
+        those items again: a copy is written first, then the shards that hold them are rewritten without them,
+        then their record objects are removed (:func:`runner.storage.compaction.retire`). An interruption leaves
+        each item either still failed or retired, never lost.
 
-        The copy is written before the record is removed, so an interruption leaves the item either still failed
-        or retired, never lost.
+        Raises:
+            StorageError: the store failed (the same command resumes the retirement).
         """
-        stamp = utc_now().replace(":", "").replace("-", "")
-        for key, repeat in items:
-            path = self.path(RECORDS, key, f"{repeat}.json")
-            self.write_once(self.path(RETIRED, key, f"{repeat}.{stamp}.json"), self.fs.cat_file(path))
-            self.fs.rm_file(path)
+        compaction.retire(self, set(items), utc_now().replace(":", "").replace("-", ""))
 
     # -- start over -------------------------------------------------------------------------------------------
 
     def clear(self) -> None:
-        """Delete this run's records, retired records, manifest and reports (``--force``); other files under the URI
-        stay."""
+        """Delete this run's records, shards, retired records, manifest and reports (``--force``); other files under
+        the URI stay."""
         for name in (MANIFEST, *REPORT_FILES):
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(self.path(name))
-        for folder in (RECORDS, RETIRED):
+        for folder in (RECORDS, shards.SHARDS, RETIRED):
             with contextlib.suppress(FileNotFoundError):
                 if self.fs.exists(self.path(folder)):
                     self.fs.rm(self.path(folder), recursive=True)
@@ -459,23 +549,25 @@ class ResultStore:
         return mask(f"{what} ({detail}); {advice(self._uri, exc, self.flag)}", self.storage_options)
 
 
+def _is_record(path: str) -> bool:
+    """Whether ``path``, under ``records/``, names a record object (not a temp file of an interrupted local
+    write)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".json") and not name.startswith(".")
+
+
 @dataclass
 class UnusableFiles:
-    """The files under ``records/`` that :meth:`ResultStore.iter_records` skipped, by path as the user writes it:
-    ``unreadable`` ones (not a record) and ``misplaced`` ones (the record of another item than their path's)."""
+    """The files that :meth:`ResultStore.iter_records` skipped, by path as the user writes it: record objects that
+    are ``unreadable`` (not a record) or ``misplaced`` (the record of another item than their path's), and
+    ``unreadable_shards`` (files under ``shards/`` that are not shards)."""
 
     unreadable: list[str] = field(default_factory=list)
     misplaced: list[str] = field(default_factory=list)
+    unreadable_shards: list[str] = field(default_factory=list)
 
 
 def _same_write(stored: TaskRecord, record: TaskRecord) -> bool:
     """Whether ``stored`` is what the write of ``record`` stored (a write id is drawn per write)."""
     fields = ("run_id", "task_id", "repeat", "attempt", "write_id")
     return all(getattr(stored, name) == getattr(record, name) for name in fields)
-
-
-def item_of(path: str) -> tuple[str, int] | None:
-    """``(task key, repeat)`` of a record path ``.../records/<task-key>/<repeat>.json``; ``None`` for another file."""
-    key, name = path.rsplit("/", 2)[-2:]
-    stem = name.removesuffix(".json")
-    return (key, int(stem)) if stem.isdigit() else None
