@@ -37,8 +37,8 @@ W3 < 2 s, W4 driver peak RSS < 500 MB and throughput within 20 % of W1's.
   emulator's bucket: its requests are not counted). Three phases, each in a process of its own: ``run`` (the
   sequential executor writes N records, and the driver consolidates them into result shards), ``report``
   (``build_report``: summary.json and results.csv) and ``resume`` (the same run again, which finds nothing to do,
-  then its report, as the CLI does). The driver's compaction calls are made by ``tests/support/compaction.py``
-  (:func:`wire`) until the engine makes them itself; ``--w5-no-compaction`` measures the store without shards.
+  then its report, as the CLI does), with ``--shards on`` on every store; ``--w5-no-compaction`` measures the store
+  without shards (``--shards off``).
   Targets: report and resume at most 2 x their local-disk times, and at most N / 500 + 20 requests each.
 
 - F node loss (``--only F``): N = 2,000 tasks of 0.05 s (``asyncio.sleep``) on a head without CPUs and two worker
@@ -283,13 +283,7 @@ def w5_child(phase: str, storage: str, n: int, compaction: bool) -> dict[str, An
     (imports and interpreter start-up excluded), the seconds of the store client's set-up among them (an S3
     client: its session, credentials and first connection, about 0.75 s here whatever the run's size) and the
     items it executed."""
-    import types
-
     log.configure("json")
-    if compaction:
-        from tests.support.compaction import wire
-
-        wire(types.SimpleNamespace(setattr=setattr))
     benchmark, store = Synthetic(n), ResultStore(storage)
     started = time.perf_counter()
     connect = getattr(store.fs, "connect", None)  # s3fs: the client session, made at its first request otherwise
@@ -298,7 +292,7 @@ def w5_child(phase: str, storage: str, n: int, compaction: bool) -> dict[str, An
     set_up = time.perf_counter() - started
     executed = 0
     if phase in ("run", "resume"):
-        settings = RunSettings(executor="sequential")
+        settings = RunSettings(executor="sequential", shards="on" if compaction else "off")
         request = RunRequest(benchmark=benchmark, solution=SolutionSpec(instant, name="instant"), store=store,
                              settings=settings, progress_bar=False,
                              fingerprint_fields={"benchmark": benchmark.name, "solution": "instant"})

@@ -59,6 +59,7 @@ RUN_FLAGS = (
     "max_cost",
     "cache",
     "cache_policy",
+    "shards",
 )
 # flag dest -> EndpointLimits field; each flag takes N (every endpoint) or MODEL=N (that model's endpoints)
 LIMIT_FLAGS = ("max_rpm", "max_tpm", "max_connections")
@@ -222,6 +223,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--allow-overwriting-store", action="store_true", default=None,
                        help="write to an object store that does not honour conditional writes (If-None-Match), "
                        "checking each record's existence first; two writers can then race")
+    where.add_argument("--shards", choices=("auto", "on", "off"),
+                       help="consolidate finished records into Parquet result shards (shards/), which reports, "
+                       "resumes and DuckDB read in a few requests (default auto: on object stores only)")
 
     how = parser.add_argument_group("how to run")
     how.add_argument("--executor", metavar="NAME",

@@ -140,6 +140,11 @@ class RunSettings(BaseModel):
             an existing key, or answers 501 to ``If-None-Match``): records are then written after an existence
             check, which two writers can race, and a second driver is not reliably refused
             (``--allow-overwriting-store``).
+        shards: whether the driver consolidates finished records into Parquet result shards (``shards/``; report
+            and resume then read a few objects instead of one per record, and DuckDB, Polars or pandas query them):
+            ``auto`` (the default) on object stores (``s3://``, ``gs://``, ``az://``...), where every object costs a
+            request, and not on a local disk or shared filesystem, where a record file costs next to nothing;
+            ``on``; ``off`` (``--shards``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -168,6 +173,7 @@ class RunSettings(BaseModel):
     lease_ttl: float = Field(default=60.0, ge=1)
     take_over: bool = False
     allow_overwriting_store: bool = False
+    shards: Literal["auto", "on", "off"] = "auto"
 
     @model_validator(mode="before")
     @classmethod

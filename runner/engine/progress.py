@@ -62,17 +62,22 @@ class Progress:
             once more at :meth:`close` (``None``: no file). A write that fails is logged once and never stops the run.
         file_s: seconds between two writes of the file.
         run_id: the run's id, in the file.
+        on_done: called with each item counted done (not a skipped one) and its record's JSON when the driver wrote
+            it itself (else ``None``): the run's result-shard compactor (:class:`runner.storage.compaction.
+            Compactor`).
     """
 
     def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S,
                  details: Callable[[], dict[str, Any]] | None = None, heartbeat_s: float | None = None,
                  headline: tuple[str, ...] = (), sink: Callable[[bytes], None] | None = None,
-                 file_s: float = PROGRESS_FILE_S, run_id: str | None = None) -> None:
+                 file_s: float = PROGRESS_FILE_S, run_id: str | None = None,
+                 on_done: Callable[[Key, bytes | None], None] | None = None) -> None:
         self.total = total
         self.details = details
         self.live = LiveStats(headline=tuple(headline))
         self.by_status: Counter[str] = Counter()
         self.run_id = run_id
+        self.on_done = on_done
         self._sink = sink
         self._sink_failed = False
         self.done = 0
@@ -136,7 +141,8 @@ class Progress:
         """
         if result.status != "skipped":
             self.live.add(result.scores, result.category)
-        self.advance(result.status, duplicate=result.duplicate, error=result.error, item=item, watched=watched)
+        self.advance(result.status, duplicate=result.duplicate, error=result.error, item=item, watched=watched,
+                     stored=result.stored)
 
     def observe(self, status: str, error: ErrorInfo | None) -> None:
         """Show an item's outcome to the server watch before the item is counted (an executor that writes records
@@ -148,12 +154,13 @@ class Progress:
         self.watch.observe(status, error)
 
     def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None,
-                item: Key | None = None, watched: bool = False) -> None:
+                item: Key | None = None, watched: bool = False, stored: bytes | None = None) -> None:
         """Count one finished item with its record status; ``duplicate``: its first attempt found its record
         already written (see :attr:`ItemResult.duplicate <runner.engine.item.execute.ItemResult.duplicate>`); ``error``:
         what ended it (:attr:`ItemResult.error <runner.engine.item.execute.ItemResult.error>`); ``item``: which one, no
-        longer in flight; ``watched``: the server watch saw it already (:meth:`observe`). An item the budget kept from
-        starting (status ``skipped``) is counted in :attr:`skipped`, not as done.
+        longer in flight; ``watched``: the server watch saw it already (:meth:`observe`); ``stored``: its record's
+        JSON when the driver wrote it (for ``on_done``). An item the budget kept from starting (status ``skipped``)
+        is counted in :attr:`skipped`, not as done.
 
         Raises:
             ServerStop: the model server fails every call the same way (:class:`ServerWatch`); the item is counted
@@ -166,6 +173,8 @@ class Progress:
             return
         self.done += 1
         self.by_status[status] += 1
+        if self.on_done is not None and item is not None:
+            self.on_done(item, stored)
         self.duplicates += duplicate
         if self._first_done is None:
             self._first_done = time.monotonic()

@@ -34,6 +34,7 @@ from runner.engine.request import RunRequest
 from runner.traffic.control import TrafficControl
 from runner.storage import lease
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
+from runner.storage.compaction import Compactor
 from runner.storage.probe import check_conditional_writes
 from runner.storage.store import PROGRESS_FILE
 
@@ -289,20 +290,28 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
                 already_done=already_done,
                 to_run=expected,
             )
+            compactor = _compactor(request, keeper)
             progress = Progress(expected, bar=request.progress_bar, details=traffic.progress_fields,
                                 heartbeat_s=progress_module.HEARTBEAT_S,  # read here, so a test can shorten it
                                 headline=request.benchmark.headline_metrics, run_id=manifest.run_id,
                                 sink=functools.partial(store.write_file, PROGRESS_FILE),
-                                file_s=progress_module.PROGRESS_FILE_S)
+                                file_s=progress_module.PROGRESS_FILE_S,
+                                on_done=compactor.acknowledged if compactor is not None else None)
             try:
                 if first is not None:
                     await _execute_while_owned(executor.execute(itertools.chain([first], items), context, progress),
                                                keeper)
+            except BaseException:
+                if compactor is not None:
+                    await asyncio.to_thread(compactor.close)  # the next run's finish adopts what is left
+                raise
             finally:
                 progress.close()
         finally:
             if first is not None:
                 await executor.close()
+        if compactor is not None:
+            await asyncio.to_thread(compactor.finish)
         traffic.write(store)
         if plan.exhausted:
             # The plan saw every task position, so it counted every duplicate task id.
@@ -329,6 +338,15 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
             raise BudgetExhausted(f"the budget is spent: {traffic.budget_line()}; {done}{total} items are done; run "
                                   "the same command with a larger budget to resume")
         return RunOutcome(manifest, progress.done, plan.skipped, progress.errors, seconds)
+
+
+def _compactor(request: RunRequest, keeper: LeaseKeeper) -> Compactor | None:
+    """The run's compactor of result shards (:mod:`runner.storage.compaction`), or ``None``: ``--shards off``, or
+    ``auto`` on a local disk or shared filesystem (where a record file costs next to nothing to list and read)."""
+    store, mode = request.store, request.settings.shards
+    if mode == "off" or (mode == "auto" and (store.is_local or store.is_process_local)):
+        return None
+    return Compactor(store, headline=request.benchmark.headline_metrics, check=keeper.check)
 
 
 async def _execute_while_owned(execution: Awaitable[None], keeper: LeaseKeeper) -> None:

@@ -101,7 +101,7 @@ class SequentialExecutor:
                 else:
                     # The server watch sees the outcome before the next item starts; the item counts as done once
                     # its record is stored.
-                    writes.add(key, store_item(answer, context))
+                    writes.add(key, store_item(answer, context, keep_stored=True))
                     progress.observe(answer.verdict.status, answer.verdict.cause)
                     await writes.room()
             await writes.drain()

@@ -70,21 +70,21 @@ class Compactor:
         store: the run's store (the driver's).
         headline: the metrics a row's ``score`` takes its value from, in order of preference
             (``BenchmarkBase.headline_metrics``; see :func:`runner.storage.shards.row`).
-        every_records: acknowledged items that make a compaction due.
+        every_records: acknowledged items that make a compaction due (default :data:`COMPACT_RECORDS`).
         every_s: seconds after which the oldest acknowledged item waiting makes one due (checked at
-            :meth:`maybe_compact`).
+            :meth:`maybe_compact`; default :data:`COMPACT_S`).
         check: called before each shard write and deletion; raises to stop compacting (the lease keeper's
             ``check``, which raises ``LeaseLost``: a driver that lost its run writes nothing more).
         clock: monotonic seconds.
     """
 
-    def __init__(self, store: ResultStore, *, headline: Sequence[str] = (), every_records: int = COMPACT_RECORDS,
-                 every_s: float = COMPACT_S, check: Callable[[], None] | None = None,
+    def __init__(self, store: ResultStore, *, headline: Sequence[str] = (), every_records: int | None = None,
+                 every_s: float | None = None, check: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.headline = tuple(headline)
-        self.every_records = every_records
-        self.every_s = every_s
+        self.every_records = every_records if every_records is not None else COMPACT_RECORDS
+        self.every_s = every_s if every_s is not None else COMPACT_S
         self.check = check or (lambda: None)
         self.clock = clock
         self._pending: list[Item] = []
@@ -119,6 +119,12 @@ class Compactor:
             self._added.append(self.clock())
             if record is not None:
                 self._given[item] = record
+
+    def acknowledged(self, item: tuple[str, int], record: bytes | None = None) -> None:
+        """:meth:`add`, then :meth:`maybe_compact`: what the driver calls for each item it counts done (``item``:
+        (task id, repeat); ``record``: as for :meth:`add`)."""
+        self.add(item[0], item[1], record)
+        self.maybe_compact()
 
     def maybe_compact(self) -> None:
         """Start a compaction on the compactor's thread if one is due and none runs; returns at once."""

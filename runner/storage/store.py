@@ -273,13 +273,23 @@ class ResultStore:
             StorageOutage: the store kept failing for :attr:`outage_s` seconds (exit status 3).
             StorageError: any other failure.
         """
+        return self.store_record(record) is not None
+
+    def store_record(self, record: TaskRecord) -> bytes | None:
+        """:meth:`write_record`, returning the record's JSON as this call stored it (``None``: it did not store
+        it), for a caller that hands it on (the driver's compactor of result shards).
+
+        Raises:
+            StorageOutage, StorageError: as :meth:`write_record`.
+        """
         if record.write_id is None:
             record = record.model_copy(update={"write_id": uuid.uuid4().hex})
         path = self.record_path(record.task_id, record.repeat)
-        if self._write_once(path, record.model_dump_json().encode(), outlast=True):
-            return True
+        data = record.model_dump_json().encode()
+        if self._write_once(path, data, outlast=True):
+            return data
         stored = self._stored_record(path)
-        return stored is not None and _same_write(stored, record)
+        return data if stored is not None and _same_write(stored, record) else None
 
     def _stored_record(self, path: str) -> TaskRecord | None:
         """The record at ``path`` (``None`` if absent or damaged), read through outages like a write."""

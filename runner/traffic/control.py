@@ -92,7 +92,7 @@ class TrafficControl:
         """
         budget = Budget.of(settings)
         if settings.budgeted and kept:
-            for record in store.iter_records():
+            for record in store.iter_records(full=False):  # usage only: a large record's row holds it
                 if (encode_key(record.task_id), record.repeat) in kept:
                     budget.add_earlier(record.usage)
         cache = None

@@ -13,6 +13,7 @@ import pytest
 from runner.core.record import ErrorInfo, TaskRecord
 from runner.report import PlanScope, build_report, count_stored
 from runner.storage import ResultStore, compaction, shards
+from runner.storage import compaction
 from runner.storage.compaction import Compactor
 from runner.storage.store import UnusableFiles
 from tests.support.runs import make_record, write_run
@@ -173,22 +174,28 @@ def test_a_reader_holds_at_most_one_shard_file_and_one_row_group_of_16_mib(tmp_p
 # -- the way the engine drives it -------------------------------------------------------------------------------
 
 def test_a_run_driven_by_the_engine_compacts_and_its_resume_runs_nothing(cli, tmp_path, monkeypatch):
-    """The engine's hooks (tests/support/compaction.py) on a real sequential run of 40 toy tasks."""
-    from tests.support.compaction import wire
-
-    wiring = wire(monkeypatch, every_records=15)
+    """The engine's calls on a real sequential run of 40 toy tasks (``--shards on`` on a local disk; a compaction
+    every 15 items): shards written as the run goes, merged at its end, no record read back."""
+    monkeypatch.setattr(compaction, "COMPACT_RECORDS", 15)
     fetch, read_back = Compactor._fetch, []
     monkeypatch.setattr(Compactor, "_fetch", lambda self, paths: read_back.extend(paths) or fetch(self, paths))
+    write_shard, shards_written = Compactor._write_shard, []
+
+    def counted(self, data, items):
+        shards_written.append(write_shard(self, data, items))
+        return shards_written[-1]
+
+    monkeypatch.setattr(Compactor, "_write_shard", counted)
     storage = tmp_path / "run"
     args = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage),
-            "--limit", "40"]
+            "--limit", "40", "--shards", "on"]
     first = cli(*args)
     assert first.returncode == 0, first.stderr
     assert read_back == []         # the driver wrote every record itself: none is read back
     store = ResultStore(str(storage))
     assert store.list_record_paths() == []
+    assert len(shards_written) == 4          # 15 + 15 + 10, then the merge of the three at the run's end
     assert len(store.shard_sizes()) == 1
-    assert wiring.compactors[0].records == 40
     assert sum(1 for _ in store.iter_records()) == 40
 
     again = cli(*args)
@@ -200,12 +207,10 @@ def test_a_run_driven_by_the_engine_compacts_and_its_resume_runs_nothing(cli, tm
 
 
 def test_rerun_failed_retires_records_that_shards_hold(cli, tmp_path, monkeypatch):
-    from tests.support.compaction import wire
-
-    wire(monkeypatch, every_records=7)
+    monkeypatch.setattr(compaction, "COMPACT_RECORDS", 7)
     storage = tmp_path / "run"
     args = ["--benchmark", "toy", "--solution", "tests.support.solutions:flaky_calculator", "--sequential",
-            "--storage", str(storage), "--limit", "20"]
+            "--storage", str(storage), "--limit", "20", "--shards", "on"]
     assert cli(*args, env={"RUNNER_TEST_FAIL": "1"}).returncode == 0
     store = ResultStore(str(storage))
     assert store.list_record_paths() == [] and store.shard_sizes()
@@ -225,12 +230,9 @@ def test_rerun_failed_retires_records_that_shards_hold(cli, tmp_path, monkeypatc
 
 
 def test_force_deletes_the_shards_too(cli, tmp_path, monkeypatch):
-    from tests.support.compaction import wire
-
-    wire(monkeypatch)
     storage = tmp_path / "run"
     args = ["--benchmark", "toy", "--solution", "calculator", "--sequential", "--storage", str(storage),
-            "--limit", "5"]
+            "--limit", "5", "--shards", "on"]
     assert cli(*args).returncode == 0
     old = set(ResultStore(str(storage)).shard_sizes())
     assert cli(*args, "--force").event("run.finished")["executed"] == 5

@@ -204,17 +204,18 @@ async def finish_item(
     worker: dict[str, Any] | None = None,
     usage: dict[str, TokenUsage] | None = None,
     sync_in_thread: bool = True,
+    keep_stored: bool = False,
 ) -> ItemResult:
     """Score ``outcome`` with every metric of ``task`` once and write the item's record once: :func:`score_item`,
-    then :func:`store_item`. Used by an executor to record an item that did not finish on its worker
-    (:func:`record_fault`).
+    then :func:`store_item` (``keep_stored``: as there). Used by an executor to record an item that did not finish
+    on its worker (:func:`record_fault`).
 
     Raises:
         StorageError: the record cannot be written.
     """
     finished = await score_item(item, task, outcome, context, attempt=attempt, worker=worker, usage=usage,
                                 sync_in_thread=sync_in_thread)
-    return await store_item(finished, context)
+    return await store_item(finished, context, keep_stored=keep_stored)
 
 
 async def score_item(
@@ -259,9 +260,11 @@ async def score_item(
     return Finished(record, verdict, time.perf_counter() - outcome.t_start)
 
 
-async def store_item(finished: Finished, context: RunContext) -> ItemResult:
+async def store_item(finished: Finished, context: RunContext, *, keep_stored: bool = False) -> ItemResult:
     """Write a finished item's record once (unless its executor gave up on it meanwhile) and log it; the item's
     :class:`ItemResult`. A record another write had stored already is kept, and the result says ``written=False``.
+    With ``keep_stored`` (the driver writes it itself), the result carries the JSON stored
+    (:attr:`ItemResult.stored`).
 
     Raises:
         StorageError: the record cannot be written.
@@ -272,9 +275,9 @@ async def store_item(finished: Finished, context: RunContext) -> ItemResult:
         # Its executor gave up on it (it blocked its loop past its limit) and stores its record; nobody reads this.
         log.info("item.abandoned", detail="it ended after its executor had recorded it; its result is dropped")
         return ItemResult(record.task_id, record.repeat, verdict.status, False, record.attempt, seconds)
-    written = await asyncio.to_thread(context.store.write_record, record)
-    _log_written(log, record, written, seconds)
-    return acknowledgement(record, verdict, written, seconds)
+    stored = await asyncio.to_thread(context.store.store_record, record)
+    _log_written(log, record, stored is not None, seconds)
+    return acknowledgement(record, verdict, stored, seconds, keep_stored)
 
 
 def _log_written(log: Any, record: TaskRecord, written: bool, seconds: float) -> None:

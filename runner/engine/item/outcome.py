@@ -39,6 +39,9 @@ class ItemResult:
         scores: the record's metric values a mean can use (:func:`runner.core.metric.number`), by metric name, for
             the driver's live statistics (:mod:`runner.engine.live`): small numbers, never the record.
         category: the task's ``tags["category"]``, for the live per-category means.
+        stored: the record's JSON exactly as this process stored it, only where the driver wrote the record itself
+            (the sequential executor, :func:`~runner.engine.item.execute.record_fault`): the result shards'
+            compactor then need not read it back. Never sent between processes.
     """
 
     task_id: str
@@ -50,6 +53,7 @@ class ItemResult:
     error: ErrorInfo | None = None
     scores: dict[str, float] = field(default_factory=dict)
     category: str | None = None
+    stored: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def duplicate(self) -> bool:

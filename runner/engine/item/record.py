@@ -109,11 +109,13 @@ def build_record(item: WorkItem, task: Task, outcome: SolutionOutcome, verdict: 
     )
 
 
-def acknowledgement(record: TaskRecord, verdict: Verdict, written: bool, seconds: float) -> ItemResult:
-    """The :class:`ItemResult` of a stored record: its status, the cause of a failure, and its usable scores."""
+def acknowledgement(record: TaskRecord, verdict: Verdict, stored: bytes | None, seconds: float,
+                    keep_stored: bool = False) -> ItemResult:
+    """The :class:`ItemResult` of a record: its status, whether this write stored it (``stored``: the JSON it
+    stored, else ``None``), the cause of a failure, and its usable scores; with ``keep_stored``, the JSON too."""
     scores = usable_scores((m.name, m.result) for m in record.metrics if m.error is None)
-    return ItemResult(record.task_id, record.repeat, record.status, written, record.attempt, seconds, verdict.cause,
-                      scores, record.tags.get("category"))
+    return ItemResult(record.task_id, record.repeat, record.status, stored is not None, record.attempt, seconds,
+                      verdict.cause, scores, record.tags.get("category"), stored if keep_stored else None)
 
 
 def jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:
