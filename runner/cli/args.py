@@ -190,10 +190,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       "model, else the provider's)")
     what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
     what.add_argument("--limit", type=int, help="run only the first N tasks")
-    what.add_argument("--timeout", type=float, help="seconds a solution may take on one task (it holds even when an "
-                      "async solution blocks its event loop)")
+    what.add_argument("--timeout", type=float, metavar="SECONDS",
+                      help="seconds a solution may take on one task (default 3600; 0: no limit; given, it holds even "
+                      "when an async solution blocks its event loop)")
     what.add_argument("--metric-timeout", type=float, metavar="SECONDS",
-                      help="seconds each metric may take on one item (default: --timeout)")
+                      help="seconds each metric may take on one item (default: --timeout's; 0: no limit)")
     what.add_argument("--solution-retries", type=int, metavar="N",
                       help="extra tries, each on a fresh copy of the task, when the solution raises (default 0)")
     what.add_argument("--retry-errors", dest="solution_retries", type=int, action=_Deprecated,

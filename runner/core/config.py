@@ -24,6 +24,11 @@ _BUILTIN_RESOURCES = {"CPU": "--num-cpus (num_cpus)", "GPU": "--num-gpus (num_gp
                       "object_store_memory": "no per-worker setting (Ray sizes the object store per node)"}
 
 
+DEFAULT_TIMEOUT_S = 3600.0
+"""Seconds a solution (and each metric) may take on one item when ``--timeout`` is not given: an hour, far beyond a
+model call's deadline (each HTTP request is bounded by the model's own timeout) and an agent's usual episode, so
+that only a hang reaches it."""
+
 DEFAULT_PLACEMENT_TIMEOUT_S = 900.0
 """Seconds a run waits, with no worker running, for workers to get their resources: long enough for a cluster
 autoscaler to add a GPU node (typically 2 to 10 minutes on GKE, EKS and AKS)."""
@@ -101,9 +106,10 @@ class RunSettings(BaseModel):
     Args:
         repeats: runs of each task (epochs); pass@k is reported when > 1.
         limit: run only the first ``limit`` tasks.
-        timeout: seconds a solution may take on one task before it is recorded as a timeout.
+        timeout: seconds a solution may take on one task before it is recorded as a timeout; ``None``: the default,
+            :data:`DEFAULT_TIMEOUT_S` (so a run never waits for ever on one item); ``0``: no limit.
         metric_timeout: seconds each metric may take on one item before it is recorded as a timeout; ``None``: the
-            same as ``timeout``.
+            same as the solution's limit; ``0``: no limit.
         solution_retries: extra tries, each on a fresh copy of the task, for an item whose solution raised
             (0: an exception is an error record at once). Formerly ``retry_errors``.
         force: delete this run's previous records and start over.
@@ -151,8 +157,8 @@ class RunSettings(BaseModel):
 
     repeats: int = Field(default=1, ge=1)
     limit: int | None = Field(default=None, ge=1)
-    timeout: float | None = Field(default=None, gt=0)
-    metric_timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, ge=0)
+    metric_timeout: float | None = Field(default=None, ge=0)
     solution_retries: int = Field(default=0, ge=0)
     force: bool = False
     rerun_failed: bool = False
@@ -202,9 +208,26 @@ class RunSettings(BaseModel):
         return data
 
     @property
+    def solution_limit(self) -> float | None:
+        """Seconds a solution may take on one item: ``timeout``, :data:`DEFAULT_TIMEOUT_S` when it is not set
+        (``None``: no limit, ``timeout`` 0)."""
+        if self.timeout is None:
+            return DEFAULT_TIMEOUT_S
+        return self.timeout or None
+
+    @property
     def metric_limit(self) -> float | None:
-        """Seconds each metric may take on one item: ``metric_timeout``, else ``timeout`` (``None``: no limit)."""
-        return self.metric_timeout if self.metric_timeout is not None else self.timeout
+        """Seconds each metric may take on one item: ``metric_timeout``, else the solution's limit (``None``: no
+        limit)."""
+        if self.metric_timeout is not None:
+            return self.metric_timeout or None
+        return self.solution_limit
+
+    @property
+    def limits_given(self) -> bool:
+        """Whether ``timeout`` or ``metric_timeout`` was set (rather than left to the default): the sequential
+        executor then runs each item on an event loop of its own, which it can abandon if the item blocks it."""
+        return self.timeout is not None or self.metric_timeout is not None
 
     @field_validator("executor")
     @classmethod

@@ -83,8 +83,9 @@ class SequentialExecutor:
         """
         assert self._site is not None, "start() builds the solution first"
         site = self._site
-        # metric_limit is set whenever timeout or metric_timeout is.
-        item_loop = ItemLoop() if context.settings.metric_limit is not None else None
+        # A limit the user gave: each item on a loop of its own, abandoned if the item blocks it. The default limit
+        # alone holds for whatever awaits or runs in a thread, in this process's loop.
+        item_loop = ItemLoop() if context.settings.limits_given and context.settings.metric_limit is not None else None
         writes = _Writes(progress)
         try:
             for item in items:

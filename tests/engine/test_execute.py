@@ -383,6 +383,29 @@ async def test_a_keyboard_interrupt_on_the_main_thread_stops_the_run_but_one_rai
     assert result.status == "error" and next(store.iter_records()).error.type == "KeyboardInterrupt"
 
 
+async def test_a_solution_that_hangs_is_cut_at_the_default_time_limit(store, monkeypatch):
+    """No --timeout given: the default (DEFAULT_TIMEOUT_S, an hour; shortened here) still holds, for a solution that
+    awaits for ever and (a neighbour) for a sync one that blocks in a worker's thread; 0 means no limit."""
+    from runner.core import config
+
+    monkeypatch.setattr(config, "DEFAULT_TIMEOUT_S", 0.3)
+
+    async def awaits(task):
+        await asyncio.Event().wait()
+
+    def blocks(task):
+        time.sleep(5)
+
+    assert RunSettings().solution_limit == 0.3 and RunSettings(timeout=0).solution_limit is None
+    for hangs in (awaits, blocks):
+        started = time.monotonic()
+        result = await one(make_task(), 0 if hangs is awaits else 1, built(hangs), store,
+                           sync_in_thread=hangs is blocks)
+        assert result.status == "timeout" and time.monotonic() - started < 3
+    records = {record.repeat: record for record in store.iter_records()}
+    assert records[0].error.message == records[1].error.message == "solution ran past the 0.3 s timeout"
+
+
 async def test_cancelling_the_item_from_outside_is_not_an_error_record(store):
     async def slow(task):
         await asyncio.sleep(10)

@@ -157,9 +157,12 @@ async def _solve(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -> t
     """The solution part of :func:`execute_one`, tried up to ``1 + solution_retries`` times: the task copy the
     last try used (the metrics score that one) and how it ended."""
     task, settings = item.task, site.context.settings
-    timeout, retries = settings.timeout, settings.solution_retries
+    timeout, retries = settings.solution_limit, settings.solution_retries
     log = structlog.get_logger("runner")
-    in_thread = site.sync_in_thread or timeout is not None
+    # A sync solution goes to a thread that a given limit can leave behind; under the default limit alone it runs
+    # where the executor said (in the loop when sequential: a debugger's breakpoint works; a worker's watchdog sees
+    # a loop it blocks), and the default bounds what awaits.
+    in_thread = site.sync_in_thread or (timeout is not None and settings.limits_given)
     # The clock starts when the item gets its first solution slot: time queued behind other items is not its own.
     outcome = SolutionOutcome(started_at="")
     for extra_try in range(retries + 1):
@@ -252,7 +255,8 @@ async def score_item(
     t_metrics = time.perf_counter()
     limit = context.settings.metric_limit
     with usage_scope(usage):
-        metrics = await score(task.metrics, output, limit, sync_in_thread or limit is not None)
+        in_thread = sync_in_thread or (limit is not None and context.settings.limits_given)
+        metrics = await score(task.metrics, output, limit, in_thread)
     watchdog.phase("writing")
     verdict = roll_up(outcome, output, serial_error, metrics)
     record = build_record(item, task, outcome, verdict, payload, metrics, run_id=context.run_id, attempt=attempt,

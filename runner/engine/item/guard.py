@@ -79,9 +79,11 @@ def _closing(exc: BaseException) -> bool:
 
 
 async def guarded(awaitable: Awaitable[T], limit: float | None) -> T:
-    """Await user code: :func:`contained`, under ``limit`` seconds (``None``: no limit), in an asyncio task of its
-    own that the watchdog counts as the current item's (:func:`runner.engine.item.watchdog.adopt`), so a call that blocks
-    the event loop is named.
+    """Await user code: :func:`contained`, under ``limit`` seconds (``None``: no limit). On Python 3.11+ in the
+    current asyncio task (``asyncio.timeout``), which the watchdog already counts as the item's, so a
+    ``KeyboardInterrupt`` the code raises on the main thread (a Ctrl-C) travels up the run's awaits like any
+    exception; on 3.10 in a task of its own (``asyncio.wait_for``) that the watchdog adopts
+    (:func:`runner.engine.item.watchdog.adopt`).
 
     Raises:
         Escaped: a ``BaseException`` other than an interrupt.
@@ -90,6 +92,10 @@ async def guarded(awaitable: Awaitable[T], limit: float | None) -> T:
     """
     if limit is None:
         return await contained(awaitable)
+    timeout = getattr(asyncio, "timeout", None)
+    if timeout is not None:
+        async with timeout(limit):
+            return await contained(awaitable)
     task = asyncio.ensure_future(contained(awaitable))
     watchdog.adopt(task)
     try:
