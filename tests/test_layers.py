@@ -27,11 +27,13 @@ ALLOWED: dict[str, set[str]] = {
     "solutions": {"core", "models", "benchmarks"},
     "storage": {"core"},
     "registry": {"core"},
-    "engine": {"core", "storage", "registry", "log", "_version"},
+    "serving": {"core"},
+    "engine": {"core", "storage", "registry", "serving", "log", "_version"},
     "report": {"core", "storage", "_version"},
     "kuberay": {"core", "storage", "registry", "models", "_version"},
-    "evaluators": {"core", "storage", "registry", "engine", "report", "log", "_version"},
-    "cli": {"core", "models", "storage", "registry", "engine", "report", "kuberay", "evaluators", "log", "_version"},
+    "evaluators": {"core", "storage", "registry", "engine", "serving", "report", "log", "_version"},
+    "cli": {"core", "models", "storage", "registry", "engine", "serving", "report", "kuberay", "evaluators", "log",
+            "_version"},
     "__main__": {"cli"},
 }
 FACES = {"__init__"}
