@@ -231,12 +231,14 @@ class ServedModels:
                           restarts=replica.spec.max_restarts, log_tail=tail, log=str(replica.log_path))
         self._emit("restart", replica, reason=health.reason, exit_status=health.exit_status, restart=count)
         try:
-            replica.restart()
+            if not self._stopping.is_set():
+                replica.restart()
         except RunnerError as exc:
-            if self._stopping.is_set():
-                return False
-            return self._fail(replica, f"its restart failed: {exc}", "")
+            if not self._stopping.is_set():
+                return self._fail(replica, f"its restart failed: {exc}", "")
         if self._stopping.is_set():
+            # stop() ran while this thread restarted the server: what it started is stopped here.
+            replica.stop()
             return False
         self._ready(replica)
         return True

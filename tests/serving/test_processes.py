@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from runner.serving import shepherd
 from tests.conftest import worker_pythonpath
@@ -82,6 +83,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.timeout(600)  # it may convert the embedded model first (see conftest.py)
 def test_a_replica_whose_owner_is_sigkilled_leaves_no_process(tmp_path: Path, embedded_dir: Path) -> None:
     """The worker (here a child process) dies by SIGKILL, so nothing in it can stop its server: the shepherd does,
     within its poll (0.2 s) and the grace period."""

@@ -23,6 +23,11 @@ from runner.serving import Replica, ReplicaSpec, ServedModels, replica_specs, sh
 from runner.core.config import RunConfig
 
 
+# The first test converts the embedded model if this machine never did (about two minutes on 2 busy cores) and starts
+# the shared replica; the restart test waits for a second start.
+pytestmark = pytest.mark.timeout(900)
+
+
 def spec(source: Path, **changes: object) -> ReplicaSpec:
     settings: dict[str, object] = {"model": EMBEDDED_MODEL, "engine": "transformers", "source": str(source),
                                    "startup_timeout": 600.0, "max_restarts": 2, "stop_grace": 5.0}
