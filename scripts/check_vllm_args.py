@@ -5,7 +5,7 @@ vLLM needs a GPU and cannot run on the test machines, so its command lines are t
 its own (``pip install vllm``: CUDA torch and several GB, once), builds the runner's command lines for a set of
 worker shapes (1 GPU, tensor parallelism, a fraction of a GPU, user flags), and parses each exactly as the ``vllm``
 command does (the ``serve`` subcommand of ``vllm.entrypoints.cli``: its parser, then its ``validate``), then builds
-``EngineArgs`` from the result. Nothing is loaded and no GPU is needed.
+``EngineArgs`` from the result. Nothing is loaded and no GPU is needed (vLLM's CPU platform supplies the defaults).
 
     python scripts/check_vllm_args.py [--venv DIR] [--vllm-version 0.33.0]
 
@@ -41,6 +41,8 @@ CASES: list[tuple[str, ReplicaSpec, list[str]]] = [
                  engine_args=("--max-model-len", "8192", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                               "--gpu-memory-utilization=0.8", "--max-num-seqs=128")), ["0", "1"]),
 ]
+REFUSED = ("a misspelt user flag (must be refused: the check is not vacuous)",
+           ReplicaSpec(model="vllm:m", engine="vllm", source="m", engine_args=("--max-modle-len", "8192")), ["0"])
 
 # Run by the vLLM environment's Python: parse each argv (after the executable) as `vllm` does.
 CHECKER = r"""
@@ -99,7 +101,7 @@ def command_lines() -> list[tuple[str, list[str]]]:
     """Each case's ``vllm serve`` argv (without the executable), as the runner builds it."""
     lines = []
     with tempfile.TemporaryDirectory() as scratch:
-        for name, spec, gpus in CASES:
+        for name, spec, gpus in [*CASES, REFUSED]:
             launch = ENGINES["vllm"].launch(spec, source=spec.source, served_name=f"{spec.slug}-0a1b2c3d",
                                             port=41000, gpu_ids=gpus, work_dir=Path(scratch),
                                             cache_dir=Path(scratch) / "cache")
@@ -117,20 +119,29 @@ def main() -> int:
     os.environ["PATH"] = f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"
     lines = command_lines()
     answer = subprocess.run([str(python), "-c", CHECKER], input=json.dumps(lines), capture_output=True, text=True,
-                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+                            # No GPU here: vLLM's parser needs a platform to fill its defaults, and the flags it
+                            # accepts are the same on every platform.
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu"})
     if answer.returncode != 0:
         print(answer.stderr[-4000:], file=sys.stderr)
         return 1
     report = json.loads(answer.stdout.strip().splitlines()[-1])
     failed = 0
-    for (name, argv), (_, verdict, parsed) in zip(lines, report["results"]):
+    *accepted, (refused_name, refused_argv) = lines
+    for (name, argv), (_, verdict, parsed) in zip(accepted, report["results"]):
         print(f"{verdict:>4}  {name}: vllm {' '.join(argv)}")
         if verdict == "ok":
             print(f"      -> {json.dumps(parsed)}")
         else:
             failed += 1
-            print(answer.stderr[-2000:], file=sys.stderr)
-    print(f"vLLM {report['vllm']}: {len(lines) - failed} of {len(lines)} command lines accepted")
+    refusal = report["results"][-1][1]
+    print(f"{refusal}  {refused_name}: vllm {' '.join(refused_argv)}")
+    if refusal == "ok":
+        failed += 1
+    if failed:
+        print(answer.stderr[-3000:], file=sys.stderr)
+    print(f"vLLM {report['vllm']}: {len(accepted) - failed} of {len(accepted)} command lines accepted; the misspelt "
+          f"flag {'refused' if refusal != 'ok' else 'ACCEPTED'}")
     return 1 if failed else 0
 
 

@@ -1,6 +1,9 @@
 """The Python half of scripts/device_check.sh (W8, on a GPU machine with no network): see that script.
 
-    python scripts/device_check.py WORK_DIR [--items 200] [--concurrency 32]
+    python scripts/device_check.py WORK_DIR [--items 200] [--concurrency 32] [--cpu]
+
+``--cpu`` rehearses the same steps on a machine without a GPU (no CUDA_VISIBLE_DEVICES check, the engine on the
+CPU): it is how this script was checked before a GPU machine was available.
 """
 
 from __future__ import annotations
@@ -8,12 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import structlog
 
 from runner.models import ChatModel
 from runner.serving import Replica, ReplicaSpec, ServedModels
@@ -124,17 +129,21 @@ def main() -> int:
     parser.add_argument("work", type=Path)
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--cpu", action="store_true", help="rehearse without a GPU")
     options = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))  # no per-call lines
     started = time.monotonic()
     model = build_model(options.work / "random-llama")
     print(f"== model built from a config in {time.monotonic() - started:.0f} s: {model}")
     logs = options.work / "replicas"
-    print("== CUDA_VISIBLE_DEVICES")
-    check_visible_devices(model, logs)
-    print("== the transformers engine on GPU 0: (a) alone, (b) through runner")
+    gpus = [] if options.cpu else ["0"]
+    if not options.cpu:
+        print("== CUDA_VISIBLE_DEVICES")
+        check_visible_devices(model, logs)
+    print(f"== the transformers engine on {'the CPU' if options.cpu else 'GPU 0'}: (a) alone, (b) through runner")
     spec = ReplicaSpec(model="transformers:random-llama", engine="transformers", source=str(model),
                        startup_timeout=180, stop_grace=5)
-    with ServedModels([spec], gpu_ids=["0"], log_dir=logs) as group:
+    with ServedModels([spec], gpu_ids=gpus, log_dir=logs) as group:
         [replica] = group.replicas
         asyncio.run(engine_alone(replica.base_url, replica.served_name, 16, 16))  # warm-up
         results = {}
