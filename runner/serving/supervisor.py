@@ -97,6 +97,7 @@ class ServedModels:
         self._states = {replica.name: "new" for replica in self.replicas}
         self._restarts = {replica.name: 0 for replica in self.replicas}
         self._stopping = threading.Event()
+        self._changed = threading.Condition()
         self._watchers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._log = structlog.get_logger("runner.serving")
@@ -176,9 +177,29 @@ class ServedModels:
                 watcher.join(timeout=1.0)
         _live.discard(self)
 
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until every replica is ready (a worker holds its items while one restarts); ``False`` when
+        ``timeout`` seconds passed first.
+
+        Raises:
+            ReplicaFailed: a replica is past its restarts.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while True:
+                self.raise_if_failed()
+                if self.ready():
+                    return True
+                left = None if deadline is None else deadline - time.monotonic()
+                if (left is not None and left <= 0) or self._stopping.is_set():
+                    return False
+                self._changed.wait(left if left is not None else 1.0)
+
     def _set(self, replica: Replica, state: str) -> None:
         with self._lock:
             self._states[replica.name] = state
+        with self._changed:
+            self._changed.notify_all()
 
     def _ready(self, replica: Replica) -> None:
         self._set(replica, "ready")
@@ -251,6 +272,8 @@ class ServedModels:
             f"{replica.spec.model}: its replica {replica.served_name} failed after {restarts} restart(s) "
             f"({reason}){shown}; log: {replica.log_path}; fix the cause (GPU memory, the engine's log), then run the "
             "same command to resume")
+        with self._changed:
+            self._changed.notify_all()
         self._log.error("replica.failed", model=replica.spec.model, served_name=replica.served_name, reason=reason,
                         log=str(replica.log_path))
         self._emit("failed", replica, reason=reason)
