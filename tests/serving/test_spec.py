@@ -92,3 +92,10 @@ def test_serve_settings_are_not_part_of_the_fingerprint() -> None:
     served = config("--model", "vllm:m", "--serve", "--engine-arg=--max-model-len=8192")
     at_a_url = config("--model", "vllm:m", "--model-base-url", "http://gpu:8000/v1")
     assert served.fingerprint_fields() == at_a_url.fingerprint_fields()
+
+
+def test_the_cli_refuses_engine_args_without_a_served_model_before_writing(cli, tmp_path: Path) -> None:
+    result = cli("run", "-b", "toy", "-s", "chat", "--model", "vllm:m", "--engine-arg=--max-model-len=8192",
+                 "--storage", str(tmp_path / "run"), "--sequential")
+    result.error_line("--engine-arg needs exactly one served model (--serve MODEL), and the run serves none")
+    assert not (tmp_path / "run").exists()
