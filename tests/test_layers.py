@@ -29,11 +29,13 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {"core"},
     "traffic": {"core", "storage"},
     "registry": {"core"},
-    "engine": {"core", "storage", "traffic", "registry", "log", "_version"},
+    "serving": {"core"},
+    "engine": {"core", "storage", "traffic", "registry", "serving", "log", "_version"},
     "report": {"core", "storage", "registry", "_version"},
     "kuberay": {"core", "storage", "registry", "models", "_version"},
-    "evaluators": {"core", "storage", "registry", "engine", "report", "log", "_version"},
-    "cli": {"core", "models", "storage", "registry", "engine", "report", "kuberay", "evaluators", "log", "_version"},
+    "evaluators": {"core", "storage", "registry", "engine", "serving", "report", "log", "_version"},
+    "cli": {"core", "models", "storage", "registry", "engine", "serving", "report", "kuberay", "evaluators", "log",
+            "_version"},
     "__main__": {"cli"},
 }
 FACES = {"__init__"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -60,6 +61,8 @@ RUN_FLAGS = (
     "cache",
     "cache_policy",
     "shards",
+    "model_startup_timeout",
+    "replica_restarts",
 )
 # flag dest -> EndpointLimits field; each flag takes N (every endpoint) or MODEL=N (that model's endpoints)
 LIMIT_FLAGS = ("max_rpm", "max_tpm", "max_connections")
@@ -126,6 +129,18 @@ def model_limit(text: str) -> tuple[str | None, Any]:
     if sep and not model.strip():
         raise argparse.ArgumentTypeError(f"expected N or MODEL=N, got {text!r}")
     return (model.strip() or None), parse_value(value.strip())
+
+
+def engine_args(text: str) -> list[str]:
+    """argparse type for ``--engine-arg``: one flag, or several split as a shell would
+    (``--engine-arg="--max-model-len 8192"``)."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"cannot split {text!r} into words ({exc})") from None
+    if not words:
+        raise argparse.ArgumentTypeError("an empty engine argument")
+    return words
 
 
 def model_price(text: str) -> tuple[str, dict[str, float]]:
@@ -255,6 +270,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      "bound); the driver says every 30 s what they wait for")
     how.add_argument("--log-format", choices=("console", "json"), help="default: console on a terminal, else json")
 
+    serving = parser.add_argument_group("models served by the run (see docs/models.md)")
+    serving.add_argument("--serve", action="append", nargs="?", const="", metavar="MODEL",
+                         help="serve MODEL in the run: one replica per worker on its GPUs (vllm:, sglang: or "
+                         "transformers: MODEL, a Hugging Face id or a local path); alone, the agent's --model; "
+                         "repeatable (e.g. for --judge-model). The embedded model transformers:smollm2-135m-instruct "
+                         "is served without it")
+    serving.add_argument("--engine-arg", dest="engine_args", action="append", type=engine_args, metavar="ARG",
+                         help="a flag for the served model's engine, passed as it is (repeatable), e.g. "
+                         "--engine-arg=--max-model-len=8192")
+    serving.add_argument("--model-startup-timeout", type=float, metavar="SECONDS",
+                         help="seconds a served model's replica may take to become ready (default 1800, enough for "
+                         "a 70B model read from disk)")
+    serving.add_argument("--replica-restarts", type=int, metavar="N",
+                         help="restarts of a replica that exits or stops answering, before the run stops (default 3)")
+
     traffic = parser.add_argument_group("model traffic (shared by every worker; see docs/models.md)")
     traffic.add_argument("--max-rpm", action="append", type=model_limit, metavar="[MODEL=]N",
                          help="requests per minute to each model endpoint, or to MODEL's (repeatable)")
@@ -303,6 +333,7 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
             merged.update(dict(pairs))
             data[field] = merged
     _traffic_flags(args, data, given)
+    _serve_flags(args, data, given)
     worker = dict(data.get("worker") or {})
     for flag, field in WORKER_FLAGS.items():
         value = getattr(args, flag, None)
@@ -334,6 +365,30 @@ def _traffic_flags(args: argparse.Namespace, data: dict[str, Any], given: dict[s
     if prices:
         data["prices"] = {**(data.get("prices") or {}), **dict(prices)}
         given.update({f"prices.{model}": "--price" for model, _ in prices})
+
+
+def _serve_flags(args: argparse.Namespace, data: dict[str, Any], given: dict[str, str]) -> None:
+    """Merge ``--serve`` and ``--engine-arg`` into ``data["serve"]``: each ``--serve`` adds a model (the bare flag,
+    the agent's model) to the config file's; the engine arguments go to the one served model.
+
+    Raises:
+        ConfigError: ``--engine-arg`` without a served model, or with more than one.
+    """
+    named = getattr(args, "serve", None)
+    extra = [word for words in getattr(args, "engine_args", None) or () for word in words]
+    if not named and not extra:
+        return
+    serve = [entry if isinstance(entry, dict) else {"model": entry} for entry in data.get("serve") or []]
+    for name in named or ():
+        serve.append({"model": name.strip() or None})
+        given[f"serve.{len(serve) - 1}.model"] = "--serve"
+    if extra:
+        if len(serve) != 1:
+            raise ConfigError(
+                "--engine-arg needs exactly one served model (--serve MODEL), and the run serves "
+                f"{len(serve) or 'none'}; with several, give each its engine_args in the config file's serve list")
+        serve[0] = {**serve[0], "engine_args": [*serve[0].get("engine_args", []), *extra]}
+    data["serve"] = serve
 
 
 def _flag(dest: str) -> str:

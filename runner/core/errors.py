@@ -90,6 +90,30 @@ class CompareError(RunnerError):
     """Runs that cannot be compared: fewer than two, or of different benchmarks or benchmark versions."""
 
 
+class ReplicaStartError(RunnerError):
+    """A model the run serves could not start (:mod:`runner.serving`): out of memory, missing or gated weights, an
+    unknown architecture, a context length larger than the model's, a bad engine flag, no GPU for a GPU engine, or
+    no answer within ``--model-startup-timeout``. Exit status 2, before any record is written; never retried. The
+    message is one line with the server's own error line and the path of its log.
+
+    Args:
+        message: the line.
+        log_path: the server's log (``None`` when it never started).
+        cause: what the log says went wrong, one of ``out_of_memory``, ``weights``, ``architecture``,
+            ``context_length``, ``engine_flag``, ``no_gpu``, ``not_installed``, ``timeout``, ``exited``.
+    """
+
+    def __init__(self, message: str, *, log_path: str | None = None, cause: str = "exited") -> None:
+        super().__init__(message)
+        self.log_path = log_path
+        self.cause = cause
+
+
+class ReplicaFailed(RunStopped):
+    """A replica of a model the run serves kept exiting or stopped answering during the run, past its restarts
+    (``--replica-restarts``); exit status 3: the records written so far stay, and the same command resumes."""
+
+
 class BudgetExhausted(RunnerError):
     """The run stopped because its budget (``--max-tokens``, ``--max-cost``) is spent: no new item started, the
     items in flight finished and were written. Exit status 4; the message is one line saying what was spent, how

@@ -197,7 +197,8 @@ class ChatModel(ABC):
         if cache is None or self.base_url is None or not cacheable(cache.policy, request.temperature, request.seed):
             return None, None
         repeat = None if deterministic(request.temperature, request.seed) else current_repeat()
-        return cache, cache_key(self.provider, self.base_url, self.model, request.to_openai_kwargs(), repeat)
+        # The endpoint's API root, not base_url: every replica of a served model shares one (runner.core.served).
+        return cache, cache_key(self.provider, self.endpoint.base_url, self.model, request.to_openai_kwargs(), repeat)
 
     async def _cached(self, cache: ResponseCache, key: str) -> ChatReply | None:
         """The reply stored under ``key``, or ``None`` (also when the cache cannot be read: logged, then the server

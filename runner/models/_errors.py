@@ -28,6 +28,8 @@ class ModelError(RunnerError):
             (:class:`ModelProtocolError`); the engine stops a run after a few in a row (``runner.engine.watch``).
             For a failure of this request only: ``no_choice`` (a well-formed reply that holds no choice, such as a
             provider's content filter answering ``200`` with ``choices: []``), which never stops a run.
+            ``context_length_exceeded`` (the conversation is longer than the model's context) never leaves the
+            model: the call returns an empty reply with that finish reason instead.
     """
 
     protocol_error: ClassVar[bool] = False
@@ -118,6 +120,31 @@ class NoChoice(ValueError):
         super().__init__(reason or "no reason given")
         self.reason = reason
         self.status = status
+
+
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""The finish reason of a reply to a conversation longer than the model's context (OpenAI's error code of the same
+name): the model could not answer it, and no retry can change that."""
+
+_CONTEXT_PHRASES = re.compile(
+    r"maximum context length"                     # OpenAI; vLLM: "This model's maximum context length is 4096 tokens"
+    r"|context[ _]length[ _]exceeded"             # OpenAI's code, LiteLLM's ContextWindowExceededError text
+    r"|too long to fit into the model"            # vLLM >= 0.6: "The prompt (total length N) is too long to fit..."
+    r"|longer than the model'?s context length"   # SGLang: "The input (N tokens) is longer than the model's context..."
+    r"|exceeds? the (?:model'?s? )?(?:maximum )?(?:context|sequence) length"  # TGI, llama.cpp, SGLang variants
+    r"|prompt is too long"                        # Anthropic-style gateways
+    r"|input (?:prompt )?\(?\d+ tokens\)? is too long",  # vLLM: "Input prompt (N tokens) is too long and exceeds..."
+    re.IGNORECASE,
+)
+
+
+def exceeds_context(detail: str, body: object = None) -> bool:
+    """Whether an error answer says that the request is longer than the model's context: its ``code`` is
+    ``context_length_exceeded`` (OpenAI), or its message says so in one of the engines' phrasings (vLLM, SGLang,
+    TGI, llama.cpp, OpenAI; matched case-insensitively)."""
+    if isinstance(body, dict) and CONTEXT_LENGTH_EXCEEDED in (body.get("code"), body.get("type")):
+        return True
+    return bool(_CONTEXT_PHRASES.search(detail))
 
 
 def one_line(text: object, limit: int = 300) -> str:

@@ -18,16 +18,18 @@ import openai
 import structlog
 
 from runner.core.errors import ConfigError
-from runner.core.limits import Answer, estimate_tokens, request_slot
+from runner.core.limits import Answer, Endpoint, estimate_tokens, request_slot
 from runner.core.secrets import mask
+from runner.core.served import SERVED_ENDPOINT, ServedEndpoint, served_endpoint
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body
-from runner.models._errors import ErrorReply, ModelError, ModelProtocolError, NoChoice, UnreadableReply, one_line
+from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
+                                   UnreadableReply, exceeds_context, one_line)
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
-from runner.models._types import ChatReply, ChatRequest
+from runner.models._types import ChatReply, ChatRequest, Usage
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -58,7 +60,9 @@ class OpenAICompatibleModel(ChatModel):
     Args:
         provider: a :class:`Provider` (see ``PROVIDERS``).
         model: the model name the server knows.
-        base_url: the API root; default: the provider's environment variable, else its default.
+        base_url: the API root; default: the replica this process's run serves the model on
+            (:mod:`runner.core.served`, looked up on every call), else the provider's environment variable, else its
+            default.
         api_key: default: the provider's environment variable.
         timeout: seconds one HTTP request may take in all, from sending it to the last byte of its answer (default
             300): a deadline that holds however slowly the bytes arrive (the HTTP client's own timeouts only bound
@@ -90,9 +94,8 @@ class OpenAICompatibleModel(ChatModel):
         if not url:
             raise ConfigError(f"model provider {provider.name!r} has no default server; pass --model-base-url")
         self.spec = provider
+        self._pinned = base_url is not None
         self.base_url = url.rstrip("/")
-        self.url = mask(self.base_url)
-        """The base URL as messages and logs show it: a password in it masked (:func:`runner.core.secrets.mask`)."""
         self._api_key = provider.api_key(api_key)
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self.retry = retry or RetryPolicy()
@@ -101,6 +104,41 @@ class OpenAICompatibleModel(ChatModel):
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
+        self._dropped_noted: set[str] = set()
+
+    @property
+    def served(self) -> ServedEndpoint | None:
+        """The replica of this model that the run serves in this process (:mod:`runner.core.served`), when the
+        model was given no base URL and one is ready; ``None`` otherwise."""
+        return None if self._pinned else served_endpoint(self.name)
+
+    @property
+    def base_url(self) -> str:  # type: ignore[override]
+        """The API root calls go to: the served replica's, else the one fixed when the model was built."""
+        served = self.served
+        return served.base_url if served is not None else self._base_url
+
+    @base_url.setter
+    def base_url(self, value: str | None) -> None:
+        self._base_url = value  # type: ignore[assignment]
+
+    @property
+    def url(self) -> str:
+        """The base URL as messages and logs show it: a password in it masked (:func:`runner.core.secrets.mask`)."""
+        return mask(self.base_url)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """As :attr:`ChatModel.endpoint`; every replica of a served model is one endpoint (``served-by-run``), so its
+        limits and cached replies hold across replicas and their ports."""
+        if self.served is not None:
+            return Endpoint(self.provider, SERVED_ENDPOINT, self.model)
+        return super().endpoint
+
+    def _wire_model(self) -> str:
+        """The model name sent to the server: the served replica's own name, else :attr:`model`."""
+        served = self.served
+        return served.served_name if served is not None else self.model
 
     @classmethod
     def for_provider(
@@ -127,15 +165,22 @@ class OpenAICompatibleModel(ChatModel):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_pinned", True)
+        state.setdefault("_dropped_noted", set())
         self.__dict__.update(state)
         self._clients = weakref.WeakKeyDictionary()
 
     def _http(self) -> openai.AsyncOpenAI:
-        """The HTTP client of the running event loop (created on first use in that loop)."""
+        """The HTTP client of the running event loop (created on first use in that loop, and again when the base
+        URL moved: a served replica restarted on another port)."""
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
+        url = self.base_url
+        if client is not None and str(client.base_url).rstrip("/") != url:
+            self._clients.pop(loop, None)
+            client = None
         if client is None:
-            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=url, timeout=self.timeout,
                                         max_retries=0)
             self._clients[loop] = client
             closer = loop.create_task(_close_when_the_loop_ends(client), name=f"close {self.name} client")
@@ -150,7 +195,7 @@ class OpenAICompatibleModel(ChatModel):
             await client.close()
 
     async def _generate(self, request: ChatRequest) -> ChatReply:
-        kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
+        kwargs = self._request_kwargs(request)
         turn = request.count("assistant")
 
         async def once(answer: Answer) -> ChatReply:
@@ -168,7 +213,42 @@ class OpenAICompatibleModel(ChatModel):
             return reply
 
         tokens = estimate_tokens(kwargs, request.max_tokens)
-        return await self._with_retries(once, uses_tools=bool(request.tools), tokens=tokens)
+        try:
+            return await self._with_retries(once, uses_tools=bool(request.tools), tokens=tokens)
+        except ModelError as exc:
+            if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
+                raise
+            # The item's answer, not a failure of the server: the model cannot take this conversation (as Inspect
+            # AI's stop reason "model_length"). The solution sees an empty reply and the reason; never retried.
+            structlog.get_logger("runner.models").warning("model.context_length_exceeded", model=self.name,
+                                                          url=self.url, detail=str(exc))
+            return ChatReply(content="", finish_reason=CONTEXT_LENGTH_EXCEEDED, model=self.model,
+                             usage=Usage(input_tokens=0, output_tokens=0))
+
+    def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        """``client.chat.completions.create``'s arguments for ``request``: the served replica's model name, and
+        without the fields the provider's server does not take (:attr:`Provider.dropped_params`)."""
+        kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
+        kwargs["model"] = self._wire_model()
+        dropped = self.spec.dropped_params
+        if not dropped:
+            return kwargs
+        removed = [key for key in dropped if key in kwargs]
+        extra = kwargs.get("extra_body")
+        if isinstance(extra, dict) and dropped & extra.keys():
+            removed += [key for key in dropped if key in extra]
+            kwargs["extra_body"] = {key: value for key, value in extra.items() if key not in dropped} or None
+            if kwargs["extra_body"] is None:
+                del kwargs["extra_body"]
+        for key in removed:
+            kwargs.pop(key, None)
+        noted = {"response_format", "tool_choice"} & set(removed) - self._dropped_noted
+        if noted:
+            self._dropped_noted |= noted
+            structlog.get_logger("runner.models").warning(
+                "model.params_dropped", model=self.name, params=sorted(noted),
+                detail=f"the {self.provider} server does not take them; they are not sent")
+        return kwargs
 
     def _reply(self, response: httpx.Response, turn: int) -> ChatReply:
         """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`).
@@ -370,6 +450,9 @@ class OpenAICompatibleModel(ChatModel):
                    "(--max-rpm, --concurrency), or resume the run once it is healthy")
         elif is_retryable_status(status):
             fix = f"the server failed {_tries(attempts)}; check the server's logs, or resume the run once it is healthy"
+        elif status in (400, 413) and exceeds_context(detail, exc.body):
+            return ModelError(f"{where}: HTTP {status}: {detail}; the conversation is longer than the model's "
+                              "context", status=status, error_code=CONTEXT_LENGTH_EXCEEDED)
         elif uses_tools and any(word in detail.lower() for word in ("tool choice", "tool_choice", "tool-call-parser")):
             # vLLM without tool calling: '"auto" tool choice requires --enable-auto-tool-choice and
             # --tool-call-parser to be set'; not any 400 that names a tool (a refused history, a bad schema).
@@ -441,7 +524,8 @@ class OpenAICompatibleModel(ChatModel):
         if served is None:
             log.warning("model.list_unreadable", model=self.name, url=str(response.url))
             return
-        if not served or self.model in served or f"{self.model}:latest" in served:
+        name = self._wire_model()
+        if not served or name in served or f"{name}:latest" in served:
             return
         shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
         if self.spec.lists_served_models:

@@ -41,7 +41,10 @@ class Provider:
             whose reasoning models refuse ``max_tokens``).
         lists_served_models: the server's ``/models`` lists exactly what it serves (vLLM, Ollama), so the
             preflight check can refuse an unknown model name; elsewhere an unlisted name is only a warning.
-        structured_mode: how ``chat_structured`` asks for JSON by default (``json_schema`` or ``json_object``).
+        structured_mode: how ``chat_structured`` asks for JSON by default (``json_schema``, ``json_object``, or
+            ``prompt`` for servers that ignore response formats).
+        dropped_params: request fields the server rejects or silently ignores, left out of every request (also from
+            ``extra_body``); a dropped ``response_format`` or ``tool_choice`` is logged once per model.
         implementation: ``module:Class`` of the :class:`ChatModel` that talks to it; the class's ``for_provider``
             classmethod builds one (see :func:`model_from_name`).
     """
@@ -56,6 +59,7 @@ class Provider:
     max_tokens_param: str = "max_tokens"
     lists_served_models: bool = False
     structured_mode: Literal["json_schema", "json_object", "prompt"] = "json_schema"
+    dropped_params: frozenset[str] = frozenset()
     implementation: str = _HTTP
 
     def base_url(self, override: str | None = None) -> str | None:
@@ -99,6 +103,29 @@ PROVIDERS: dict[str, Provider] = {
             base_url_env="VLLM_BASE_URL",
             api_key_env="VLLM_API_KEY",
             lists_served_models=True,
+        ),
+        Provider(
+            name="sglang",
+            description="SGLang (python -m sglang.launch_server), or served by the run with --serve",
+            default_base_url="http://localhost:30000/v1",
+            base_url_env="SGLANG_BASE_URL",
+            api_key_env="SGLANG_API_KEY",
+            lists_served_models=True,
+        ),
+        Provider(
+            name="transformers",
+            description="'transformers serve' (e.g. transformers:smollm2-135m-instruct, the embedded model, served "
+                        "by the run)",
+            default_base_url="http://localhost:8000/v1",
+            base_url_env="TRANSFORMERS_BASE_URL",
+            # Its /v1/models lists the Hugging Face cache, not the model it serves.
+            lists_served_models=False,
+            # transformers serve 5.17 ignores response_format (no constrained decoding), n, logprobs and
+            # max_completion_tokens (it then generates up to its default length), and ignores or, in some versions,
+            # rejects tool_choice (docs/models.md, "Models served by the run").
+            structured_mode="prompt",
+            dropped_params=frozenset({"tool_choice", "n", "logprobs", "top_logprobs", "response_format",
+                                      "max_completion_tokens"}),
         ),
         Provider(
             name="ollama",

@@ -31,7 +31,7 @@ def test_an_unknown_provider_is_a_config_error_listing_the_known_ones() -> None:
         ChatModel.from_name("anthropic:claude")
     message = str(err.value)
     assert "unknown model provider 'anthropic'" in message
-    assert "dashscope, mock, ollama, openai, vllm" in message
+    assert "dashscope, mock, ollama, openai, sglang, transformers, vllm" in message
     assert "\n" not in message
 
 

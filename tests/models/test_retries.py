@@ -68,8 +68,8 @@ def test_a_server_error_that_persists_is_a_model_error_after_the_attempts(model_
 
 
 def test_a_bad_request_is_not_retried(model_server: ScriptedModelServer, waits: list[float]) -> None:
-    model_server.fail(400, message="context length exceeded")
-    with pytest.raises(ModelError, match="HTTP 400: context length exceeded; the server rejected the request"):
+    model_server.fail(400, message="temperature must be at most 2")
+    with pytest.raises(ModelError, match="HTTP 400: temperature must be at most 2; the server rejected the request"):
         _chat(model_server.url)
     assert len(model_server.chat_requests) == 1 and waits == []
 

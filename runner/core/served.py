@@ -1,0 +1,71 @@
+"""Where this process reaches the models the run serves itself: a process-wide table from a model's name to the
+address of its ready replica.
+
+:mod:`runner.serving` starts one replica of each served model per worker (a ``vllm serve``, SGLang or ``transformers
+serve`` subprocess on a loopback port) and publishes it here once it is ready; the model layer
+(:class:`~runner.models.OpenAICompatibleModel`) looks its name up on every call when it was given no base URL, so
+a solution, a judge or a simulated user built anywhere (even unpickled from the driver) reaches this worker's replica
+through the usual retries, limiter, cache, usage and budget. A replica restarted on another port is published again
+and the next call goes there. Plug-ins import this module, never :mod:`runner.serving`.
+
+A table per process rather than a context variable: a worker's replicas serve every item and every thread of the
+process, and the engine's executors run items in several threads and event loops.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from runner.core.limits import model_key
+
+SERVED_ENDPOINT = "served-by-run"
+"""The API root that stands for every replica of a served model in rate limits and cache keys: replicas come and go
+on random ports, while the model, and so its cached replies and its limits, stay the same."""
+
+
+@dataclass(frozen=True)
+class ServedEndpoint:
+    """A ready replica of a model the run serves.
+
+    Args:
+        model: the model's name as the run names it (``provider:model``, e.g. ``vllm:Qwen/Qwen2.5-7B-Instruct``).
+        base_url: the replica's API root (``http://127.0.0.1:PORT/v1``).
+        served_name: the model name the replica answers to, sent as the request's ``model`` (unique per replica,
+            so that a request that reaches another server is refused rather than answered by another model).
+    """
+
+    model: str
+    base_url: str
+    served_name: str
+
+
+_lock = threading.Lock()
+_table: dict[str, ServedEndpoint] = {}
+
+
+def publish(endpoint: ServedEndpoint) -> None:
+    """Make ``endpoint`` the replica of its model in this process (replacing an earlier one)."""
+    with _lock:
+        _table[model_key(endpoint.model)] = endpoint
+
+
+def withdraw(model: str) -> None:
+    """Forget the replica of ``model`` (``provider:model``), e.g. while it restarts or once it is stopped; calls then
+    go to the provider's default URL until one is published again (and fail there, retried as any connection
+    failure)."""
+    with _lock:
+        _table.pop(model_key(model), None)
+
+
+def served_endpoint(model: str) -> ServedEndpoint | None:
+    """The ready replica of ``model`` (``provider:model``) in this process, or ``None`` when the run does not serve it
+    here (or it is not ready)."""
+    with _lock:
+        return _table.get(model_key(model))
+
+
+def published() -> dict[str, ServedEndpoint]:
+    """A copy of the table: model name -> its replica."""
+    with _lock:
+        return dict(_table)

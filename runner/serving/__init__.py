@@ -1,0 +1,34 @@
+"""Model replicas started by the run: the engine's own OpenAI-compatible server (``vllm serve``, SGLang's
+``launch_server``, ``transformers serve``) as a subprocess of each worker, on its GPUs and a loopback port; started,
+checked, restarted and stopped here. No Ray: the Ray worker actor and the sequential executor both use it.
+
+- :func:`replica_specs` (a run's configuration -> what each worker serves), :func:`default_concurrency`.
+- :class:`ServedModels` (a worker's replicas: start, publish to the model layer, watch, restart, stop),
+  :class:`Replica` (one server), :func:`model_environment` (the variables a driver hands to its replicas).
+- :mod:`runner.serving.embedded`: the embedded model, ``transformers:smollm2-135m-instruct``.
+
+Errors: :class:`~runner.core.errors.ReplicaStartError` (exit 2, before any record), :class:`~runner.core.errors.
+ReplicaFailed` (exit 3, past the restarts). ``docs/models.md`` ("Models served by the run") is the user's side.
+"""
+
+from runner.core.errors import ReplicaFailed, ReplicaStartError
+from runner.serving.engines import ENGINES, Launch, default_concurrency, model_environment
+from runner.serving.replica import Health, Replica
+from runner.serving.spec import ReplicaSpec, replica_specs, served_models
+from runner.serving.supervisor import ReplicaStatus, ServedModels
+
+__all__ = [
+    "ENGINES",
+    "Health",
+    "Launch",
+    "Replica",
+    "ReplicaFailed",
+    "ReplicaSpec",
+    "ReplicaStartError",
+    "ReplicaStatus",
+    "ServedModels",
+    "default_concurrency",
+    "model_environment",
+    "replica_specs",
+    "served_models",
+]

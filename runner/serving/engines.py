@@ -1,0 +1,255 @@
+"""The engines' own OpenAI-compatible servers: the command line, the environment and the health routes of ``vllm
+serve``, SGLang's ``launch_server`` and ``transformers serve``.
+
+A launch is data (:class:`Launch`: argv, environment, served name), so the command lines are tested as data here and
+against vLLM's own argument parser (``scripts/check_vllm_args.py``), where no GPU engine can run.
+
+The runner's flags come first and the user's ``--engine-arg`` flags last: both vLLM's and SGLang's parsers keep the
+last value of a repeated flag, so a user's ``--gpu-memory-utilization`` overrides the share computed here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.core.errors import ReplicaStartError
+from runner.serving.spec import ReplicaSpec
+
+HOST = "127.0.0.1"
+"""Every replica listens on loopback only: its clients are the worker's own solutions."""
+
+VLLM_MEMORY_UTILIZATION = 0.9
+"""vLLM's default ``--gpu-memory-utilization`` (the share of a GPU's memory it takes for weights and KV cache); a
+replica on a fraction of a GPU takes that fraction of it."""
+
+SGLANG_MEMORY_FRACTION = 0.85
+"""The ``--mem-fraction-static`` of a replica on a whole GPU (SGLang picks 0.8 to 0.9 by GPU size); a fraction of a
+GPU takes that fraction of it."""
+
+MODEL_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_ENDPOINT",
+             "TRANSFORMERS_OFFLINE", "HF_HUB_ENABLE_HF_TRANSFER", "VLLM_USE_MODELSCOPE", "MODELSCOPE_CACHE")
+"""The variables that decide where weights come from and whether a gated model may be read: the driver captures
+them (:func:`model_environment`) and hands them to every replica explicitly, because a remote Ray worker does not
+inherit the driver's environment (ray#54812: HF_TOKEN not reaching the engine)."""
+
+
+def model_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of :data:`MODEL_ENV` set in ``environ`` (default ``os.environ``): what a driver passes to its
+    workers' replicas (``Replica(..., env=...)``). It holds secrets (``HF_TOKEN``): never log it or write it to
+    ``run.json``."""
+    source = os.environ if environ is None else environ
+    return {name: source[name] for name in MODEL_ENV if source.get(name)}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one replica's server.
+
+    Args:
+        argv: the command line.
+        env: variables set over the inherited environment (``CUDA_VISIBLE_DEVICES``, caches, the model's).
+        served_name: the model name the server answers to (the requests' ``model``).
+    """
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    served_name: str = ""
+
+
+class Engine:
+    """One engine's server: its command line and what its routes promise.
+
+    Attributes:
+        name: the provider prefix that selects it (``vllm``, ``sglang``, ``transformers``).
+        needs_gpu: whether it cannot run without a GPU (a replica with no GPU ids is refused).
+        lists_served_name: whether ``/v1/models`` lists the served name, so readiness checks it there (otherwise
+            the 1-token chat request, which names it, is the check: ``transformers serve`` refuses a request for
+            another model with 400, and its ``/v1/models`` lists the Hugging Face cache instead).
+    """
+
+    name = ""
+    needs_gpu = True
+    lists_served_name = True
+
+    def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
+               work_dir: Path, cache_dir: Path) -> Launch:
+        """The command line and environment of a replica of ``spec``.
+
+        Args:
+            source: what the engine loads: a Hugging Face id or a local directory.
+            served_name: the unique name the replica answers to.
+            port: the loopback port it listens on.
+            gpu_ids: the GPUs it may use (``CUDA_VISIBLE_DEVICES``; empty: none).
+            work_dir: the replica's own scratch directory.
+            cache_dir: its own compile-cache directory (vllm#18851: a cache shared by two servers at once can be
+                corrupted; one per replica, kept between runs, see :mod:`runner.serving.paths`).
+
+        Raises:
+            ReplicaStartError: the engine is not installed, needs a GPU and has none, or cannot use the GPUs given.
+        """
+        raise NotImplementedError
+
+    def environment(self, gpu_ids: Sequence[str], cache_dir: Path) -> dict[str, str]:
+        """``CUDA_VISIBLE_DEVICES`` (empty hides every GPU) and the compile caches: torch inductor's and Triton's,
+        under ``cache_dir``; unbuffered Python output so that the log is current."""
+        return {
+            "CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in gpu_ids),
+            "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
+            "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:
+        """Requests in flight that fill this engine's batch (see :func:`runner.serving.default_concurrency`)."""
+        raise NotImplementedError
+
+    def _refuse_without_gpu(self, spec: ReplicaSpec, gpu_ids: Sequence[str]) -> None:
+        if self.needs_gpu and not gpu_ids:
+            raise ReplicaStartError(
+                f"{spec.model} runs on GPUs, and this worker has none (CUDA_VISIBLE_DEVICES is empty); give the "
+                f"workers GPUs (--num-gpus 1, or more for tensor parallelism), or serve it on the CPU with "
+                f"transformers:{spec.source}", cause="no_gpu")
+
+
+def executable(name: str, package: str) -> str:
+    """The console script ``name`` of this Python's environment (a Ray worker's ``PATH`` may lack the virtual
+    environment's ``bin``), else the one on ``PATH``.
+
+    Raises:
+        ReplicaStartError: it is not installed (naming the package to install).
+    """
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        raise ReplicaStartError(f"the {name} command is not installed in this environment ({sys.executable}); "
+                                f"pip install '{package}' on every worker (the runner's image for GPUs has it)",
+                                cause="not_installed")
+    return found
+
+
+def _flag_value(args: Sequence[str], *names: str) -> str | None:
+    """The value of the last ``--name V`` or ``--name=V`` in ``args`` (``None`` when absent)."""
+    value = None
+    for index, arg in enumerate(args):
+        for name in names:
+            if arg == name and index + 1 < len(args):
+                value = args[index + 1]
+            elif arg.startswith(name + "="):
+                value = arg.partition("=")[2]
+    return value
+
+
+def _int_flag(args: Sequence[str], *names: str) -> int | None:
+    value = _flag_value(args, *names)
+    return int(value) if value is not None and re.fullmatch(r"\d+", value) else None
+
+
+class VLLM(Engine):
+    """``vllm serve MODEL --served-model-name NAME --host 127.0.0.1 --port P --distributed-executor-backend mp``,
+    plus ``--tensor-parallel-size N`` for N GPUs and ``--gpu-memory-utilization`` for a fraction of one.
+
+    ``mp``, not ``ray``: vLLM's Ray executor fails inside a placement-group actor (vllm#30016, ray#59064), and the
+    replica must not start Ray work of its own. ``VLLM_CACHE_ROOT`` (compiled graphs) goes to the replica's own
+    cache (vllm#18851)."""
+
+    name = "vllm"
+    DEFAULT_MAX_NUM_SEQS = 256
+    """vLLM's ``--max-num-seqs`` default for its OpenAI server (engine/arg_utils.py): sequences in one batch."""
+
+    def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
+               work_dir: Path, cache_dir: Path) -> Launch:
+        self._refuse_without_gpu(spec, gpu_ids)
+        argv = [executable("vllm", "vllm"), "serve", source, "--served-model-name", served_name,
+                "--host", HOST, "--port", str(port), "--distributed-executor-backend", "mp"]
+        if len(gpu_ids) > 1:
+            argv += ["--tensor-parallel-size", str(len(gpu_ids))]
+        if spec.gpu_share < 1:
+            argv += ["--gpu-memory-utilization", f"{VLLM_MEMORY_UTILIZATION * spec.gpu_share:.3f}"]
+        env = self.environment(gpu_ids, cache_dir)
+        env.update(VLLM_CACHE_ROOT=str(cache_dir / "vllm"), VLLM_NO_USAGE_STATS="1", VLLM_DO_NOT_TRACK="1")
+        return Launch([*argv, *spec.engine_args], env, served_name)
+
+    def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:
+        return _int_flag(spec.engine_args, "--max-num-seqs") or self.DEFAULT_MAX_NUM_SEQS
+
+
+class SGLang(Engine):
+    """``python -m sglang.launch_server --model-path MODEL --served-model-name NAME --host 127.0.0.1 --port P``,
+    plus ``--tp N`` for N GPUs and ``--mem-fraction-static`` for a fraction of one."""
+
+    name = "sglang"
+    DEFAULT_RUNNING_REQUESTS = 256
+    """Requests in flight that keep an SGLang batch full on one GPU (its own ``--max-running-requests`` is sized from
+    the KV cache, usually more)."""
+
+    def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
+               work_dir: Path, cache_dir: Path) -> Launch:
+        self._refuse_without_gpu(spec, gpu_ids)
+        if importlib.util.find_spec("sglang") is None:
+            raise ReplicaStartError(f"{spec.model}: SGLang is not installed in this environment ({sys.executable}); "
+                                    "pip install 'sglang[all]' on every worker", cause="not_installed")
+        argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", source,
+                "--served-model-name", served_name, "--host", HOST, "--port", str(port)]
+        if len(gpu_ids) > 1:
+            argv += ["--tp", str(len(gpu_ids))]
+        if spec.gpu_share < 1:
+            argv += ["--mem-fraction-static", f"{SGLANG_MEMORY_FRACTION * spec.gpu_share:.3f}"]
+        return Launch([*argv, *spec.engine_args], self.environment(gpu_ids, cache_dir), served_name)
+
+    def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:
+        return _int_flag(spec.engine_args, "--max-running-requests") or self.DEFAULT_RUNNING_REQUESTS
+
+
+class TransformersServe(Engine):
+    """``transformers serve FORCED_MODEL --continuous-batching --host 127.0.0.1 --port P --device D``.
+
+    It has no served-name flag: the forced model's name is the only one it accepts (another is refused with 400,
+    "Server is pinned to ..."). A local directory is therefore forced through a link in the replica's own work
+    directory named after the replica (``<work>/smollm2-135m-instruct-3f9a0c1d`` -> the model), which makes the name
+    unique; a Hugging Face id is its own name (uvicorn does not share ports, so a second server on the port fails to
+    start rather than splitting requests). ``--device cpu`` without GPUs, ``cuda:0`` (the first visible) with one,
+    ``auto`` (layers spread over them) with several: it has no tensor parallelism."""
+
+    name = "transformers"
+    needs_gpu = False
+    lists_served_name = False
+
+    def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
+               work_dir: Path, cache_dir: Path) -> Launch:
+        forced = source
+        local = Path(source).expanduser()
+        if local.is_dir():
+            link = work_dir / served_name
+            if not link.exists():
+                link.symlink_to(local.resolve(), target_is_directory=True)
+            forced = str(link)
+        device = "cpu" if not gpu_ids else "cuda:0" if len(gpu_ids) == 1 else "auto"
+        argv = [executable("transformers", "transformers[serving]"), "serve", forced, "--continuous-batching",
+                "--host", HOST, "--port", str(port), "--device", device]
+        env = self.environment(gpu_ids, cache_dir)
+        env["HF_HUB_DISABLE_TELEMETRY"] = "1"
+        return Launch([*argv, *spec.engine_args], env, forced)
+
+    def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:
+        # On 2 CPU cores, 24 HotpotQA questions: 1.11 items/s at 1 in flight, 2.54 at 4, 4.00 at 16 (issue 19).
+        return 64 if on_gpu else 16
+
+
+ENGINES: dict[str, Engine] = {engine.name: engine for engine in (VLLM(), SGLang(), TransformersServe())}
+"""The engine of each servable provider."""
+
+
+def default_concurrency(spec: ReplicaSpec, on_gpu: bool = True) -> int:
+    """Requests in flight per worker that fill a replica's batch: the default of ``--concurrency`` (items in flight
+    per worker) for a run that serves its model, instead of 1. vLLM's ``--max-num-seqs`` (256 unless given in
+    ``engine_args``), SGLang's ``--max-running-requests`` (256 unless given), ``transformers serve`` 16 on CPU
+    (measured on 2 cores: 1.11 items/s at 1 in flight, 2.54 at 4, 4.00 at 16) and 64 on a GPU. With several served
+    models, take the largest."""
+    return ENGINES[spec.engine].default_concurrency(spec, on_gpu)

@@ -1,0 +1,379 @@
+"""One model replica: the engine's own OpenAI-compatible server as a subprocess on a loopback port, started,
+checked, restarted and stopped.
+
+Blocking calls (``start``, ``wait_ready``, ``check``, ``stop``) for a thread; from an event loop, call them through
+``asyncio.to_thread``. :class:`~runner.serving.supervisor.ServedModels` runs a worker's replicas and restarts them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import structlog
+
+from runner.core.errors import ReplicaStartError, one_line
+from runner.core.served import ServedEndpoint
+from runner.serving import embedded, shepherd
+from runner.serving.engines import ENGINES, HOST, Launch
+from runner.serving.faults import classify, read_tail, tail_lines
+from runner.serving.paths import CompileSlot
+from runner.serving.spec import ReplicaSpec
+
+POLL_S = 1.0
+"""Seconds between readiness probes."""
+PROBE_TIMEOUT_S = 5.0
+"""Seconds a ``/health`` or ``/v1/models`` probe may take."""
+CHAT_PROBE_TIMEOUT_S = 120.0
+"""Seconds the 1-token chat probe may take (``transformers serve`` answered its first request after 32 s on 2 busy
+CPU cores: continuous batching warms up on it)."""
+PORT_RETRIES = 3
+"""Fresh ports tried when the server finds its port taken (another process bound it after it was picked)."""
+_PORT_TAKEN = ("Address already in use", "[Errno 98]", "error while attempting to bind")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Health:
+    """One look at a replica.
+
+    Args:
+        ok: the replica answers as it should.
+        reason: what is wrong (``""`` when ``ok``): ``exited with status N``, ``/health answered 503``, ``no answer
+            to /health within 30 s``...
+        exit_status: the server's exit status when it exited, else ``None``.
+    """
+
+    ok: bool
+    reason: str = ""
+    exit_status: int | None = None
+
+
+class Replica:
+    """One replica of a served model (:class:`ReplicaSpec`) on the given GPUs.
+
+    Args:
+        spec: the model, engine, engine flags, GPU share, deadlines and restart bound.
+        gpu_ids: the GPUs it may use, as Ray gives them (``ray.get_gpu_ids()``), set as ``CUDA_VISIBLE_DEVICES``;
+            empty: none (``transformers serve`` then runs on the CPU; vLLM and SGLang are refused). Their number is
+            the tensor-parallel size.
+        log_dir: where its log goes: ``<log_dir>/<served_name>.log``, one file per replica, appended by each
+            (re)start. The engine copies it into the run directory's ``replicas/`` (see ``docs/models.md``).
+        env: variables for the server's environment over this process's (e.g. :func:`model_environment` captured
+            on the driver: ``HF_TOKEN``, ``HF_HOME``).
+        compile_root: the root of the compile caches (default ``<cache root>/compile``).
+
+    Attributes:
+        served_name: the name it answers to: ``<model slug>-<8 random hex>``, unique per replica, so that a request
+            that reaches another server on the same port (vLLM binds with SO_REUSEPORT, vllm#39762) is refused,
+            and readiness confirms that the answering server is this one. For ``transformers serve``, the path it
+            is forced to serve (see :class:`~runner.serving.engines.TransformersServe`).
+        log_path: the log file.
+        starts: how many times it was started.
+    """
+
+    def __init__(self, spec: ReplicaSpec, gpu_ids: Sequence[str | int] = (), log_dir: str | Path = ".", *,
+                 env: Mapping[str, str] | None = None, compile_root: Path | None = None) -> None:
+        self.spec = spec
+        self.engine = ENGINES[spec.engine]
+        self.gpu_ids = [str(gpu) for gpu in gpu_ids]
+        self.env = dict(env or {})
+        self.name = f"{spec.slug}-{secrets.token_hex(4)}"
+        self.served_name = self.name
+        log_dir = Path(log_dir)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"{self.name}.log"
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._compile_root = compile_root
+        self._slot: CompileSlot | None = None
+        self._work_dir: Path | None = None
+        self._shepherd: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+        self._source = spec.source
+        self._log = structlog.get_logger("runner.serving").bind(model=spec.model, replica=self.name)
+
+    @property
+    def base_url(self) -> str:
+        """The API root, ``http://127.0.0.1:PORT/v1``.
+
+        Raises:
+            RuntimeError: the replica was never started.
+        """
+        if self.port is None:
+            raise RuntimeError(f"replica {self.name} was not started")
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def endpoint(self) -> ServedEndpoint:
+        """What the model layer needs to reach it (:func:`runner.core.served.publish`)."""
+        return ServedEndpoint(model=self.spec.model, base_url=self.base_url, served_name=self.served_name)
+
+    @property
+    def exit_status(self) -> int | None:
+        """The server's exit status once it exited (negative: killed by that signal), else ``None``."""
+        return None if self.process is None else self.process.poll()
+
+    def start(self) -> None:
+        """Start the server (without waiting for it: :meth:`wait_ready`): a free loopback port, output appended to
+        :attr:`log_path`, a session of its own, and a shepherd that stops it if this process dies. The embedded
+        model is converted first if this machine has not done it yet (about 70 s on 2 cores, once).
+
+        Raises:
+            ReplicaStartError: the engine is not installed, needs a GPU and has none, or the embedded model's
+                weights cannot be had.
+        """
+        if self.spec.embedded and not self._source:
+            self._source = str(embedded.model_dir(self.log_path))
+        if self._work_dir is None:
+            self._work_dir = Path(tempfile.mkdtemp(prefix=f"runner-replica-{self.name}-"))
+        if self._slot is None:
+            self._slot = CompileSlot(self.spec, self._compile_root)
+        self.port = free_port()
+        launch = self.engine.launch(self.spec, source=self._source, served_name=self.name, port=self.port,
+                                    gpu_ids=self.gpu_ids, work_dir=self._work_dir, cache_dir=self._slot.path)
+        self.served_name = launch.served_name
+        self._spawn(launch)
+
+    def _spawn(self, launch: Launch) -> None:
+        env = {**os.environ, **self.env, **launch.env}
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            self._log_offset = log.tell()
+            header = (f"=== runner: start {self.starts} of {self.spec.model} as {self.served_name} on port "
+                      f"{self.port}, CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r}: {' '.join(launch.argv)}\n")
+            log.write(header.encode())
+            log.flush()
+            # Output to a file, never a pipe: an unread pipe blocks the server once 64 KB are buffered.
+            self.process = subprocess.Popen(launch.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, env=env, cwd=self._work_dir,
+                                            start_new_session=True)
+        owner = psutil.Process()
+        self._shepherd = subprocess.Popen(
+            [sys.executable, shepherd.__file__, str(owner.pid), repr(owner.create_time()), str(self.process.pid),
+             str(self.spec.stop_grace)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self._log.info("replica.start", served_name=self.served_name, port=self.port, gpus=self.gpu_ids,
+                       pid=self.process.pid, log=str(self.log_path), start=self.starts)
+
+    def wait_ready(self, deadline: float | None = None) -> None:
+        """Block until the replica is ready: its process alive, ``/health`` 200, ``/v1/models`` listing
+        :attr:`served_name` (for engines that list it), and a 1-token chat request answered (it catches a model
+        without a chat template, which vLLM refuses only at the first chat request, vllm#39279).
+
+        Args:
+            deadline: a ``time.monotonic()`` instant; default: :attr:`ReplicaSpec.startup_timeout` from now.
+
+        Raises:
+            ReplicaStartError: the server exited (the cause and its own error line from the log's end, and the
+                log's path), refused the chat request, or was not ready by the deadline; it is stopped first.
+        """
+        deadline = deadline if deadline is not None else time.monotonic() + self.spec.startup_timeout
+        port_retries = PORT_RETRIES
+        with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
+            while True:
+                status = self.exit_status
+                if status is not None:
+                    tail = read_tail(self.log_path, self._log_offset)
+                    if port_retries > 0 and any(phrase in tail for phrase in _PORT_TAKEN):
+                        port_retries -= 1
+                        self._log.warning("replica.port_taken", port=self.port, detail="starting on another port")
+                        self._reap()
+                        self.start()
+                        continue
+                    raise self._start_error(status, tail)
+                if self._probe_ready(client, deadline):
+                    self._log.info("replica.ready", served_name=self.served_name, url=self.base_url,
+                                   start=self.starts)
+                    return
+                if time.monotonic() >= deadline:
+                    self.stop()
+                    line = next(reversed(tail_lines(read_tail(self.log_path, self._log_offset), 1)), "")
+                    raise ReplicaStartError(
+                        f"{self.spec.model}: the {self.spec.engine} server was not ready within "
+                        f"{self.spec.startup_timeout:g} s (its last line: {one_line(line, 200)!r}); raise "
+                        f"--model-startup-timeout if it was still loading; its log: {self.log_path}",
+                        log_path=str(self.log_path), cause="timeout")
+                time.sleep(POLL_S)
+
+    def _probe_ready(self, client: httpx.Client, deadline: float) -> bool:
+        """One readiness probe: ``True`` when ready; ``False`` while it is loading or answers as another server.
+
+        Raises:
+            ReplicaStartError: the chat request was refused with an error about the model (no chat template).
+        """
+        root = f"http://{HOST}:{self.port}"
+        try:
+            if client.get(f"{root}/health").status_code != 200:
+                return False
+            if self.engine.lists_served_name and self.served_name not in _model_ids(client.get(f"{root}/v1/models")):
+                return False
+            timeout = max(1.0, min(CHAT_PROBE_TIMEOUT_S, deadline - time.monotonic()))
+            answer = client.post(f"{root}/v1/chat/completions", json=self._probe_body(), timeout=timeout)
+        except httpx.HTTPError:
+            return False
+        if answer.status_code == 200:
+            return True
+        detail = _detail(answer)
+        if answer.status_code == 400 and "pinned to" not in detail:
+            self.stop()
+            raise ReplicaStartError(
+                f"{self.spec.model}: the {self.spec.engine} server started but refused a chat request: "
+                f"{one_line(detail, 240)} (a model without a chat template cannot chat: serve an instruction-tuned "
+                f"model, or give one with --engine-arg=--chat-template=FILE); its log: {self.log_path}",
+                log_path=str(self.log_path), cause="chat_template")
+        return False
+
+    def _probe_body(self) -> dict[str, object]:
+        return {"model": self.served_name, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
+                "temperature": 0}
+
+    def _start_error(self, status: int, tail: str) -> ReplicaStartError:
+        fault = classify(tail)
+        self._reap()
+        return ReplicaStartError(
+            f"{self.spec.model}: the {self.spec.engine} server exited with status {status} while starting "
+            f"({fault.cause.replace('_', ' ')}): {fault.line or '(no output)'}; {fault.fix}; its log: {self.log_path}",
+            log_path=str(self.log_path), cause=fault.cause)
+
+    def check(self, timeout: float = 30.0, generate: bool = False) -> Health:
+        """Whether the running replica still serves: its process alive, ``/health`` 200 within ``timeout`` (a hung
+        API server prints nothing: the deadline catches it), its served name still listed, and with ``generate`` a
+        1-token chat request answered within ``timeout`` (an engine stuck in an NCCL hang, or ``transformers
+        serve``, whose ``/health`` always says ok, still answers ``/health``).
+
+        Args:
+            timeout: seconds each probe may take.
+            generate: also send the 1-token chat request.
+        """
+        status = self.exit_status
+        if status is not None:
+            return Health(False, f"exited with status {status}", status)
+        root = f"http://{HOST}:{self.port}"
+        try:
+            with httpx.Client(timeout=timeout) as client:
+                health = client.get(f"{root}/health")
+                if health.status_code != 200:
+                    return Health(False, f"/health answered {health.status_code}")
+                if self.engine.lists_served_name and self.served_name not in _model_ids(client.get(f"{root}/v1/models")):
+                    return Health(False, f"/v1/models does not list {self.served_name}: another server answers on "
+                                         f"port {self.port}")
+                if generate:
+                    answer = client.post(f"{root}/v1/chat/completions", json=self._probe_body())
+                    if answer.status_code != 200:
+                        return Health(False, f"a 1-token chat request answered {answer.status_code}: "
+                                             f"{one_line(_detail(answer), 120)}")
+        except httpx.TimeoutException:
+            return Health(False, f"no answer within {timeout:g} s")
+        except httpx.HTTPError as exc:
+            return Health(False, f"unreachable ({one_line(exc, 120)})")
+        return Health(True)
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last ``lines`` non-blank lines of the current start's log, joined by `` | `` (for one log line)."""
+        return " | ".join(one_line(line, 200) for line in tail_lines(read_tail(self.log_path, self._log_offset), lines))
+
+    def restart(self, deadline: float | None = None) -> None:
+        """Stop the server (whatever state it is in) and start it again on a fresh port, then wait until ready.
+
+        Raises:
+            ReplicaStartError: as :meth:`start` and :meth:`wait_ready`.
+        """
+        self._stop_process()
+        self.start()
+        self.wait_ready(deadline)
+
+    def stop(self) -> list[int]:
+        """Stop the server and every process of its session: SIGTERM, :attr:`ReplicaSpec.stop_grace` seconds, then
+        SIGKILL (:func:`runner.serving.shepherd.stop_session`); then release its compile cache and work directory.
+        Safe to call twice.
+
+        Returns:
+            the pids that survived (logged; normally none).
+        """
+        survivors = self._stop_process()
+        if self._slot is not None:
+            self._slot.close()
+            self._slot = None
+        if self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+            self._work_dir = None
+        return survivors
+
+    def _stop_process(self) -> list[int]:
+        if self.process is None:
+            return []
+        process = self.process
+        try:
+            descendants = psutil.Process(process.pid).children(recursive=True)
+        except psutil.Error:
+            descendants = []
+        survivors = shepherd.stop_session(process.pid, self.spec.stop_grace, descendants)
+        self._reap()
+        if survivors:
+            self._log.error("replica.survivors", pids=survivors,
+                            detail="processes of the server outlived SIGKILL (stuck in the kernel?)")
+        else:
+            self._log.info("replica.stopped", served_name=self.served_name, exit_status=process.returncode)
+        return survivors
+
+    def _reap(self) -> None:
+        """Collect the exit status of the server and of its shepherd (which ends once the session is empty)."""
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._shepherd is not None:
+            try:
+                self._shepherd.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._shepherd.kill()
+                self._shepherd.wait()
+            self._shepherd = None
+
+
+def _model_ids(response: httpx.Response) -> list[str]:
+    """The ``id``s of an OpenAI ``/v1/models`` answer (empty for any other answer)."""
+    if response.status_code != 200:
+        return []
+    try:
+        data = response.json().get("data")
+    except (ValueError, AttributeError):
+        return []
+    return [str(item.get("id")) for item in data or [] if isinstance(item, dict)]
+
+
+def _detail(response: httpx.Response) -> str:
+    """An error answer's message: OpenAI's ``error.message``, vLLM's ``message``, FastAPI's ``detail``, or the
+    text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for key in ("message", "detail"):
+            if body.get(key):
+                return str(body[key])
+    return response.text

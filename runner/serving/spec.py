@@ -1,0 +1,103 @@
+"""Which replicas a run starts: :func:`replica_specs` reads a run's configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig
+from runner.core.errors import ConfigError
+from runner.core.limits import model_key
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """One model the run serves: what each worker starts (one replica of each spec).
+
+    Args:
+        model: the model's name as the run names it (``vllm:Qwen/Qwen2.5-7B-Instruct``): the key under which the
+            model layer finds the replica (:mod:`runner.core.served`), and the name of its usage in the records.
+        engine: ``vllm``, ``sglang`` or ``transformers`` (the provider).
+        source: what the engine loads: a Hugging Face id or a local directory; for the embedded model, ``""``
+            until the replica resolves its cached directory (:mod:`runner.serving.embedded`).
+        engine_args: the user's flags for the engine (``--engine-arg``), passed after the runner's own.
+        gpu_share: the share of each of its GPUs' memory the replica may use, in (0, 1]: the worker's fractional
+            ``--num-gpus`` (two workers with 0.5 share a GPU), divided among the replicas of one worker.
+        startup_timeout: seconds from start to ready (``--model-startup-timeout``).
+        max_restarts: restarts after a failure during the run, before the run stops (``--replica-restarts``).
+        stop_grace: seconds between SIGTERM and SIGKILL when it is stopped.
+    """
+
+    model: str
+    engine: str
+    source: str
+    engine_args: tuple[str, ...] = ()
+    gpu_share: float = 1.0
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    max_restarts: int = 3
+    stop_grace: float = 15.0
+    embedded: bool = field(default=False)
+
+    @property
+    def slug(self) -> str:
+        """A short name for files and served names: the model's last path part, lower case, letters, digits, ``.``,
+        ``-`` and ``_`` only (``qwen2.5-7b-instruct``), with a digest when that loses anything."""
+        last = self.source.rstrip("/").rsplit("/", 1)[-1] if self.source else self.model.partition(":")[2]
+        clean = re.sub(r"[^a-z0-9._-]+", "-", last.lower()).strip("-.") or "model"
+        if clean != last.lower():
+            clean = f"{clean[:40]}-{hashlib.sha256(last.encode()).hexdigest()[:6]}"
+        return clean[:60]
+
+
+def replica_specs(config: RunConfig) -> list[ReplicaSpec]:
+    """The replicas each worker of a run starts: the models of ``config.serve`` (the bare ``--serve`` standing for
+    ``config.model``) and the embedded model (:data:`~runner.core.config.EMBEDDED_MODEL`) wherever the run names it
+    without a URL (as the agent's model, the simulated user's or the judge's). Call it with the configuration whose
+    model and judge defaults are settled (``RunRequest.config``, or ``RunConfig`` after ``with_judge_default``).
+
+    The GPU share is the worker's ``num_gpus`` when it is a fraction of one GPU (1 otherwise), divided among the
+    replicas, which share the worker's GPUs; a whole number of GPUs above 1 is the tensor-parallel size (from the GPU
+    ids the replica is given).
+
+    Raises:
+        ConfigError: a bare ``--serve`` without a model, a served model that is none of the run's models, a
+            fractional ``--num-gpus`` above 1.
+    """
+    named = {model_key(name): name for name in (config.model, config.user_model, config.judge_model) if name}
+    chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for entry in config.serve:
+        name = entry.model or config.model
+        if name is None:
+            raise ConfigError("--serve without a model serves the agent's model, and the run has none: pass --model "
+                              "provider:MODEL, or name the model to serve (--serve vllm:MODEL)")
+        if model_key(name) not in named:
+            raise ConfigError(f"--serve {name} names none of the run's models ({', '.join(named.values()) or 'none'}); "
+                              "serve the model of --model, --user-model or --judge-model")
+        chosen[model_key(name)] = (named[model_key(name)], tuple(entry.engine_args))
+    urls = {config.model: config.model_base_url, config.user_model: config.user_model_base_url,
+            config.judge_model: config.judge_base_url}
+    for name, url in urls.items():
+        if name and model_key(name) == EMBEDDED_MODEL and url is None:
+            chosen.setdefault(EMBEDDED_MODEL, (EMBEDDED_MODEL, ()))
+    gpus = config.worker.num_gpus
+    if gpus > 1 and gpus != int(gpus):
+        raise ConfigError(f"--num-gpus {gpus:g} is a fraction above 1, which cannot be a tensor-parallel size; give "
+                          "each worker a whole number of GPUs, or a fraction of one")
+    share = (gpus if 0 < gpus < 1 else 1.0) / max(1, len(chosen))
+    specs = []
+    for key, (name, engine_args) in chosen.items():
+        engine, _, source = key.partition(":")
+        assert engine in SERVABLE_PROVIDERS  # ServeSpec validated it
+        embedded = key == EMBEDDED_MODEL
+        specs.append(ReplicaSpec(model=name, engine=engine, source="" if embedded else name.partition(":")[2].strip(),
+                                 engine_args=engine_args, gpu_share=share, startup_timeout=config.model_startup_timeout,
+                                 max_restarts=config.replica_restarts, embedded=embedded))
+    return specs
+
+
+def served_models(config: RunConfig) -> list[str]:
+    """The names of the models the run serves (``provider:model``), as :func:`replica_specs` finds them: what a
+    preflight check must skip (their replicas start in the workers) and a progress line counts."""
+    return [spec.model for spec in replica_specs(config)]
+

@@ -1,0 +1,105 @@
+"""The model layer's side of models served by the run: a served model's replica found through
+:mod:`runner.core.served`, the fields ``transformers serve`` does not take left out, and a conversation over the
+model's context answered with a stop reason. Against the scripted model server on loopback (it stands in for the
+engines, which need a GPU, or a model load; tests/serving/test_replica.py talks to the real ``transformers serve``)."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from collections.abc import Iterator
+
+import pytest
+from pydantic import BaseModel
+
+from runner.core import served
+from runner.core.cache import cache_key
+from runner.core.served import SERVED_ENDPOINT, ServedEndpoint
+from runner.models import ChatModel, ChatReply
+from tests.support.model_server import ScriptedModelServer
+
+
+@pytest.fixture
+def table() -> Iterator[None]:
+    """The served-model table, emptied after the test."""
+    yield
+    for name in served.published():
+        served.withdraw(name)
+
+
+def chat(model: ChatModel, text: str = "hello", **options: object) -> ChatReply:
+    return model.chat_sync(text, **options)
+
+
+def test_a_served_model_without_a_url_reaches_its_replica_under_the_replicas_name(
+        model_server: ScriptedModelServer, table: None) -> None:
+    model_server.models = ["qwen-0a1b2c3d"]
+    model = ChatModel.from_name("vllm:Qwen/Qwen2.5-7B-Instruct")
+    assert model.base_url == "http://localhost:8000/v1"  # today's meaning, until the run serves it
+    served.publish(ServedEndpoint("vllm:Qwen/Qwen2.5-7B-Instruct", model_server.url, "qwen-0a1b2c3d"))
+    reply = chat(model)
+    assert reply.text and model_server.chat_requests[-1].model == "qwen-0a1b2c3d"
+    assert model.name == "vllm:Qwen/Qwen2.5-7B-Instruct"  # usage, prices and limits keep the run's name
+    assert model.endpoint.base_url == SERVED_ENDPOINT
+    asyncio.run(model.check())  # /v1/models lists the replica's name
+    served.withdraw("vllm:Qwen/Qwen2.5-7B-Instruct")
+    assert model.base_url == "http://localhost:8000/v1"
+
+
+def test_a_model_unpickled_in_a_worker_finds_the_workers_replica_and_follows_a_restart(
+        model_server: ScriptedModelServer, table: None) -> None:
+    judge = pickle.loads(pickle.dumps(ChatModel.from_name("transformers:smollm2-135m-instruct")))
+    with ScriptedModelServer() as second:
+        served.publish(ServedEndpoint("transformers:smollm2-135m-instruct", model_server.url, "/w/smollm2-1"))
+        chat(judge)
+        served.publish(ServedEndpoint("transformers:smollm2-135m-instruct", second.url, "/w/smollm2-2"))
+        chat(judge)
+        assert [request.model for request in second.chat_requests] == ["/w/smollm2-2"]
+    assert [request.model for request in model_server.chat_requests] == ["/w/smollm2-1"]
+
+
+def test_a_model_given_a_url_ignores_the_table(model_server: ScriptedModelServer, table: None) -> None:
+    served.publish(ServedEndpoint("vllm:scripted", "http://127.0.0.1:9/v1", "elsewhere"))
+    model = ChatModel.from_name("vllm:scripted", base_url=model_server.url)
+    chat(model)
+    assert model_server.chat_requests[-1].model == "scripted"
+
+
+def test_replicas_of_one_model_share_its_cache_keys(model_server: ScriptedModelServer, table: None) -> None:
+    model = ChatModel.from_name("vllm:m")
+    keys = []
+    for port, name in ((41000, "m-1"), (41001, "m-2")):
+        served.publish(ServedEndpoint("vllm:m", f"http://127.0.0.1:{port}/v1", name))
+        keys.append(cache_key(model.provider, model.endpoint.base_url, model.model, {"messages": []}))
+    assert keys[0] == keys[1]
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+def test_transformers_serve_gets_only_the_fields_it_takes(model_server: ScriptedModelServer) -> None:
+    model_server.set_policy(['{"answer": "Paris"}'])
+    model = ChatModel.from_name("transformers:smollm2-135m-instruct", base_url=model_server.url)
+    result = model.chat_structured_sync("Capital of France?", Answer, max_tokens=20,
+                                        extra_body={"n": 2, "top_k": 5})
+    assert result.answer == "Paris"
+    body = model_server.requests[-1].body
+    assert {"response_format", "n", "tool_choice", "max_completion_tokens"}.isdisjoint(body)
+    assert body["max_tokens"] == 20 and body["top_k"] == 5
+    assert "JSON" in body["messages"][0]["content"]  # the schema goes in the prompt instead
+
+
+@pytest.mark.parametrize("message", [
+    "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4900 in the messages, "
+    "100 in the completion). Please reduce the length of the messages or completion.",
+    "The prompt (total length 9000) is too long to fit into the model (context length 8192). Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",
+    "The input (9000 tokens) is longer than the model's context length (8192 tokens).",
+])
+def test_a_conversation_over_the_context_is_an_empty_reply_with_that_stop_reason(
+        model_server: ScriptedModelServer, message: str) -> None:
+    model_server.fail(400, message=message)
+    reply = chat(ChatModel.from_name("vllm:scripted", base_url=model_server.url))
+    assert reply.finish_reason == "context_length_exceeded" and reply.text == ""
+    assert len(model_server.chat_requests) == 1  # not retried

@@ -1,0 +1,67 @@
+"""Why a server did not start, read from the end of its log. The tails are shaped as the engines print them (vLLM's
+``RuntimeError: Engine core initialization failed`` after the real cause, argparse's and click's usage errors,
+huggingface_hub's gated-repository error); the transformers cases are also met for real in test_replica.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.serving.faults import classify
+
+VLLM_OOM = """\
+INFO 11-30 10:00:01 [gpu_model_runner.py:1234] Loading model weights took 14.9 GiB
+ERROR 11-30 10:00:09 [core.py:700] EngineCore failed to start.
+Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 691, in run_engine_core
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.6 GiB
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+"""
+
+VLLM_GATED = """\
+Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/huggingface_hub/utils/_http.py", line 409, in hf_raise_for_status
+huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json.
+"""
+
+VLLM_CONTEXT = """\
+pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig
+  Value error, User-specified max_model_len (200000) is greater than the derived max_model_len (max_position_embeddings=32768 or model_max_length=None in model's config.json). [type=value_error]
+"""
+
+VLLM_ARCH = """\
+ValueError: Model architectures ['FancyForCausalLM'] are not supported for now. Supported architectures: dict_keys(['LlamaForCausalLM'])
+"""
+
+VLLM_FLAG = """\
+usage: vllm serve [model_tag] [options]
+vllm serve: error: unrecognized arguments: --max-modle-len 8192
+"""
+
+SGLANG_ARCH = """\
+[2026-11-30 10:00:00] Scheduler hit an exception: Traceback (most recent call last):
+ValueError: Unrecognized configuration class <class 'FancyConfig'> for this kind of AutoModel
+"""
+
+
+@pytest.mark.parametrize(("tail", "cause", "line"), [
+    (VLLM_OOM, "out_of_memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
+    (VLLM_GATED, "weights", "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo"),
+    (VLLM_CONTEXT, "context_length", "Value error, User-specified max_model_len (200000) is greater than"),
+    (VLLM_ARCH, "architecture", "ValueError: Model architectures ['FancyForCausalLM'] are not supported for now."),
+    (VLLM_FLAG, "engine_flag", "vllm serve: error: unrecognized arguments: --max-modle-len 8192"),
+    (SGLANG_ARCH, "architecture", "ValueError: Unrecognized configuration class <class 'FancyConfig'>"),
+])
+def test_the_cause_and_the_servers_own_line(tail: str, cause: str, line: str) -> None:
+    fault = classify(tail)
+    assert fault.cause == cause
+    assert fault.line.startswith(line)
+
+
+def test_an_unknown_failure_is_named_by_its_last_error_line() -> None:
+    fault = classify("loading...\nKeyError: 'rope_scaling'\nshutting down\n")
+    assert (fault.cause, fault.line) == ("exited", "KeyError: 'rope_scaling'")
+
+
+def test_progress_bars_are_read_at_their_last_state_and_an_empty_log_has_no_line() -> None:
+    assert classify("Loading: 10%\rLoading: 100%\n").line == "Loading: 100%"
+    assert classify("").line == ""

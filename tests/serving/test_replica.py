@@ -1,0 +1,130 @@
+"""A real ``transformers serve`` with the real embedded model (SmolLM2-135M-Instruct) on the CPU: readiness, an answer
+through the model layer, a killed server restarted, a bad engine flag and a start-up timeout refused in one line, and
+no process left behind. One replica is shared by the module's tests (a start costs 30 to 90 s on 2 busy cores)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from runner.core import served
+from runner.core.config import EMBEDDED_MODEL
+from runner.core.errors import ReplicaStartError
+from runner.core.usage import usage_scope
+from runner.models import ChatModel
+from runner.serving import Replica, ReplicaSpec, ServedModels, replica_specs, shepherd, supervisor
+from runner.core.config import RunConfig
+
+
+# The first test converts the embedded model if this machine never did (about two minutes on 2 busy cores) and starts
+# the shared replica; the restart test waits for a second start.
+pytestmark = pytest.mark.timeout(900)
+
+
+def spec(source: Path, **changes: object) -> ReplicaSpec:
+    settings: dict[str, object] = {"model": EMBEDDED_MODEL, "engine": "transformers", "source": str(source),
+                                   "startup_timeout": 600.0, "max_restarts": 2, "stop_grace": 5.0}
+    return ReplicaSpec(**{**settings, **changes})  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def group(embedded_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModels]:
+    """The embedded model's replica, started as a run starts it (from the run's configuration), watched every
+    0.5 s."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(supervisor, "CHECK_INTERVAL_S", 0.5)
+        [replica_spec] = replica_specs(RunConfig(benchmark="toy", model=EMBEDDED_MODEL))
+        assert replica_spec.embedded
+        served_models = ServedModels([replica_spec], gpu_ids=[], log_dir=tmp_path_factory.mktemp("replicas"))
+        served_models.start()
+        try:
+            yield served_models
+        finally:
+            served_models.stop()
+
+
+def test_a_ready_replica_answers_through_the_model_layer(group: ServedModels) -> None:
+    [replica] = group.replicas
+    [status] = group.statuses()
+    assert status.state == "ready" and status.url == replica.base_url
+    assert served.served_endpoint(EMBEDDED_MODEL) == replica.endpoint
+    model = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=16)
+    with usage_scope() as usage:
+        reply = model.chat_sync("What is the capital of France?")
+    assert "Paris" in reply.text
+    assert reply.finish_reason == "stop"
+    assert usage[EMBEDDED_MODEL].input_tokens > 10 and usage[EMBEDDED_MODEL].output_tokens > 0
+    log = replica.log_path.read_text()
+    assert log.startswith(f"=== runner: start 1 of {EMBEDDED_MODEL} as {replica.served_name} on port {replica.port}")
+    assert "CUDA_VISIBLE_DEVICES=''" in log.splitlines()[0]
+
+
+def test_the_replica_answers_only_to_its_own_name(group: ServedModels) -> None:
+    [replica] = group.replicas
+    assert replica.check(timeout=120, generate=True).ok
+    other = httpx.post(f"{replica.base_url}/chat/completions", timeout=60,
+                       json={"model": "another-model", "messages": [{"role": "user", "content": "hi"}],
+                             "max_tokens": 1})
+    assert other.status_code == 400 and "pinned to" in other.text
+
+
+def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels) -> None:
+    [replica] = group.replicas
+    old_pid, old_url = replica.process.pid, replica.base_url
+    with capture_logs() as logs:
+        os.kill(old_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 600
+        while replica.starts < 2:  # the watcher saw the exit and started the server again
+            assert time.monotonic() < deadline and group.failure is None, group.statuses()
+            time.sleep(0.2)
+        assert group.statuses()[0].state == "restarting"
+        assert group.wait_ready(timeout=600)
+    [restart] = [entry for entry in logs if entry["event"] == "replica.restart"]
+    assert restart["exit_status"] == -signal.SIGKILL and restart["reason"] == "exited with status -9"
+    assert restart["restart"] == 1 and restart["restarts"] == 3 and restart["log_tail"]
+    assert group.statuses()[0].restarts == 1
+    assert served.served_endpoint(EMBEDDED_MODEL).base_url == replica.base_url != old_url
+    reply = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=8).chat_sync("Say hello.")
+    assert reply.text
+    assert replica.log_path.read_text().count("=== runner: start") == 2
+
+
+def test_a_bad_engine_flag_is_refused_with_the_servers_own_line(embedded_dir: Path, tmp_path: Path) -> None:
+    replica = Replica(spec(embedded_dir, engine_args=("--no-such-flag",)), [], tmp_path)
+    replica.start()
+    with pytest.raises(ReplicaStartError) as refused:
+        replica.wait_ready()
+    message = str(refused.value)
+    assert refused.value.cause == "engine_flag" and refused.value.exit_status == 2
+    assert message.startswith(f"{EMBEDDED_MODEL}: the transformers server exited with status 2 while starting "
+                              "(engine flag): Error: No such option: --no-such-flag; fix the engine flag")
+    assert message.endswith(f"its log: {replica.log_path}") and "\n" not in message
+    assert replica.exit_status == 2
+
+
+def test_a_server_not_ready_in_time_is_stopped_and_refused(embedded_dir: Path, tmp_path: Path) -> None:
+    replica = Replica(spec(embedded_dir, startup_timeout=2.0), [], tmp_path)
+    replica.start()
+    pid = replica.process.pid
+    with pytest.raises(ReplicaStartError, match=r"was not ready within 2 s .*raise --model-startup-timeout") as late:
+        replica.wait_ready()
+    assert late.value.cause == "timeout"
+    assert shepherd.session_processes(pid) == []
+    assert replica.stop() == []  # a second stop is harmless
+
+
+def test_stop_leaves_no_process(embedded_dir: Path, tmp_path: Path) -> None:
+    replica = Replica(spec(embedded_dir), [], tmp_path)
+    replica.start()
+    pid = replica.process.pid
+    time.sleep(2)
+    assert shepherd.session_processes(pid)
+    assert replica.stop() == []
+    assert shepherd.session_processes(pid) == [] and replica.exit_status is not None
