@@ -33,6 +33,7 @@ SOLUTIONS: dict[str, str] = {
     "chat": "runner.solutions.chat:chat",
     "gaia-agent": "runner.solutions.gaia:gaia_agent",
     "hotpotqa-agent": "runner.solutions.hotpotqa:hotpotqa_agent",
+    "hotpotqa-reader": "runner.solutions.hotpotqa_reader:hotpotqa_reader",
     "reference": "runner.solutions.reference:reference",
 }
 """Built-in solutions: name -> import path."""

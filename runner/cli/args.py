@@ -199,7 +199,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       help="API root of the user model's server (default: the provider's; the agent's server "
                       "when --user-model names the agent's model)")
     what.add_argument("--judge-model", help="model of the benchmark's LLM-judged metrics, provider:model "
-                      "(default: $EVAL_CHAT_MODEL_NAME, else --model)")
+                      "(default: $EVAL_CHAT_MODEL_NAME, else --model; none: no judge, no judged metrics)")
     what.add_argument("--judge-base-url", metavar="URL",
                       help="API root of the judge's server (default: --model-base-url when the judge is the agent's "
                       "model, else the provider's)")

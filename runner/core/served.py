@@ -42,6 +42,8 @@ class ServedEndpoint:
 
 _lock = threading.Lock()
 _table: dict[str, ServedEndpoint] = {}
+_expected: dict[str, float] = {}
+_failed: dict[str, str] = {}
 
 
 def publish(endpoint: ServedEndpoint) -> None:
@@ -69,3 +71,37 @@ def published() -> dict[str, ServedEndpoint]:
     """A copy of the table: model name -> its replica."""
     with _lock:
         return dict(_table)
+
+
+def expect(model: str, restart_s: float) -> None:
+    """The run serves ``model`` in this process from now on: while its replica is not published (it starts again),
+    a call waits up to ``restart_s`` seconds for it (:func:`pending`) instead of failing."""
+    with _lock:
+        _expected[model_key(model)] = restart_s
+        _failed.pop(model_key(model), None)
+
+
+def fail(model: str, reason: str) -> None:
+    """``model``'s replica failed for good (past its restarts): calls to it fail at once with ``reason``."""
+    with _lock:
+        _failed[model_key(model)] = reason
+        _table.pop(model_key(model), None)
+
+
+def forget(model: str) -> None:
+    """The run no longer serves ``model`` in this process (its replicas stopped): withdraw it; calls no longer wait
+    for it."""
+    with _lock:
+        for table in (_expected, _failed, _table):
+            table.pop(model_key(model), None)
+
+
+def pending(model: str) -> float | str | None:
+    """What a call to ``model`` must do first: ``None``, go (its replica is ready, or the run does not serve it
+    here); seconds to wait at most for its replica (it starts again); or the reason it failed for good (a call
+    fails at once)."""
+    with _lock:
+        key = model_key(model)
+        if key in _failed:
+            return _failed[key]
+        return _expected.get(key) if key not in _table else None

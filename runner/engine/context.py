@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
+from runner.serving import ReplicaSpec
 from runner.storage.cache import StoredCache
 from runner.storage.store import ResultStore
 
@@ -23,6 +24,10 @@ class RunContext:
         settings: the run's settings; :func:`~runner.engine.item.execute.execute_one` reads ``timeout`` (seconds per
             solution call) and ``solution_retries`` from it.
         cache: the run's response cache (``--cache``), or ``None``.
+        replicas: the models the run serves itself: each worker (the driver, when sequential) starts one replica
+            of each before it takes items (:class:`runner.serving.ServedModels`).
+        model_env: the variables the replicas need from the driver's environment (``HF_TOKEN``...); secrets,
+            never written or logged (``repr`` leaves them out).
 
     It pickles (the store and cache without live connections), so the Ray executor puts it in the object store once
     and every worker receives it from there. The run's model traffic (limiter, budget) is per process:
@@ -35,3 +40,5 @@ class RunContext:
     run_id: str
     settings: RunSettings = field(default_factory=RunSettings)
     cache: StoredCache | None = None
+    replicas: tuple[ReplicaSpec, ...] = ()
+    model_env: dict[str, str] = field(default_factory=dict, repr=False)

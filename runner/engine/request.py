@@ -18,6 +18,7 @@ from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunConfig, RunSettings
 from runner.core.errors import ConfigError
 from runner.core.solution import SolutionSpec
+from runner.serving import ReplicaSpec, default_concurrency, model_environment, replica_specs
 from runner.storage.store import ResultStore
 
 if TYPE_CHECKING:
@@ -29,6 +30,10 @@ MODEL_ENV = "AGENT_CHAT_MODEL_NAME"
 JUDGE_ENV = "EVAL_CHAT_MODEL_NAME"
 """The environment variable naming the judge model when ``--judge-model`` is not given (as on BeeAI's evaluation
 page)."""
+
+NO_JUDGE = "none"
+"""``--judge-model none``: no judge, so the benchmark's LLM-judged metrics are left out (BeeAI's default judge is the
+agent's model, which doubles a run's model calls)."""
 
 JUDGE_ARGS = ("judge_model", "judge_base_url")
 """The benchmark constructor arguments that carry the judge."""
@@ -52,6 +57,8 @@ class RunRequest:
             settled.
         progress_bar: draw a bar (``None``: when stderr is a terminal).
         executor: who runs it (``None``: the one ``settings.executor`` names, built when the run starts).
+        replicas: the models the run serves itself (:func:`runner.serving.replica_specs`): each worker (the driver,
+            when sequential) starts one replica of each before it takes items.
     """
 
     benchmark: BenchmarkBase
@@ -62,6 +69,7 @@ class RunRequest:
     config: dict[str, Any] = field(default_factory=dict)
     progress_bar: bool | None = None
     executor: Executor | None = None
+    replicas: tuple[ReplicaSpec, ...] = ()
 
     @classmethod
     def from_config(cls, config: RunConfig, *, progress_bar: bool | None = None) -> RunRequest:
@@ -88,6 +96,13 @@ class RunRequest:
                                              config.data_dir)
         spec = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,
                                       config.model_base_url, config.user_model, config.user_model_base_url)
+        replicas = tuple(replica_specs(config))
+        if replicas and "max_concurrency" not in config.worker.model_fields_set:
+            # Requests in flight that fill the engine's batch, not one at a time.
+            on_gpu = config.worker.num_gpus > 0
+            concurrency = max(default_concurrency(spec, on_gpu) for spec in replicas)
+            config = config.model_copy(update={"worker": config.worker.model_copy(
+                update={"max_concurrency": concurrency})})
         settings = config.settings()
         return cls(
             benchmark=benchmark,
@@ -98,12 +113,26 @@ class RunRequest:
             config=config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_failed", "take_over"}),
             progress_bar=progress_bar,
             executor=executor_class.from_settings(settings),
+            replicas=replicas,
         )
 
     def models(self) -> dict[str, str | None]:
         """The run's models and servers as its configuration settled them (:data:`MODEL_FIELDS`; ``None`` where
-        unset), for a preflight check."""
-        return {name: self.config.get(name) for name in MODEL_FIELDS}
+        unset), for a preflight check; a model the run serves itself is left out (its replicas start in the
+        workers, and are checked there before they take items)."""
+        served = {spec.model for spec in self.replicas}
+        found = {name: self.config.get(name) for name in MODEL_FIELDS}
+        for model, url in (("model", "model_base_url"), ("user_model", "user_model_base_url"),
+                           ("judge_model", "judge_base_url")):
+            if found[model] in served and found[url] is None:
+                found[model] = None
+        return found
+
+    def model_environment(self) -> dict[str, str]:
+        """What the run's replicas need from this environment (``HF_TOKEN``, the model cache...): captured on the
+        driver, handed to every worker (:func:`runner.serving.model_environment`); empty without replicas. It
+        holds secrets: never written or logged."""
+        return model_environment() if self.replicas else {}
 
     def preflight(self) -> None:
         """Check the run's models before anything is written: each provider known, its API key set, its server
@@ -146,19 +175,22 @@ def takes_judge(benchmark: Any) -> bool:
 def with_judge_default(config: RunConfig, benchmark: Any) -> RunConfig:
     """``config`` with its effective judge: ``--judge-model``, else ``$EVAL_CHAT_MODEL_NAME``, else the agent's
     ``--model`` (BeeAI's order); ``judge_base_url`` defaults to ``model_base_url`` when the judge is the agent's
-    model. A benchmark without judged metrics keeps no judge; ``-B judge_model=...`` wins over all of these.
+    model. ``--judge-model none`` (:data:`NO_JUDGE`) means no judge. A benchmark without judged metrics keeps no
+    judge; ``-B judge_model=...`` wins over all of these.
 
     Raises:
         ConfigError: ``--judge-model`` or ``--judge-base-url`` for a benchmark that has no judged metrics.
     """
     if not takes_judge(benchmark):
-        if config.judge_model or config.judge_base_url:
+        if (config.judge_model and config.judge_model.strip().lower() != NO_JUDGE) or config.judge_base_url:
             raise ConfigError(f"benchmark {config.benchmark!r} has no LLM-judged metrics; drop --judge-model and "
                               "--judge-base-url")
         return config
     if config.benchmark_args.get("judge_model"):
         return config.model_copy(update={"judge_model": config.benchmark_args["judge_model"],
                                          "judge_base_url": config.benchmark_args.get("judge_base_url")})
+    if (config.judge_model or "").strip().lower() == NO_JUDGE:
+        return config.model_copy(update={"judge_model": None, "judge_base_url": None})
     judge = config.judge_model or os.environ.get(JUDGE_ENV, "").strip() or config.model
     base_url = config.judge_base_url
     if base_url is None and judge == config.model:

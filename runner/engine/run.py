@@ -270,7 +270,8 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
             raise BenchmarkError(
                 f"the benchmark {request.benchmark.name!r} yielded no tasks, so there is nothing to run; nothing was "
                 "written; check its data and arguments (--data-dir, -B)")
-        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings, traffic.cache)
+        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings, traffic.cache,
+                             request.replicas, request.model_environment())
         if first is not None:
             await executor.start(context, traffic, expected)
         try:

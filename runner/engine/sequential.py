@@ -26,6 +26,7 @@ from runner.engine.item.execute import ItemResult, ItemSite, SolutionOutcome, re
     worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
+from runner.engine.replicas import WorkerReplicas, visible_gpus
 from runner.engine.item.solution import Solution
 from runner.engine.item.watchdog import Alarm, ItemLoop
 from runner.traffic.control import TrafficControl
@@ -43,6 +44,7 @@ class SequentialExecutor:
     def __init__(self) -> None:
         self._site: ItemSite | None = None
         self._before: set[int] = set()
+        self.replicas: WorkerReplicas | None = None
 
     @classmethod
     def from_settings(cls, settings: RunSettings) -> SequentialExecutor:
@@ -53,17 +55,25 @@ class SequentialExecutor:
         """Nothing to check: this process is the executor."""
 
     async def start(self, context: RunContext, traffic: TrafficControl, expected_items: int | None) -> None:
-        """Build the solution, before the run writes anything; its items' model calls go through ``traffic``.
+        """Start the models the run serves (one replica each, in this process's tree, on the GPUs of
+        ``CUDA_VISIBLE_DEVICES`` or the CPU) and build the solution, before the run writes anything; its items' model
+        calls go through ``traffic``.
 
         Raises:
-            ConfigError: building it raised (one line: the solution and the exception's type and first line); a
-                :class:`RunnerError` it raised is passed on as it is.
+            ReplicaStartError: a served model could not start (the server's own line and its log).
+            ConfigError: building the solution raised (one line: the solution and the exception's type and first
+                line); a :class:`RunnerError` it raised is passed on as it is.
         """
+        if context.replicas:
+            self.replicas = WorkerReplicas(context, visible_gpus(), label="driver")
+            await asyncio.to_thread(self.replicas.start)
         try:
             solution = Solution(context.solution.build(context.benchmark))
         except RunnerError:
+            await self._stop_replicas(keep_logs=False)
             raise
         except Exception as exc:  # noqa: BLE001 - whatever a user's constructor raises becomes one line
+            await self._stop_replicas(keep_logs=False)
             raise ConfigError(
                 f"the solution {context.solution.display!r} could not be built ({exception_line(exc)})"
             ) from None
@@ -89,6 +99,8 @@ class SequentialExecutor:
         writes = _Writes(progress)
         try:
             for item in items:
+                if self.replicas is not None:
+                    await self.replicas.ready()
                 key = (item.task.id, item.repeat)
                 progress.sent(key)
                 coroutine = run_item(item, site)
@@ -112,11 +124,18 @@ class SequentialExecutor:
                 item_loop.close()
 
     async def close(self) -> None:
-        """Drop the built solution, and end the processes its items started and left behind (a solution that
+        """Drop the built solution, stop the served models' replicas (their logs go to the run's ``replicas/``), and
+        end the processes its items started and left behind (a solution that
         starts ``sleep`` or a tool server and never waits for it), as Ray ends a worker's when the worker exits:
         SIGTERM, then SIGKILL after :data:`STRAY_GRACE_S` seconds."""
         self._site = None
+        await self._stop_replicas(keep_logs=True)
         await asyncio.to_thread(end_strays, self._before)
+
+    async def _stop_replicas(self, keep_logs: bool) -> None:
+        if self.replicas is not None:
+            await asyncio.to_thread(self.replicas.stop, keep_logs)
+            self.replicas = None
 
 
 async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, worker: dict[str, object]) -> str:

@@ -6,7 +6,8 @@ the record keeps (``error.code``, see :func:`runner.engine.item.execute.error_in
 - ``protocol_error``: the server answered something that is not the OpenAI API (a web page, another API's JSON);
 - ``quota_exhausted``: it refused with HTTP 429 because the account's quota is used up (OpenAI's
   ``insufficient_quota``), which no wait restores;
-- ``rate_limited``: it refused every attempt of a call with HTTP 429 (its rate limit, or a quota of another name).
+- ``rate_limited``: it refused every attempt of a call with HTTP 429 (its rate limit, or a quota of another name);
+- ``replica_failed``: the model's replica, served by the run, failed past its restarts (one such item stops the run).
 
 :class:`ServerWatch` sees every item's acknowledgement (through :meth:`Progress.advance
 <runner.engine.progress.Progress.advance>`, which both executors feed) and stops the run with one line once
@@ -39,9 +40,11 @@ _STOPS = {
                              "restore the account's quota with the provider"),
     "rate_limited": _Stop(RefusalStop, "the model server keeps refusing calls with HTTP 429",
                           "lower the request rate (--max-rpm, --concurrency) or wait for the server's limit to reset"),
+    "replica_failed": _Stop(ServerStop, "a model replica the run serves failed for good",
+                            "fix the cause (GPU memory, the engine's log under the run's replicas/)"),
 }
 
-ERRORS_TO_STOP = {"protocol_error": 3, "quota_exhausted": 3, "rate_limited": 5}
+ERRORS_TO_STOP = {"protocol_error": 3, "quota_exhausted": 3, "rate_limited": 5, "replica_failed": 1}
 """Items ended by an error of each code, with no ``ok`` item in between, after which the run stops: a few for the
 codes that are certain to repeat, more for refusals that a rate limit may lift."""
 

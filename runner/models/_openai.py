@@ -8,6 +8,7 @@ objects, which take an HTML page for a string and a list of content parts for a 
 from __future__ import annotations
 
 import asyncio
+import time
 import sys
 import weakref
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from runner.core.errors import ConfigError
 from runner.core.limits import Answer, Endpoint, estimate_tokens, request_slot
 from runner.core.secrets import mask
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint, served_endpoint
+from runner.core.served import pending as served_pending
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body
@@ -30,6 +32,11 @@ from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
 from runner.models._types import ChatReply, ChatRequest, Usage
+
+REPLICA_FAILED = "replica_failed"
+"""The error code of a call to a model the run serves whose replica failed for good: the run stops on it."""
+REPLICA_POLL_S = 0.5
+"""Seconds between two looks at a restarting replica by a call that waits for it."""
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -199,6 +206,8 @@ class OpenAICompatibleModel(ChatModel):
         turn = request.count("assistant")
 
         async def once(answer: Answer) -> ChatReply:
+            await self._replica_ready()
+            kwargs["model"] = self._wire_model()
             raw = await self._http().chat.completions.with_raw_response.create(**kwargs)
             response = raw.http_response
             answer.set(response.status_code, response.headers)
@@ -224,6 +233,30 @@ class OpenAICompatibleModel(ChatModel):
                                                           url=self.url, detail=str(exc))
             return ChatReply(content="", finish_reason=CONTEXT_LENGTH_EXCEEDED, model=self.model,
                              usage=Usage(input_tokens=0, output_tokens=0))
+
+    async def _replica_ready(self) -> None:
+        """Wait while this model's replica, served by the run in this process, starts again after a failure (a call
+        in flight when it died is retried here and waits instead of failing; :mod:`runner.core.served`).
+
+        Raises:
+            ModelError: the replica failed for good (``error_code`` ``replica_failed``: the run stops, and the same
+                command with ``--rerun-failed`` redoes the items it failed), or was not ready again within its
+                start-up time.
+        """
+        if self._pinned:
+            return
+        deadline = None
+        while True:
+            state = served_pending(self.name)
+            if state is None:
+                return
+            if isinstance(state, str):
+                raise ModelError(f"{self.name}: {state}", error_code=REPLICA_FAILED)
+            deadline = deadline if deadline is not None else time.monotonic() + state
+            if time.monotonic() >= deadline:
+                raise ModelError(f"{self.name}: its replica was not ready again within {state:g} s "
+                                 "(--model-startup-timeout)", error_code=REPLICA_FAILED)
+            await asyncio.sleep(REPLICA_POLL_S)
 
     def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """``client.chat.completions.create``'s arguments for ``request``: the served replica's model name, and

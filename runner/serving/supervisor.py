@@ -124,6 +124,9 @@ class ServedModels:
         """
         if not self.replicas:
             return
+        if self.publish:
+            for replica in self.replicas:
+                served.expect(replica.spec.model, replica.spec.startup_timeout)
         try:
             for replica in self.replicas:
                 self._set(replica, "starting")
@@ -169,7 +172,7 @@ class ServedModels:
         self._stopping.set()
         for replica in self.replicas:
             if self.publish:
-                served.withdraw(replica.spec.model)
+                served.forget(replica.spec.model)
             replica.stop()
             self._set(replica, "stopped")
         for watcher in self._watchers:
@@ -266,6 +269,9 @@ class ServedModels:
 
     def _fail(self, replica: Replica, reason: str, tail: str) -> bool:
         self._set(replica, "failed")
+        if self.publish:
+            served.fail(replica.spec.model, f"its replica failed after {replica.spec.max_restarts} restart(s): "
+                        f"{reason}")
         restarts = replica.spec.max_restarts
         shown = f"; its log ends: {tail}" if tail else ""
         self.failure = ReplicaFailed(

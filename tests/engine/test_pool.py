@@ -159,6 +159,9 @@ class FakeBackend:
         return {"unplaced": sum(1 for handle in handles if handle in self.unplaced), "wants": {"GPU": 1.0},
                 "free": {"GPU": 0.0}}
 
+    def release(self, handles: list[int]) -> None:
+        self.released = list(handles)
+
     def kill(self, handle: int) -> None:
         self.killed.append(handle)
         self._die(handle)

@@ -73,11 +73,11 @@ def test_ray_evaluator_worker_options() -> None:
     assert RayEvaluator(benchmark=benchmark, max_workers=4).worker.num_workers == 4
     assert RayEvaluator("x", benchmark, 1, None, 3).worker.num_workers == 3
     evaluator = RayEvaluator(benchmark=benchmark, worker=WorkerSpec(num_gpus=1, max_attempts=5),
-                             num_gpus=0.25, memory="2GiB", max_concurrency=8, solution_retries=2)
+                             num_gpus=0.25, memory="2GiB", max_concurrency=8, solution_retries=2, placement_timeout=60)
     assert evaluator.worker.model_dump() == {
         "num_workers": None, "num_cpus": 1.0, "num_gpus": 0.25, "memory": 2 * 1024**3, "memory_limit": None,
         "resources": {},
-        "accelerator_type": None, "max_concurrency": 8, "max_attempts": 5,
+        "accelerator_type": None, "max_concurrency": 8, "max_attempts": 5, "placement_timeout": 60.0,
     }
     assert (evaluator.settings.solution_retries, evaluator.settings.executor) == (2, "ray")
     assert evaluator.settings.worker == evaluator.worker

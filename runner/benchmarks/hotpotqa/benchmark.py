@@ -57,6 +57,10 @@ class HotpotQABenchmark(BenchmarkBase):
             ``ragas`` for the metric sets of BeeAI's two experiments, or ``deepeval:<Class>`` / ``ragas:<Class>``
             for any metric class of ``deepeval.metrics`` / ``ragas.metrics.collections`` (see
             :mod:`runner.benchmarks.hotpotqa.frameworks`).
+        answer_only: score the answer only (the official ``em``, ``f1``, ``prec``, ``recall`` and BeeAI's
+            ``exact_match``; no supporting-fact, joint or tool-usage score): for a solution that predicts no
+            supporting facts, such as ``hotpotqa-reader`` (``-B answer_only=true``). The headline is then the mean
+            ``f1``; the official script's joint scores would be 0 for every such prediction.
 
     Metrics: the official ``em``, ``f1``, ``prec``, ``recall`` and, when the file has supporting facts, ``sp_*``
     and ``joint_*`` (see :mod:`runner.benchmarks.hotpotqa.official`); BeeAI's ``exact_match`` and, when the file
@@ -82,6 +86,7 @@ class HotpotQABenchmark(BenchmarkBase):
         judge_clamp: bool = False,
         embedding_model: str | None = None,
         extra_metrics: str | list[str] | None = None,
+        answer_only: bool = False,
     ) -> None:
         super().__init__(name="hotpotqa", description="HotpotQA multi-hop question answering")
         if path is not None and data_dir is not None and path != data_dir:
@@ -90,6 +95,9 @@ class HotpotQABenchmark(BenchmarkBase):
             raise BenchmarkError(f"unknown HotpotQA format {format!r}; use one of {', '.join(FORMATS)}")
         if not isinstance(judge_clamp, bool):
             raise BenchmarkError(f"judge_clamp must be true or false, got {judge_clamp!r}")
+        if not isinstance(answer_only, bool):
+            raise BenchmarkError(f"answer_only must be true or false, got {answer_only!r}")
+        self.answer_only = answer_only
         self.path = path or data_dir
         self.format = format
         self.judge_clamp = judge_clamp
@@ -131,10 +139,11 @@ class HotpotQABenchmark(BenchmarkBase):
 
     def metrics_for(self, record: HotpotRecord) -> list[MetricBase]:
         """The metrics that apply to ``record``."""
-        names = ANSWER_METRICS + (SP_METRICS if record.supporting_facts is not None else ())
+        scored_facts = record.supporting_facts is not None and not self.answer_only
+        names = ANSWER_METRICS + (SP_METRICS if scored_facts else ())
         metrics: list[MetricBase] = [OfficialMetric(name, record) for name in names]
         metrics.append(ExactMatch(record))
-        if record.supporting_titles:
+        if record.supporting_titles and not self.answer_only:
             metrics.append(ToolUsage(record))
         if self.judge is not None:
             metrics.append(AnswerLLMJudge(record, self.judge, self.judge_clamp))

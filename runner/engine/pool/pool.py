@@ -104,6 +104,10 @@ class WorkerBackend(Protocol):
         cluster has free now). Blocking; called in a thread."""
         ...
 
+    def release(self, handles: list[Any]) -> None:
+        """Let the workers end what they hold (their model replicas) before they are killed; blocking, bounded."""
+        ...
+
     def kill(self, handle: Any) -> None:
         """Stop the worker for good (no error if it is gone already)."""
         ...
@@ -255,6 +259,9 @@ class WorkerPool:
         for future in self._pending:
             future.cancel()
         self._pending.clear()
+        # Workers that started (pending ones hold nothing yet; dead ones cannot answer).
+        self.backend.release([worker.handle for worker in self.book.workers
+                              if worker.state not in (WorkerState.PENDING, WorkerState.DEAD)])
         for worker in self.book.workers:
             self.backend.kill(worker.handle)
         self.book.workers.clear()

@@ -12,6 +12,7 @@ stayed unavailable past the run's outage limit) is raised as it is. A node's sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import ray
@@ -19,7 +20,7 @@ from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 
 from runner import log
 from runner.core.config import WorkerSpec
-from runner.core.errors import RunnerError, exception_line
+from runner.core.errors import ReplicaStartError, RunnerError, exception_line
 from runner.engine.ray import cluster as ray_cluster
 from runner.engine.context import RunContext
 from runner.engine.pool.dispatch import MAX_BATCH
@@ -27,6 +28,11 @@ from runner.engine.pool.pool import WorkerBuildFailed, WorkerLost
 from runner.engine.ray.limiter import RemoteTraffic
 from runner.engine.ray.worker import CONTROL_GROUP, EvalWorker
 from runner.engine.pool.workers import Batch
+
+
+RELEASE_S = 60.0
+"""Seconds the driver waits for its workers to stop their model replicas (SIGTERM, a grace, SIGKILL) and keep
+their logs, before it kills them."""
 
 
 class RayBackend:
@@ -52,6 +58,7 @@ class RayBackend:
             **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency))
         )
         self._spec = spec
+        self._serves = bool(context.replicas)
         self._context_ref = ray.put(context)
         self._traffic = traffic
         self._turns: dict[Any, int] = {}
@@ -93,6 +100,15 @@ class RayBackend:
         return {"unplaced": _unplaced(handles), "wants": wants,
                 "free": {name: round(free.get(name, 0.0), 3) for name in wants}}
 
+    def release(self, handles: list[Any]) -> None:
+        """Let the actors stop their model replicas and keep their logs in the run's ``replicas/``, all at once,
+        waiting at most :data:`RELEASE_S` seconds (before they are killed); nothing when the run serves no model."""
+        if not self._serves or not handles:
+            return
+        pending = [handle.shutdown.remote() for handle in handles]
+        with contextlib.suppress(Exception):
+            ray.wait(pending, num_returns=len(pending), timeout=RELEASE_S)
+
     def kill(self, handle: Any) -> None:
         """Kill the actor, without restart; nothing if it is gone."""
         self._turns.pop(handle, None)
@@ -121,6 +137,12 @@ async def _pool_errors(ref: Any) -> Any:
         return await asyncio.wrap_future(ref.future())
     except (RayActorError, OutOfMemoryError) as exc:
         if isinstance(exc, RayActorError) and exc.actor_init_failed:
+            line = exception_line(exc, limit=2000)
+            # Ray keeps the constructor's exception as text only: a model that could not start is that error again
+            # (exit status 2, the server's own line), not a solution that could not be built.
+            _, marker, message = line.partition(f"{ReplicaStartError.__name__}: ")
+            if marker:
+                raise ReplicaStartError(message) from None
             raise WorkerBuildFailed(exception_line(exc)) from None
         raise WorkerLost(exception_line(exc)) from None
     except RayTaskError as exc:

@@ -31,6 +31,7 @@ from runner.engine.item.solution import Solution
 from runner.engine.item.watchdog import Alarm, WorkerWatch
 from runner.engine.pool.workers import Batch
 from runner.engine.ray.limiter import RemoteTraffic
+from runner.engine.replicas import WorkerReplicas
 from runner.traffic.control import TrafficControl
 
 _IO_THREADS = 32
@@ -49,6 +50,8 @@ class EvalWorker:
         log_format: structlog format for the actor's log lines (Ray forwards them to the driver).
 
     Raises:
+        ReplicaStartError: a model the run serves could not start on this worker (the driver stops the run before it
+            writes anything, with the server's own line).
         Exception: whatever building the solution raises; Ray then reports the actor's creation as failed and the
             driver stops the run with that message.
     """
@@ -56,11 +59,22 @@ class EvalWorker:
     def __init__(self, context: RunContext, *, max_concurrency: int, memory_limit: int | None = None,
                  log_format: log.LogFormat = "json") -> None:
         log.configure(log_format)
-        self.solution = Solution(context.solution.build(context.benchmark))
+        runtime = ray.get_runtime_context()
+        self.replicas: WorkerReplicas | None = None
+        if context.replicas:
+            # One replica of each served model, on the GPUs Ray gave this worker (none: the CPU), ready before the
+            # solution is built and any item comes.
+            self.replicas = WorkerReplicas(context, ray.get_gpu_ids(), label=f"worker-{runtime.get_actor_id()[:12]}")
+            self.replicas.start()
+        try:
+            self.solution = Solution(context.solution.build(context.benchmark))
+        except BaseException:
+            if self.replicas is not None:
+                self.replicas.stop(keep_logs=False)
+            raise
         self.context = context
         self.max_concurrency = max_concurrency
         self.memory_limit = memory_limit
-        runtime = ray.get_runtime_context()
         self.identity = worker_identity(node_id=runtime.get_node_id(), actor_id=runtime.get_actor_id())
         self._site: ItemSite | None = None
         self._order: asyncio.Condition | None = None
@@ -83,7 +97,18 @@ class EvalWorker:
         of the accelerators it may use (e.g. ``{"GPU": ["0"]}``)."""
         context = ray.get_runtime_context()
         accelerators = {name: ids for name, ids in context.get_accelerator_ids().items() if ids}
-        return {**self.identity, "resources": context.get_assigned_resources(), "accelerators": accelerators}
+        described = {**self.identity, "resources": context.get_assigned_resources(), "accelerators": accelerators}
+        if self.replicas is not None:
+            described["replicas"] = [{"model": status.model, "state": status.state, "restarts": status.restarts}
+                                     for status in self.replicas.statuses()]
+        return described
+
+    @ray.method(concurrency_group=CONTROL_GROUP)
+    def shutdown(self) -> None:
+        """Stop this worker's model replicas and keep their logs in the run's ``replicas/`` (before the driver kills
+        the actor; a worker killed without it still has its servers stopped, by their shepherds)."""
+        if self.replicas is not None:
+            self.replicas.stop()
 
     async def run(self, items: Batch, turn: int, limiter: Any = None) -> tuple[list[Ack], float]:
         """Execute ``items`` (each with its attempt, and whether it went out before) concurrently: one
@@ -101,7 +126,11 @@ class EvalWorker:
 
         Raises:
             StorageError: a record cannot be written (the driver stops the run; finished records stay).
+            ReplicaFailed: a model replica of this worker failed past its restarts (the run stops; the same command
+                resumes). While one starts again, the batch waits for it.
         """
+        if self.replicas is not None:
+            await self.replicas.ready()
         if self._site is None:
             settings = self.context.settings
             traffic = TrafficControl(settings, cache=self.context.cache,
