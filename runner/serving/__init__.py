@@ -14,7 +14,7 @@ ReplicaFailed` (exit 3, past the restarts). ``docs/models.md`` ("Models served b
 from runner.core.errors import ReplicaFailed, ReplicaStartError
 from runner.serving.engines import ENGINES, Launch, default_concurrency, model_environment
 from runner.serving.replica import Health, Replica
-from runner.serving.spec import ReplicaSpec, replica_specs, served_models
+from runner.serving.spec import ReplicaSpec, replica_specs, served_models, settings_replicas
 from runner.serving.supervisor import ReplicaStatus, ServedModels
 
 __all__ = [
@@ -31,4 +31,5 @@ __all__ = [
     "model_environment",
     "replica_specs",
     "served_models",
+    "settings_replicas",
 ]

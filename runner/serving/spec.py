@@ -6,7 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig
+from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig, RunSettings
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
 
@@ -80,7 +80,28 @@ def replica_specs(config: RunConfig) -> list[ReplicaSpec]:
     for name, url in urls.items():
         if name and model_key(name) == EMBEDDED_MODEL and url is None:
             chosen.setdefault(EMBEDDED_MODEL, (EMBEDDED_MODEL, ()))
-    gpus = config.worker.num_gpus
+    return _specs(chosen, config.worker.num_gpus, config.model_startup_timeout, config.replica_restarts)
+
+
+def settings_replicas(settings: RunSettings) -> list[ReplicaSpec]:
+    """The replicas of a run of the Python API (``GeneralEvaluator(..., serve=[ServeSpec(model=...)])``), whose
+    settings name each served model (no ``--model`` stands in for a bare entry there).
+
+    Raises:
+        ConfigError: an entry without a model, or a fractional ``num_gpus`` above 1.
+    """
+    chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for entry in settings.serve:
+        if entry.model is None:
+            raise ConfigError("serve=[ServeSpec()] needs the model to serve: ServeSpec(model='provider:MODEL')")
+        chosen[model_key(entry.model)] = (entry.model, tuple(entry.engine_args))
+    return _specs(chosen, settings.worker.num_gpus, settings.model_startup_timeout, settings.replica_restarts)
+
+
+def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_timeout: float,
+           restarts: int) -> list[ReplicaSpec]:
+    """One :class:`ReplicaSpec` per chosen model (``provider:model`` key -> (name, engine arguments)), sharing the
+    worker's ``gpus``."""
     if gpus > 1 and gpus != int(gpus):
         raise ConfigError(f"--num-gpus {gpus:g} is a fraction above 1, which cannot be a tensor-parallel size; give "
                           "each worker a whole number of GPUs, or a fraction of one")
@@ -91,8 +112,8 @@ def replica_specs(config: RunConfig) -> list[ReplicaSpec]:
         assert engine in SERVABLE_PROVIDERS  # ServeSpec validated it
         embedded = key == EMBEDDED_MODEL
         specs.append(ReplicaSpec(model=name, engine=engine, source="" if embedded else name.partition(":")[2].strip(),
-                                 engine_args=engine_args, gpu_share=share, startup_timeout=config.model_startup_timeout,
-                                 max_restarts=config.replica_restarts, embedded=embedded))
+                                 engine_args=engine_args, gpu_share=share, startup_timeout=startup_timeout,
+                                 max_restarts=restarts, embedded=embedded))
     return specs
 
 
