@@ -309,16 +309,18 @@ def _pod_template(options: DeployOptions, fullname: str, container: dict[str, An
     if volumes:
         pod["volumes"] = volumes
     template: dict[str, Any] = {"spec": pod}
+    labels, annotations = dict(options.common.pod_labels), dict(options.common.pod_annotations)
     if placement is not None:
         for key, field in (("nodeSelector", "node_selector"), ("tolerations", "tolerations"),
                            ("affinity", "affinity")):
             value = getattr(placement, field)
             if value:
                 pod[key] = value
-        metadata = {key: value for key, value in (("labels", placement.labels),
-                                                  ("annotations", placement.annotations)) if value}
-        if metadata:
-            template["metadata"] = metadata
+        labels.update(placement.labels)
+        annotations.update(placement.annotations)
+    metadata = {key: value for key, value in (("labels", labels), ("annotations", annotations)) if value}
+    if metadata:
+        template["metadata"] = metadata
     return template
 
 

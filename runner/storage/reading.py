@@ -1,8 +1,9 @@
 """Reading records in batches bounded by count and by bytes, so that a reader's memory does not grow with the
 number or the size of records (``report`` over 200 records of 5 MB holds 16 MiB of them at a time, not 1 GB).
 
-Each batch is fetched in one call (concurrently on object stores: ``fs.cat``), then each record is parsed and its
-bytes dropped before the next one, so at most one batch of bytes and one parsed record are held at a time.
+Each batch is fetched in one call (concurrently on object stores: the coroutine ``_cat`` of fsspec's asynchronous
+filesystems), then each record is parsed and its bytes dropped before the next one, so at most one batch of bytes
+and one parsed record are held at a time.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 import fsspec
+from fsspec.asyn import AsyncFileSystem, sync
 
 from runner.core.record import TaskRecord
 
@@ -56,6 +58,10 @@ def parse_records(fs: fsspec.AbstractFileSystem, sizes: Mapping[str, int]) -> It
 def _fetch(fs: fsspec.AbstractFileSystem, batch: list[str]) -> dict[str, bytes]:
     """The bytes of the files at ``batch`` (one request each, concurrent on object stores); absent ones are left
     out."""
+    if len(batch) > 1 and isinstance(fs, AsyncFileSystem):
+        # Not fs.cat: adlfs replaces it by a loop that fetches one blob after another, after an existence check of
+        # each (adlfs.spec.AzureBlobFileSystem.cat); the coroutine fetches them concurrently on every backend.
+        return sync(fs.loop, fs._cat, batch, on_error="omit")
     if len(batch) > 1:
         return fs.cat(batch, on_error="omit")
     try:

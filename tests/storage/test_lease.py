@@ -1,6 +1,7 @@
-"""One run, one driver: the lease on a local disk and on S3 (moto): a live lease refuses a second driver, a lapsed one
-is taken over only with ``take_over`` and by one taker (which waits for a live lease to lapse, and is refused if it
-is renewed meanwhile), a holder that lost its lease learns it at its next renewal."""
+"""One run, one driver: the lease on a local disk and on each object store (moto's S3, fake-gcs-server, Azurite): a
+live lease refuses a second driver, a lapsed one is taken over only with ``take_over`` and by one taker (which waits
+for a live lease to lapse, and is refused if it is renewed meanwhile), a holder that lost its lease learns it at its
+next renewal."""
 
 import datetime as dt
 import json
@@ -18,13 +19,14 @@ from runner.core.errors import LeaseHeld, LeaseLost
 from runner.storage import ResultStore
 from runner.storage import lease
 from runner.storage.lease import LEASE, TAKEOVERS, Lease
+from tests.support.emulators import STORES
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", *STORES])
 def store(request, tmp_path):
     if request.param == "local":
         return ResultStore(str(tmp_path / "run"))
-    return ResultStore(f"s3://{request.getfixturevalue('s3_bucket')}/run")
+    return ResultStore(request.getfixturevalue("object_stores").open(request.param).uri("run"))
 
 
 def stored(store: ResultStore) -> dict:
