@@ -11,8 +11,9 @@ backend sends its store's own primitive:
   answers 412 (``gcsfs.core.simple_upload`` and ``initiate_upload``: ``kw = {"ifGenerationMatch": "0"} if mode ==
   "create"``; ``gcsfs.retry.validate_response``: 412 -> ``FileExistsError``).
 - Azure Blob Storage (adlfs): ``Put Blob`` (or ``Put Block List``) with ``If-None-Match: *``; an existing blob
-  answers 409 ``BlobAlreadyExists`` (``adlfs.spec.AzureBlobFileSystem._pipe_file``: ``mode="create"`` ->
-  ``upload_blob(overwrite=False)``, which azure-storage-blob sends as ``If-None-Match: *``;
+  answers 409 ``BlobAlreadyExists`` or 412 ``ConditionNotMet``, which azure-storage-blob both raises as
+  ``ResourceExistsError`` (``adlfs.spec.AzureBlobFileSystem._pipe_file``: ``mode="create"`` ->
+  ``upload_blob(overwrite=False)``, sent as ``If-None-Match: *``, ``azure.storage.blob._upload_helpers``;
   ``ResourceExistsError`` -> ``FileExistsError``).
 
 Each was checked against its emulator by the requests it sends (``tests/storage/test_probe.py``); each cloud

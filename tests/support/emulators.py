@@ -31,7 +31,6 @@ import datetime
 import http.client
 import importlib.resources
 import json
-import os
 import platform
 import re
 import shutil
@@ -121,8 +120,11 @@ class MotoS3(Emulator):
     name, protocol = "s3", "s3"
 
     def __init__(self) -> None:
+        import logging
+
         from moto.server import ThreadedMotoServer
 
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
@@ -357,7 +359,3 @@ def clear_filesystem_caches() -> None:
         if protocol in registry:
             registry[protocol].clear_instance_cache()
 
-
-def with_env(env: dict[str, str]) -> dict[str, str]:
-    """This process's environment with ``env`` on top (for a subprocess)."""
-    return {**os.environ, **env}
