@@ -123,8 +123,9 @@ def _find(value: Any, path: str, secret: bool) -> Iterator[Secret]:
 
 
 def mask(text: str, options: Any = None) -> str:
-    """``text`` with every secret of ``options`` (:func:`find`) replaced by ``***``, and with the password of any URL
-    the key of any connection string and any shared access signature's ``sig=`` in ``text`` itself masked too (a URI with credentials in a message).
+    """``text`` with every secret of ``options`` (:func:`find`) replaced by ``***``, and with the password of any URL,
+    the key of any connection string and any shared access signature's ``sig=`` in ``text`` itself masked too (a URI
+    with credentials in a message).
 
     The longest secrets are replaced first, so a secret that contains another is masked whole.
     """
@@ -137,9 +138,9 @@ def mask(text: str, options: Any = None) -> str:
 
 def redact(value: Any, secret: bool = False) -> Any:
     """A copy of ``value`` (a dict of options or settings, at any depth) fit to be written down: every value under a
-    secret name replaced by ``***``, and the password of a URL, the key of a connection string and a SAS's ``sig=`` masked in every
-    other string (``s3://user:***@host/bucket``). Used for everything a run writes about its configuration
-    (``run.json``)."""
+    secret name replaced by ``***``, and the password of a URL, the key of a connection string and a SAS's ``sig=``
+    masked in every other string (``s3://user:***@host/bucket``). Used for everything a run writes about its
+    configuration (``run.json``)."""
     if isinstance(value, dict):
         return {name: redact(item, secret or is_secret_name(str(name))) for name, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -100,7 +100,7 @@ def _network_error(error: BaseException) -> str | None:
         for class_name in class_names:
             cls = getattr(module, class_name, None)
             if isinstance(cls, type) and isinstance(error, cls):
-                could_not_connect = any(cls.__name__ in _COULD_NOT_CONNECT for cls in type(error).__mro__)
+                could_not_connect = any(base.__name__ in _COULD_NOT_CONNECT for base in type(error).__mro__)
                 return "unreachable" if could_not_connect else "unavailable"
     return None
 

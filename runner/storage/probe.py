@@ -15,7 +15,7 @@ import uuid
 import structlog
 
 from runner.core.errors import StorageError, exception_line
-from runner.storage.faults import FaultKind, fault_kind
+from runner.storage.faults import FaultKind, fault_kind, protocol_of
 from runner.storage.protocols import condition_of
 from runner.storage.store import ResultStore
 
@@ -46,8 +46,7 @@ def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False
         return True
     path = store.path(f"{PROBE_PREFIX}{uuid.uuid4().hex}")
     shown = store.display(path)
-    protocol = store.fs.protocol if isinstance(store.fs.protocol, str) else store.fs.protocol[0]
-    condition = condition_of(protocol)
+    condition = condition_of(protocol_of(store.uri))
     problem = None
     try:
         store.create(path, b"first")

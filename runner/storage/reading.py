@@ -2,8 +2,8 @@
 number or the size of records (``report`` over 200 records of 5 MB holds 16 MiB of them at a time, not 1 GB).
 
 Each batch is fetched in one call (concurrently on object stores: one ``_cat_file`` coroutine of fsspec's
-asynchronous filesystems per record), then each record is parsed and its bytes dropped before the next one, so at most one batch of bytes
-and one parsed record are held at a time.
+asynchronous filesystems per record), then each record is parsed and its bytes dropped before the next one, so at
+most one batch of bytes and one parsed record are held at a time.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """One run, one driver, through the CLI: two drivers started at once on one run directory (a local disk, S3, GCS and
-Azure Blob through their emulators on loopback), the lease renewed while a run executes, a driver whose run was taken over stops with exit status 3."""
+Azure Blob through their emulators on loopback), the lease renewed while a run executes, a driver whose run was
+taken over stops with exit status 3."""
 
 import json
 import os

