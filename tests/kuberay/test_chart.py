@@ -31,8 +31,10 @@ def test_lint_is_clean_in_strict_mode():
     assert report["errors"] == [] and problems == [], report
 
 
-def test_lint_with_the_gpu_example_is_clean():
-    report = helm_python.lint(CHART, GPU_VALUES, strict=True)
+@pytest.mark.parametrize("example", ["gpu", "gke", "aks"])
+def test_lint_with_each_example_in_ci_is_clean(example):
+    values = yaml.safe_load((CHART / "ci" / f"{example}-values.yaml").read_text())
+    report = helm_python.lint(CHART, values, strict=True)
     assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == [], report
 
 
