@@ -129,10 +129,6 @@ class ObjectStore:
         """The URI of ``path`` in this test's bucket (``s3://``, ``gs://`` or ``az://``)."""
         return self.emulator.uri(self.bucket, path)
 
-    def storage_options(self) -> dict[str, object]:
-        """fsspec options that reach the store through the proxy without the environment (for Ray workers)."""
-        return self.emulator.storage_options(self.proxy.url)
-
 
 class ObjectStores:
     """Opens :class:`ObjectStore` s for one test: ``object_stores.open("gcs")``."""
@@ -141,6 +137,8 @@ class ObjectStores:
         self._emulators, self._monkeypatch, self._stack = emulators, monkeypatch, stack
 
     def open(self, name: str) -> ObjectStore:
+        """The store ``name`` (one of :data:`~tests.support.emulators.STORES`): a fresh bucket, a proxy in front of
+        its emulator, and the environment that reaches it through the proxy set for this test."""
         emulator = self._emulators.get(name)
         proxy = self._stack.enter_context(FaultyStoreProxy(emulator.url))
         env = emulator.env_for(proxy.url)
