@@ -23,7 +23,7 @@ broken connection 5 times)."""
 CLIENT_OPTIONS = {"s3": NO_CLIENT_RETRIES, "gcs": {}, "azure": {}}
 """Each store's options in the tests that hold for every store. gcsfs and azure-storage-blob take no option for
 their own retries: gcsfs tries 6 times over 31-36 s (waits of 1-2, 2-3, 4-5, 8-9 and 16-17 s, ``gcsfs/retry.py``),
-azure-storage-blob 4 times over 27-36 s (waits of 15 and 18 s, each +-3 s: ``ExponentialRetry``)."""
+azure-storage-blob 4 times (waits of 15-21, 21-27 and 39-45 s: 15 s + 3^n, +-3 s, ``ExponentialRetry``)."""
 
 
 def _record(task_id: str = "a", attempt: int = 1, write_id: str | None = None) -> TaskRecord:
