@@ -1,5 +1,6 @@
 """Fixtures shared by every test package: the shared data (ACEBench, HotpotQA), the CLI (in this process or as a
-subprocess), a real S3 API server on loopback, and a scripted OpenAI-compatible model server on loopback."""
+subprocess), real object store APIs on loopback (moto's S3, fake-gcs-server, Azurite), each behind a fault-injecting
+proxy where a test needs one, and a scripted OpenAI-compatible model server on loopback."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,12 @@ import structlog
 
 from tests.support.cli import CliResult, run_in_process, run_process
 from tests.support.model_server import ScriptedModelServer
-from tests.support.s3_proxy import FaultyS3Proxy
+from tests.support.emulators import STORES, Emulator, EmulatorError, clear_filesystem_caches, start
+from tests.support.store_proxy import FaultyStoreProxy
+
+# gcsfs reads this when it is imported, whichever test imports it first: with it on (gcsfs' default), gcsfs asks a
+# gRPC API that fake-gcs-server lacks whether each bucket is hierarchical, and waits 60 s per bucket for the answer.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_RESOURCES = {"custom": 2.0, "accelerator_type:T4": 1.0}
@@ -80,27 +88,93 @@ def cli_process() -> Callable[..., CliResult]:
     return run_process
 
 
+class Emulators:
+    """The object store emulators of a test session (``tests/support/emulators.py``), each started on first use and
+    stopped at the end of the session."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self._stack = stack
+        self._started: dict[str, Emulator] = {}
+
+    def get(self, name: str) -> Emulator:
+        """The emulator ``name`` (one of :data:`~tests.support.emulators.STORES`), started if it is not yet; a
+        failure to start it fails the test with the emulator's own message (how to install it)."""
+        if name not in self._started:
+            try:
+                self._started[name] = self._stack.enter_context(start(name))
+            except EmulatorError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        return self._started[name]
+
+
 @pytest.fixture(scope="session")
-def s3_server() -> Iterator[dict[str, str]]:
+def emulators() -> Iterator[Emulators]:
+    """moto's S3 server, fake-gcs-server and Azurite on 127.0.0.1, started when a test first needs each."""
+    with ExitStack() as stack:
+        yield Emulators(stack)
+
+
+@pytest.fixture(scope="session")
+def s3_server(emulators: Emulators) -> dict[str, str]:
     """moto's S3 server in this process, on 127.0.0.1 (a real S3 HTTP API; any key and secret are accepted).
 
-    Yields the ``AWS_*`` environment a client needs to reach it.
+    Returns the ``AWS_*`` environment a client needs to reach it.
     """
-    from moto.server import ThreadedMotoServer
+    return emulators.get("s3").env
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing-secret",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    try:
-        yield env
-    finally:
-        server.stop()
+
+@dataclass
+class ObjectStore:
+    """One object store for one test: its emulator, a fresh bucket, and the fault-injecting proxy in front of the
+    emulator (``tests/support/store_proxy.py``; with no fault injected it forwards every request as it is). ``env``,
+    already set in this process's environment, reaches the store through the proxy."""
+
+    name: str
+    emulator: Emulator
+    bucket: str
+    proxy: FaultyStoreProxy
+    env: dict[str, str]
+
+    def uri(self, path: str = "") -> str:
+        """The URI of ``path`` in this test's bucket (``s3://``, ``gs://`` or ``az://``)."""
+        return self.emulator.uri(self.bucket, path)
+
+
+class ObjectStores:
+    """Opens :class:`ObjectStore` s for one test: ``object_stores.open("gcs")``."""
+
+    def __init__(self, emulators: Emulators, monkeypatch: pytest.MonkeyPatch, stack: ExitStack) -> None:
+        self._emulators, self._monkeypatch, self._stack = emulators, monkeypatch, stack
+
+    def open(self, name: str) -> ObjectStore:
+        """The store ``name`` (one of :data:`~tests.support.emulators.STORES`): a fresh bucket, a proxy in front of
+        its emulator, and the environment that reaches it through the proxy set for this test."""
+        emulator = self._emulators.get(name)
+        proxy = self._stack.enter_context(FaultyStoreProxy(emulator.url))
+        env = emulator.env_for(proxy.url)
+        for key, value in env.items():
+            self._monkeypatch.setenv(key, value)
+        clear_filesystem_caches()
+        return ObjectStore(name, emulator, emulator.bucket(), proxy, env)
+
+
+@pytest.fixture
+def object_stores(emulators: Emulators, monkeypatch: pytest.MonkeyPatch) -> Iterator[ObjectStores]:
+    """Opens an :class:`ObjectStore` of any emulator for this test. fsspec keeps one filesystem per set of options,
+    with its endpoint read from the environment when it was made, so the cache is cleared when a store is opened
+    and at the end: a run in this process reaches this test's proxy, never an earlier one."""
+    with ExitStack() as stack:
+        try:
+            yield ObjectStores(emulators, monkeypatch, stack)
+        finally:
+            clear_filesystem_caches()
+
+
+@pytest.fixture(params=STORES)
+def object_store(request: pytest.FixtureRequest, object_stores: ObjectStores) -> ObjectStore:
+    """Each object store in turn (S3 on moto, GCS on fake-gcs-server, Azure Blob on Azurite), with a fresh bucket,
+    behind the fault-injecting proxy, its environment set: the tests that hold for every store take this."""
+    return object_stores.open(request.param)
 
 
 @pytest.fixture
@@ -173,25 +247,23 @@ def ray_session() -> Iterator[object]:
 
 
 @pytest.fixture
-def s3_proxy(s3_server: dict[str, str]) -> Iterator[FaultyS3Proxy]:
-    """A fault-injecting proxy on 127.0.0.1 in front of the S3 server (``tests/support/s3_proxy.py``); with no fault
-    injected it forwards every request as it is. ``s3_proxy.url`` is its ``AWS_ENDPOINT_URL``.
+def s3_proxy(s3_server: dict[str, str]) -> Iterator[FaultyStoreProxy]:
+    """A fault-injecting proxy on 127.0.0.1 in front of the S3 server (``tests/support/store_proxy.py``); with no
+    fault injected it forwards every request as it is. ``s3_proxy.url`` is its ``AWS_ENDPOINT_URL``.
 
     fsspec keeps one S3 filesystem per set of options, with its endpoint read from the environment when it was made,
     so the cache is cleared before and after: a run in this process reaches this test's proxy, never an earlier one.
     """
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()
+    clear_filesystem_caches()
     try:
-        with FaultyS3Proxy(s3_server["AWS_ENDPOINT_URL"]) as proxy:
+        with FaultyStoreProxy(s3_server["AWS_ENDPOINT_URL"]) as proxy:
             yield proxy
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
+        clear_filesystem_caches()
 
 
 @pytest.fixture
-def proxied_s3_env(s3_env: dict[str, str], s3_proxy: FaultyS3Proxy,
+def proxied_s3_env(s3_env: dict[str, str], s3_proxy: FaultyStoreProxy,
                    monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The ``AWS_*`` variables of the S3 server reached through :func:`s3_proxy`, set in this process's environment
     for one test (after :func:`s3_env`, which they override)."""

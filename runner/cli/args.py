@@ -237,7 +237,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="seconds the driver's lease on the run lives without a renewal (renewed every quarter "
                        "of it); a killed driver's lease lapses after it (default 60)")
     where.add_argument("--allow-overwriting-store", action="store_true", default=None,
-                       help="write to an object store that does not honour conditional writes (If-None-Match), "
+                       help="write to an object store that does not honour conditional writes (If-None-Match, "
+                       "ifGenerationMatch), "
                        "checking each record's existence first; two writers can then race")
     where.add_argument("--shards", choices=("auto", "on", "off"),
                        help="consolidate finished records into Parquet result shards (shards/), which reports, "

@@ -2,7 +2,8 @@
 
 ``submit`` builds the same RayJob as the Helm chart from the same inputs: a chart values file (``--values``, its
 ``job`` block being the run config), a run config file (``--config``) and the run flags, in that order of
-precedence (flags win). ``--dry-run`` prints the ConfigMap and the RayJob as YAML and contacts nothing.
+precedence (flags win). ``--dry-run`` prints the ServiceAccount (when the values create one, with its workload
+identity annotations), the ConfigMap and the RayJob as YAML and contacts nothing.
 
 Before it builds anything, ``submit`` (``--dry-run`` too) makes every check of a local ``run`` that needs neither the
 benchmark's data nor a model server: the config's fields, the benchmark, solution and executor names, the
@@ -36,7 +37,7 @@ from runner.models import check_model_names
 from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
 from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name, image_repository, image_tag
-from runner.kuberay.manifest import build_configmap, build_rayjob, dump_yaml
+from runner.kuberay.manifest import build_configmap, build_rayjob, build_service_account, dump_yaml
 from runner.kuberay.options import DeployOptions
 from runner.kuberay.status import RayJobStatus
 
@@ -62,7 +63,8 @@ def add_commands(sub: Any) -> None:
     submit = sub.add_parser("submit", help="run a benchmark on Kubernetes as a KubeRay RayJob")
     add_run_arguments(submit)
     where = submit.add_argument_group("where it runs (Kubernetes)")
-    where.add_argument("--dry-run", action="store_true", help="print the ConfigMap and RayJob YAML; contact nothing")
+    where.add_argument("--dry-run", action="store_true", help="print the YAML of the ServiceAccount (if the values "
+                       "create one), the ConfigMap and the RayJob; contact nothing")
     _add_cluster_flags(where)
     where.add_argument("--name", help=f"RayJob name, at most {MAX_RAYJOB_NAME} characters "
                                       "(default: <benchmark>-<UTC time>)")
@@ -209,18 +211,20 @@ def cmd_submit(args: argparse.Namespace) -> int:
     rayjob = build_rayjob(config, options, name, namespace=args.namespace, extra_args=extra_args)
     configmap = build_configmap(config, name, namespace=args.namespace)
     waiting = wait_seconds(args.wait_timeout, options) if args.wait or args.follow else None
+    account = build_service_account(options, name, namespace=args.namespace)
     # The checks of a local run, before anything is printed or sent. The ConfigMap keeps the config as given, so
     # that the pods settle the model defaults from their own environment.
     check_model_names(**RunRequest.from_config(config).models())
     if args.dry_run:
-        sys.stdout.write(dump_yaml(configmap, rayjob))
+        sys.stdout.write(dump_yaml(*([account] if account else []), configmap, rayjob))
         return 0
 
     from runner.kuberay.client import RayJobClient, WaitTimeout
 
     client = RayJobClient.from_environment(args.namespace, args.context)
     credentials = options.storage.credentials
-    client.submit(rayjob, configmap, secret=credentials.secret_ref if credentials.source == "secret" else None)
+    client.submit(rayjob, configmap, secret=credentials.secret_ref if credentials.source == "secret" else None,
+                  service_account=account)
     ns = client.namespace
     print(f"submitted RayJob {name} in namespace {ns}; results go to {config.storage}", file=sys.stderr)
     if not (args.wait or args.follow):

@@ -14,7 +14,10 @@ A value is secret when
 - it is the password of a URL with credentials (``scheme://user:password@host``), under any name;
 - it is the secret part of a connection string (Azure's ``AccountKey=``, ``SharedAccessKey=``,
   ``SharedAccessSignature=``, a database's ``Password=``/``Pwd=``, up to the next ``;``, space or quote), under any
-  name.
+  name;
+- it is the signature of an Azure shared access signature (``sig=`` in a SAS token or a SAS URL's query,
+  ``...?sv=2022-11-02&sp=r&sig=...``), under any name: the signature is what grants access (Azure Storage docs,
+  "Create a service SAS", the ``signature`` field).
 
 Other options (``endpoint_url``, ``region_name``, ``anon``) are not secret, so messages keep them readable.
 
@@ -58,12 +61,15 @@ SECRET_NAME = "|".join(
 _URL_PASSWORD = r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#@\s:]*:([^/?#@\s]+)@"
 _CONNECTION_SECRET = ("(^|[^a-zA-Z0-9])(" + "|".join(anycase(name) for name in (
     "AccountKey", "SharedAccessKey", "SharedAccessSignature", "Password", "Pwd")) + ")=([^;\\s'\"]+)")
-SECRET_VALUE = f"{_URL_PASSWORD}|{_CONNECTION_SECRET}"
-"""A string that holds a secret whatever its option's name: a URL with a password, a connection string's key."""
+_SAS_SIGNATURE = "(^|[?&])" + anycase("sig") + "=([^&;\\s'\"#]+)"
+SECRET_VALUE = f"{_URL_PASSWORD}|{_CONNECTION_SECRET}|{_SAS_SIGNATURE}"
+"""A string that holds a secret whatever its option's name: a URL with a password, a connection string's key, a
+shared access signature's ``sig=``."""
 
 _NAME = re.compile(SECRET_NAME)
 _URL = re.compile(_URL_PASSWORD)
 _CONNECTION = re.compile(_CONNECTION_SECRET)
+_SAS = re.compile(_SAS_SIGNATURE)
 
 
 class Secret(NamedTuple):
@@ -112,25 +118,29 @@ def _find(value: Any, path: str, secret: bool) -> Iterator[Secret]:
             yield Secret(path, match.group(1), "holds a password in its URL")
         for match in _CONNECTION.finditer(text):
             yield Secret(path, match.group(3), "holds a secret in its connection string")
+        for match in _SAS.finditer(text):
+            yield Secret(path, match.group(2), "holds the signature of a shared access signature (sig=)")
 
 
 def mask(text: str, options: Any = None) -> str:
-    """``text`` with every secret of ``options`` (:func:`find`) replaced by ``***``, and with the password of any URL
-    and the key of any connection string in ``text`` itself masked too (a URI with credentials in a message).
+    """``text`` with every secret of ``options`` (:func:`find`) replaced by ``***``, and with the password of any URL,
+    the key of any connection string and any shared access signature's ``sig=`` in ``text`` itself masked too (a URI
+    with credentials in a message).
 
     The longest secrets are replaced first, so a secret that contains another is masked whole.
     """
     for secret in sorted({s.value for s in find(options)} if options else (), key=len, reverse=True):
         text = text.replace(secret, MASK)
     text = _URL.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK + "@", text)
-    return _CONNECTION.sub(lambda m: m.group(0)[: m.start(3) - m.start(0)] + MASK, text)
+    text = _CONNECTION.sub(lambda m: m.group(0)[: m.start(3) - m.start(0)] + MASK, text)
+    return _SAS.sub(lambda m: m.group(0)[: m.start(2) - m.start(0)] + MASK, text)
 
 
 def redact(value: Any, secret: bool = False) -> Any:
     """A copy of ``value`` (a dict of options or settings, at any depth) fit to be written down: every value under a
-    secret name replaced by ``***``, and the password of a URL and the key of a connection string masked in every
-    other string (``s3://user:***@host/bucket``). Used for everything a run writes about its configuration
-    (``run.json``)."""
+    secret name replaced by ``***``, and the password of a URL, the key of a connection string and a SAS's ``sig=``
+    masked in every other string (``s3://user:***@host/bucket``). Used for everything a run writes about its
+    configuration (``run.json``)."""
     if isinstance(value, dict):
         return {name: redact(item, secret or is_secret_name(str(name))) for name, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -114,7 +114,7 @@ class RayJobClient:
         return KubernetesError(f"{doing}: {exc.status} {_api_message(exc)}")
 
     def submit(self, rayjob: dict[str, Any], configmap: dict[str, Any] | None = None, *,
-               secret: str | None = None) -> dict[str, Any]:
+               secret: str | None = None, service_account: dict[str, Any] | None = None) -> dict[str, Any]:
         """Create the run-config ConfigMap and the RayJob, with strict field validation on the server.
 
         The ConfigMap is created first (so the head never waits for it), then the RayJob, then the ConfigMap is
@@ -125,6 +125,9 @@ class RayJobClient:
             rayjob: the RayJob dict (:func:`runner.kuberay.manifest.build_rayjob`).
             configmap: its ConfigMap (:func:`runner.kuberay.manifest.build_configmap`), if any.
             secret: a Secret the pods read credentials from; checked to exist first (skipped if we may not read it).
+            service_account: the pods' ServiceAccount (:func:`runner.kuberay.manifest.build_service_account`),
+                created before anything else unless one of that name exists, which is then used as it is (a named
+                account serves every run that names it, so it is never deleted with a RayJob).
 
         Returns:
             The created RayJob as the API server returned it.
@@ -136,6 +139,8 @@ class RayJobClient:
         name = rayjob["metadata"]["name"]
         if secret:
             self._check_secret(secret)
+        if service_account is not None:
+            self._create_service_account(service_account)
         if configmap is not None:
             try:
                 self._core.create_namespaced_config_map(self.namespace, configmap, field_validation="Strict")
@@ -170,6 +175,16 @@ class RayJobClient:
         if configmap is not None:
             self._own(configmap["metadata"]["name"], created)
         return created
+
+    def _create_service_account(self, account: dict[str, Any]) -> None:
+        name = account["metadata"]["name"]
+        try:
+            self._core.create_namespaced_service_account(self.namespace, account, field_validation="Strict")
+        except ApiException as exc:
+            if exc.status != 409:
+                raise self._fail(exc, f"creating ServiceAccount {name}") from None
+        except HTTPError as exc:
+            raise self._fail(exc, f"creating ServiceAccount {name}") from None
 
     def _check_secret(self, secret: str) -> None:
         try:

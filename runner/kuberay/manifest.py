@@ -153,6 +153,26 @@ def build_configmap(config: RunConfig, name: str, namespace: str | None = None) 
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {CONFIG_FILE: text}}
 
 
+def build_service_account(options: DeployOptions, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    """The pods' ServiceAccount with its workload identity annotations, when the options create one
+    (``serviceAccount.create``, as the chart's ``templates/serviceaccount.yaml``); ``None`` when the pods use an
+    existing one or the namespace's default.
+
+    Args:
+        options: the deployment options.
+        name: the RayJob's name (the account's name unless ``serviceAccount.name`` gives one).
+        namespace: set in ``metadata`` when given.
+    """
+    if not options.service_account.create:
+        return None
+    metadata: dict[str, Any] = {"name": options.service_account_name(name), "labels": labels(name)}
+    if namespace:
+        metadata["namespace"] = namespace
+    if options.service_account.annotations:
+        metadata["annotations"] = dict(options.service_account.annotations)
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
+
+
 def build_rayjob(
     config: RunConfig,
     options: DeployOptions,
@@ -309,16 +329,18 @@ def _pod_template(options: DeployOptions, fullname: str, container: dict[str, An
     if volumes:
         pod["volumes"] = volumes
     template: dict[str, Any] = {"spec": pod}
+    labels, annotations = dict(options.common.pod_labels), dict(options.common.pod_annotations)
     if placement is not None:
         for key, field in (("nodeSelector", "node_selector"), ("tolerations", "tolerations"),
                            ("affinity", "affinity")):
             value = getattr(placement, field)
             if value:
                 pod[key] = value
-        metadata = {key: value for key, value in (("labels", placement.labels),
-                                                  ("annotations", placement.annotations)) if value}
-        if metadata:
-            template["metadata"] = metadata
+        labels.update(placement.labels)
+        annotations.update(placement.annotations)
+    metadata = {key: value for key, value in (("labels", labels), ("annotations", annotations)) if value}
+    if metadata:
+        template["metadata"] = metadata
     return template
 
 

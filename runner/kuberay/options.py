@@ -215,11 +215,15 @@ class Submitter(_Values):
 
 
 class Common(_Values):
-    """Environment for the head, the workers and the submitter: ``env`` (plain values, never secrets) and
-    ``env_from`` (``secretRef``/``configMapRef`` entries, e.g. a model API key Secret)."""
+    """What the head, the workers and the submitter share: ``env`` (plain values, never secrets) and ``env_from``
+    (``secretRef``/``configMapRef`` entries, e.g. a model API key Secret) of their containers, and ``pod_labels`` and
+    ``pod_annotations`` of their pods (a group's own ``labels`` and ``annotations`` win over these). AKS Workload
+    Identity needs the pod label ``azure.workload.identity/use: "true"`` here."""
 
     env: Env = Field(default_factory=list)
     env_from: list[dict[str, Any]] = Field(default_factory=list)
+    pod_labels: dict[str, str] = Field(default_factory=dict)
+    pod_annotations: dict[str, str] = Field(default_factory=dict)
 
 
 class Credentials(_Values):
@@ -247,8 +251,11 @@ class Storage(_Values):
 
 
 class ServiceAccount(_Values):
-    """``create``: the chart creates one (name ``name`` or the release's full name) with ``annotations`` such as
-    ``eks.amazonaws.com/role-arn`` or ``iam.gke.io/gcp-service-account``; else ``name`` is an existing one."""
+    """The pods' Kubernetes service account, for cloud workload identity. ``create``: the chart (and ``submit``)
+    creates one (name ``name`` or the release's full name) with ``annotations``: ``eks.amazonaws.com/role-arn`` (EKS
+    IRSA), ``iam.gke.io/gcp-service-account`` (GKE Workload Identity with a Google service account),
+    ``azure.workload.identity/client-id`` (AKS Workload Identity, with the pod label of :class:`Common`); else
+    ``name`` is an existing one."""
 
     create: bool = False
     name: str = ""

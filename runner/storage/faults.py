@@ -1,10 +1,21 @@
 """What kind of failure a storage backend raised, and the advice that fits it.
 
-fsspec backends raise their own exceptions: s3fs turns S3's answers into ``OSError`` subclasses (``PermissionError``
-for 403, ``FileNotFoundError`` for 404, ``OSError(EBUSY)`` for 503...) and keeps botocore's ``ClientError``, with
-the HTTP status, as ``__cause__`` (``s3fs/errors.py``, ``translate_boto_error``); network faults arrive as
-botocore's or aiohttp's exceptions. :func:`fault_kind` reads the HTTP status anywhere in the exception's chain
-first, then the exception's type and ``errno``, without importing any backend.
+fsspec backends raise their own exceptions:
+
+- s3fs turns S3's answers into ``OSError`` subclasses (``PermissionError`` for 403, ``FileNotFoundError`` for 404,
+  ``OSError(EBUSY)`` for 503...) and keeps botocore's ``ClientError``, with the HTTP status, as ``__cause__``
+  (``s3fs/errors.py``, ``translate_boto_error``);
+- gcsfs raises ``FileNotFoundError`` for 404, ``FileExistsError`` for 412, a plain ``OSError("Forbidden: ...")``
+  for 403, ``requests``' ``ProxyError`` for 502, and its ``HttpError`` with the status as ``code`` for the rest
+  (``gcsfs/retry.py``, ``validate_response``);
+- adlfs lets azure-core's ``HttpResponseError`` through, with the status as ``status_code``
+  (``ClientAuthenticationError`` for 401/403, ``ResourceNotFoundError`` for 404), and azure-core's
+  ``ServiceRequestError`` (no request sent: the connection failed) and ``ServiceResponseError`` (the connection
+  broke before the answer);
+- network faults arrive as botocore's, aiohttp's, requests' or azure-core's exceptions.
+
+:func:`fault_kind` reads the HTTP status anywhere in the exception's chain first, then the exception's type and
+``errno``, without importing any backend.
 """
 
 from __future__ import annotations
@@ -13,6 +24,8 @@ import enum
 import errno
 import sys
 from collections.abc import Iterator
+
+from runner.storage.protocols import condition_of, protocol_info
 
 _TRANSIENT_ERRNOS = {errno.EBUSY, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE,
                      getattr(errno, "EREMOTEIO", errno.EIO)}
@@ -23,9 +36,15 @@ _NETWORK_ERRORS = {
     "botocore.exceptions": ("ConnectionError", "HTTPClientError"),
     "aiohttp": ("ClientConnectionError", "ClientPayloadError", "ServerTimeoutError"),
     "urllib3.exceptions": ("ProtocolError", "TimeoutError"),
+    "requests.exceptions": ("ConnectionError", "Timeout"),
+    "azure.core.exceptions": ("ServiceRequestError", "ServiceResponseError"),
 }
 """Network failures of the HTTP clients under fsspec backends (module -> class names): a connection refused,
 closed or reset, a read that timed out, a body cut short. Looked up only in modules already imported."""
+_COULD_NOT_CONNECT = ("EndpointConnectionError", "ClientConnectorError", "ServiceRequestError")
+"""The network failures above that mean no connection was made (rather than one that broke)."""
+_GCSFS_FORBIDDEN = "Forbidden: "
+"""How gcsfs words a 403, the only status it reports by message alone (``gcsfs/retry.py``, ``validate_response``)."""
 
 
 class FaultKind(str, enum.Enum):
@@ -58,14 +77,14 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def http_status(exc: BaseException) -> int | None:
     """The HTTP status a storage backend's exception carries (botocore's ``response``, aiohttp's ``status``,
-    gcsfs' ``code``), anywhere in its chain; ``None`` if none does."""
+    gcsfs' ``code``, azure-core's ``status_code``), anywhere in its chain; ``None`` if none does."""
     for error in _chain(exc):
         response = getattr(error, "response", None)
         if isinstance(response, dict):
             status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if isinstance(status, int):
                 return status
-        for name in ("status", "code"):
+        for name in ("status", "code", "status_code"):
             value = getattr(error, name, None)
             if isinstance(value, int) and 100 <= value < 600:
                 return value
@@ -81,7 +100,7 @@ def _network_error(error: BaseException) -> str | None:
         for class_name in class_names:
             cls = getattr(module, class_name, None)
             if isinstance(cls, type) and isinstance(error, cls):
-                could_not_connect = type(error).__name__ in ("EndpointConnectionError", "ClientConnectorError")
+                could_not_connect = any(base.__name__ in _COULD_NOT_CONNECT for base in type(error).__mro__)
                 return "unreachable" if could_not_connect else "unavailable"
     return None
 
@@ -102,7 +121,7 @@ def fault_kind(exc: BaseException) -> FaultKind:
         network = _network_error(error)
         if network is not None:
             return FaultKind(network)
-        if isinstance(error, PermissionError):
+        if isinstance(error, PermissionError) or (type(error) is OSError and str(error).startswith(_GCSFS_FORBIDDEN)):
             return FaultKind.DENIED
         if isinstance(error, FileNotFoundError):
             return FaultKind.MISSING
@@ -129,12 +148,11 @@ def protocol_of(uri: str | None) -> str:
 
 
 def credentials_of(protocol: str) -> str:
-    """Where the credentials of ``protocol`` come from, in words."""
-    if protocol in ("s3", "s3a"):
-        return "AWS_* variables or --storage-options"
-    if protocol in ("gs", "gcs"):
-        return "Google Cloud credentials (GOOGLE_APPLICATION_CREDENTIALS) or --storage-options"
-    if protocol in ("az", "abfs", "abfss", "adl"):
+    """Where the credentials of ``protocol`` come from, in words (:mod:`runner.storage.protocols`)."""
+    info = protocol_info(protocol)
+    if info is not None:
+        return info.credentials
+    if protocol == "adl":
         return "AZURE_STORAGE_* variables or --storage-options"
     return f"the {protocol} filesystem's credentials or --storage-options"
 
@@ -156,6 +174,6 @@ def advice(uri: str | None, exc: BaseException | None = None, flag: str | None =
         return (f"{store} looks temporarily unavailable (a server error, throttling or a network fault); try "
                 "again once it answers")
     if kind is FaultKind.UNSUPPORTED:
-        return (f"{store} does not implement a request runner sends (conditional writes, If-None-Match: *); "
+        return (f"{store} does not implement a request runner sends (conditional writes, {condition_of(protocol)}); "
                 "use a store that does, or see --allow-overwriting-store")
     return f"check {named} and its credentials ({credentials_of(protocol)})"

@@ -1,9 +1,9 @@
 """One run, one driver: the lease a driver holds on its run directory (``lease.json``).
 
-A driver creates ``lease.json`` with the records' own write-once primitive (``os.link`` on a local disk, a PUT with
-``If-None-Match: *`` on an object store) before it writes anything else, renews it while the run executes, and
-removes it when the run ends. The lease says who holds it (host, pid, run id, since when) and until when
-(``expires_at`` = last heartbeat + ``ttl_s``), so a killed driver's lease lapses by itself.
+A driver creates ``lease.json`` with the records' own write-once primitive (``os.link`` on a local disk, the store's
+conditional write on an object store: :mod:`runner.storage.protocols`) before it writes anything else, renews it
+while the run executes, and removes it when the run ends. The lease says who holds it (host, pid, run id, since
+when) and until when (``expires_at`` = last heartbeat + ``ttl_s``), so a killed driver's lease lapses by itself.
 
 - A second driver finds a live lease and is refused (:class:`~runner.core.errors.LeaseHeld`, one line naming the
   owner). A lapsed lease (expired, or held by a process of this host that no longer exists) is taken over only with

@@ -1,7 +1,8 @@
 """The probe of an object store's conditional writes, once per run, before the lease and any record.
 
 Every promise of the store rests on one primitive: a write that fails when its key exists (``If-None-Match: *`` on
-S3). A store that ignores the header overwrites a record and lets two drivers take one lease; one that does not
+S3 and Azure Blob Storage, ``ifGenerationMatch=0`` on Google Cloud Storage: :mod:`runner.storage.protocols`). A
+store that ignores the condition overwrites a record and lets two drivers take one lease; one that does not
 implement it answers 501 to every record write. The probe writes one key twice under the condition: the second
 write must be refused.
 """
@@ -13,14 +14,16 @@ import uuid
 
 import structlog
 
-from runner.core.errors import StorageError
-from runner.storage.faults import FaultKind, fault_kind
+from runner.core.errors import StorageError, exception_line
+from runner.storage.faults import FaultKind, fault_kind, protocol_of
+from runner.storage.protocols import condition_of
 from runner.storage.store import ResultStore
 
 PROBE_PREFIX = ".conditional-write-probe-"
 """The probe's key under the run root (one fresh name per probe, deleted afterwards)."""
 
 OPT_IN = "--allow-overwriting-store"
+_HONOURED_BY = "Amazon S3, Google Cloud Storage and Azure Blob Storage do"
 
 
 def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False) -> bool:
@@ -43,18 +46,19 @@ def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False
         return True
     path = store.path(f"{PROBE_PREFIX}{uuid.uuid4().hex}")
     shown = store.display(path)
+    condition = condition_of(protocol_of(store.uri))
     problem = None
     try:
         store.create(path, b"first")
         try:
             store.create(path, b"second")
-            problem = "a second write of one key with If-None-Match: * replaced the first"
+            problem = f"a second write of one key with {condition} replaced the first"
         except FileExistsError:
             pass
     except Exception as exc:  # noqa: BLE001 - a backend failure becomes one line
         if fault_kind(exc) is not FaultKind.UNSUPPORTED:
             raise StorageError(store.explain(f"cannot write {shown}", exc)) from None
-        problem = f"it answered a write with If-None-Match: * with 501 Not Implemented ({type(exc).__name__}: {exc})"
+        problem = f"it answered a write with {condition} with 501 Not Implemented ({exception_line(exc)})"
     finally:
         with contextlib.suppress(Exception):
             store.fs.rm_file(path)
@@ -64,8 +68,8 @@ def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False
     if not allow_overwriting:
         raise StorageError(
             f"storage {store.uri} does not honour conditional writes: {problem}, so {risk}; use a store that "
-            f"honours If-None-Match: * (AWS S3 does), or pass {OPT_IN} to write each record after an existence "
-            "check instead"
+            f"honours {condition} ({_HONOURED_BY}), or pass {OPT_IN} to write each record after an existence check "
+            "instead"
         )
     store.conditional = False
     structlog.get_logger("runner").warning(

@@ -9,8 +9,10 @@ Layout under the run URI::
     summary.json  results.csv         written by the report
     limits.json                       the model traffic of the latest invocation (rates, 429s, budget)
 
-Promises: a record's existence, as an object or as a shard's row, means "done"; a reader never sees half a record (local disk: temp file then
-``os.link``, which fails rather than overwrite; object stores: one conditional PUT, ``If-None-Match: *``, which
+Promises: a record's existence, as an object or as a shard's row, means "done"; a reader never sees half a record
+(local disk: temp file then ``os.link``, which fails rather than overwrite; object stores: one conditional write,
+each store's own primitive, ``If-None-Match: *`` on S3 and Azure Blob, ``ifGenerationMatch=0`` on GCS
+(:mod:`runner.storage.protocols`), which
 :func:`runner.storage.probe.check_conditional_writes` probes once per run); a refused write whose stored record
 carries this write's id (its response was lost, a retry was refused) is this write's success; a record write
 outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`), a store that hangs
@@ -78,8 +80,10 @@ class ResultStore:
         uri: the run's URI: a path, ``file://``, ``memory://``, ``s3://bucket/prefix`` or any fsspec URL. ``None``
             leaves it to the evaluator, which uses ``./runs/<benchmark>-<UTC timestamp>``.
         storage_options: passed to ``fsspec.url_to_fs`` (e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
-            for S3). S3 credentials and endpoint otherwise come from the standard ``AWS_*`` variables, including
-            ``AWS_ENDPOINT_URL``. Options are never logged or written to the manifest.
+            for S3). Credentials otherwise come as each cloud's tools expect them: S3 from the standard ``AWS_*``
+            variables (including ``AWS_ENDPOINT_URL``), GCS from Application Default Credentials, Azure Blob from
+            ``AZURE_STORAGE_ACCOUNT_NAME`` with ``DefaultAzureCredential`` or ``AZURE_STORAGE_CONNECTION_STRING``
+            (:mod:`runner.storage.protocols`). Options are never logged or written to the manifest.
         flag: the option that named this store, when it is not the run's storage (``--cache``): its errors name it
             (``cannot open the --cache storage ...; check the --cache URI ...``).
 
@@ -87,8 +91,9 @@ class ResultStore:
         outage_s: seconds a record write retries a store that fails with errors that look temporary (0, the
             default outside a run: a failure is raised at once); it also bounds each call to an object store
             (:mod:`runner.storage.deadline`), so that a store that hangs fails within it.
-        conditional: whether writes use the store's conditional write (``If-None-Match: *``); ``False`` only after
-            the probe found a store that ignores it and the user allowed that (an existence check, then a PUT).
+        conditional: whether writes use the store's conditional write (``If-None-Match: *``,
+            ``ifGenerationMatch=0``); ``False`` only after the probe found a store that ignores it and the user
+            allowed that (an existence check, then a plain write).
 
     The store pickles without its filesystem object and its outage state, so it can be shipped to Ray workers.
     """
@@ -217,7 +222,9 @@ class ResultStore:
 
     def create(self, path: str, data: bytes) -> None:
         """Create ``path`` with ``data`` whole, in one try (see :attr:`conditional`): the primitive under
-        :meth:`write_once`, for callers that read the backend's exception themselves.
+        :meth:`write_once`, for callers that read the backend's exception themselves. On an object store it is
+        fsspec's ``pipe_file(..., mode="create")``, which s3fs, gcsfs and adlfs each send as their store's conditional
+        write and answer with ``FileExistsError`` when the key exists (:mod:`runner.storage.protocols`).
 
         Raises:
             FileExistsError: ``path`` exists.

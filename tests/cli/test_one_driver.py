@@ -1,5 +1,6 @@
-"""One run, one driver, through the CLI: two drivers started at once on one run directory (a local disk, S3 over
-loopback), the lease renewed while a run executes, a driver whose run was taken over stops with exit status 3."""
+"""One run, one driver, through the CLI: two drivers started at once on one run directory (a local disk, S3, GCS and
+Azure Blob through their emulators on loopback), the lease renewed while a run executes, a driver whose run was
+taken over stops with exit status 3."""
 
 import json
 import os
@@ -15,6 +16,7 @@ import pytest
 from runner.storage import ResultStore
 from runner.storage.lease import LEASE
 from tests.support.cli import REPO, CliResult
+from tests.support.emulators import STORES
 
 SLOW = ["--benchmark", "toy", "--solution", "tests.support.solutions:counting_calculator", "--sequential",
         "--log-format", "json"]
@@ -23,7 +25,8 @@ SLOW = ["--benchmark", "toy", "--solution", "tests.support.solutions:counting_ca
 def _storage(backend: str, tmp_path, request) -> tuple[str, dict[str, str]]:
     if backend == "local":
         return str(tmp_path / "run"), {}
-    return f"s3://{request.getfixturevalue('s3_bucket')}/runs/toy", dict(request.getfixturevalue("s3_env"))
+    reached = request.getfixturevalue("object_stores").open(backend)
+    return reached.uri("runs/toy"), dict(reached.env)
 
 
 def _start(storage: str, env: dict[str, str], *flags: str) -> subprocess.Popen:
@@ -31,7 +34,7 @@ def _start(storage: str, env: dict[str, str], *flags: str) -> subprocess.Popen:
                             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
+@pytest.mark.parametrize("backend", ["local", *STORES])
 def test_two_drivers_started_at_once_one_runs_and_the_other_is_refused(backend, tmp_path, request):
     storage, env = _storage(backend, tmp_path, request)
     calls = tmp_path / "calls.txt"

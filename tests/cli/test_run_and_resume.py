@@ -1,6 +1,6 @@
 """The main job, its files and resume: rerun does no work; a run killed with SIGKILL leaves its lease, which the same
 command takes over (the driver's process is gone on this host), and resumes without running a finished item again
-(locally and on a real S3 API over loopback)."""
+(locally, and on S3, GCS and Azure Blob through their emulators on loopback)."""
 
 import csv
 import json
@@ -18,6 +18,7 @@ import pytest
 from runner.engine.sequential import WRITES_IN_FLIGHT
 from runner.storage import ResultStore
 from tests.support.cli import REPO
+from tests.support.emulators import STORES
 
 
 def test_quick_start_prints_a_table_and_leaves_the_files(cli_process, cli, tmp_path):
@@ -89,18 +90,18 @@ def _kill_midway(storage: str, calls_file, env: dict[str, str], after_calls: int
     return proc.pid
 
 
-@pytest.mark.parametrize("backend", ["local", "s3", "local, its driver a zombie"])
+@pytest.mark.parametrize("backend", ["local", *STORES, "local, its driver a zombie"])
 def test_killed_run_resumes_without_running_a_finished_item_again(backend, tmp_path, request, cli, reaper):
     env = {"RUNNER_TEST_CALLS": str(tmp_path / "calls.txt")}
-    if backend == "s3":
-        env.update(request.getfixturevalue("s3_server"))
-        storage = f"s3://{request.getfixturevalue('s3_bucket')}/runs/toy"
+    if backend in STORES:
+        reached = request.getfixturevalue("object_stores").open(backend)
+        env.update(reached.env)
+        storage = reached.uri("runs/toy")
     else:
         storage = str(tmp_path / "run")
     calls_file = tmp_path / "calls.txt"
 
     killed = _kill_midway(storage, calls_file, env, after_calls=30, reap="zombie" not in backend)
-    os.environ.update(env) if backend == "s3" else None
     done_at_kill = {key for key, _ in ResultStore(storage).done_items()}
     calls_at_kill = len(calls_file.read_text().splitlines())
     assert 0 < len(done_at_kill) < 100

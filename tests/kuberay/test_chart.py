@@ -31,8 +31,10 @@ def test_lint_is_clean_in_strict_mode():
     assert report["errors"] == [] and problems == [], report
 
 
-def test_lint_with_the_gpu_example_is_clean():
-    report = helm_python.lint(CHART, GPU_VALUES, strict=True)
+@pytest.mark.parametrize("example", ["gpu", "gke", "aks"])
+def test_lint_with_each_example_in_ci_is_clean(example):
+    values = yaml.safe_load((CHART / "ci" / f"{example}-values.yaml").read_text())
+    report = helm_python.lint(CHART, values, strict=True)
     assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == [], report
 
 
@@ -114,6 +116,41 @@ def test_service_account_for_workload_identity(chart, rayjob_schema):
     for pod, container in containers(out["RayJob"]):
         assert pod["serviceAccountName"] == "toy-runner"
         assert "envFrom" not in container
+    assert rayjob_schema.errors(out["RayJob"]) == []
+
+
+GKE_VALUES = yaml.safe_load((CHART / "ci" / "gke-values.yaml").read_text())
+AKS_VALUES = yaml.safe_load((CHART / "ci" / "aks-values.yaml").read_text())
+
+
+def test_gke_workload_identity_annotates_the_account_every_pod_runs_as(chart, rayjob_schema):
+    out = render(chart, GKE_VALUES)
+    assert out["ServiceAccount"]["metadata"]["name"] == "runner"
+    assert out["ServiceAccount"]["metadata"]["annotations"] == {
+        "iam.gke.io/gcp-service-account": "runner@my-project.iam.gserviceaccount.com"}
+    for pod, container in containers(out["RayJob"]):
+        assert pod["serviceAccountName"] == "runner" and "envFrom" not in container
+    assert yaml.safe_load(out["ConfigMap"]["data"]["config.yaml"])["storage"] == "gs://my-bucket/runs/toy"
+    assert rayjob_schema.errors(out["RayJob"]) == []
+
+
+def test_aks_workload_identity_labels_every_pod_and_annotates_the_account(chart, rayjob_schema):
+    """AKS's webhook acts on pods labelled azure.workload.identity/use: "true" that run as an account annotated with
+    the identity's client id: the head, every worker group and the submitter carry the label (a group's own labels
+    beside it), and the account name; the storage account's name reaches every container."""
+    values = {**AKS_VALUES, "head": {"labels": {"team": "evals"}}}
+    out = render(chart, values)
+    assert out["ServiceAccount"]["metadata"]["annotations"] == {
+        "azure.workload.identity/client-id": "00000000-0000-0000-0000-000000000000"}
+    spec = out["RayJob"]["spec"]
+    templates = [spec["submitterPodTemplate"], spec["rayClusterSpec"]["headGroupSpec"]["template"],
+                 *(group["template"] for group in spec["rayClusterSpec"]["workerGroupSpecs"])]
+    assert [t["metadata"]["labels"] for t in templates] == [
+        {"azure.workload.identity/use": "true"}, {"azure.workload.identity/use": "true", "team": "evals"},
+        {"azure.workload.identity/use": "true"}]
+    for pod, container in containers(out["RayJob"]):
+        assert pod["serviceAccountName"] == "runner" and "envFrom" not in container
+        assert container["env"] == [{"name": "AZURE_STORAGE_ACCOUNT_NAME", "value": "mystorageaccount"}]
     assert rayjob_schema.errors(out["RayJob"]) == []
 
 

@@ -181,6 +181,43 @@ def test_submit_wait_to_success(kube, capsys):
     assert kube.get("rayjobs", "evals", "toy-eval")["spec"]["rayClusterSpec"]["rayVersion"] == "2.60.0"
 
 
+@pytest.mark.parametrize("values", ["gke-values.yaml", "aks-values.yaml"])
+def test_dry_run_with_workload_identity_values_prints_the_account_first(capsys, rayjob_schema, values):
+    """The chart's example values for GKE and AKS: submit prints the annotated ServiceAccount the pods run as, then
+    the ConfigMap and a RayJob valid for KubeRay, with the same pods as the chart's."""
+    assert main(["submit", "--dry-run", "--name", "toy-eval", "-n", "evals", "--values",
+                 str(CHART / "ci" / values)]) == 0
+    out = capsys.readouterr().out
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(out)]
+    assert kinds == ["ServiceAccount", "ConfigMap", "RayJob"]
+    docs = documents(out)
+    chart_values = yaml.safe_load((CHART / "ci" / values).read_text())
+    assert docs["ServiceAccount"]["metadata"]["name"] == "runner"
+    assert docs["ServiceAccount"]["metadata"]["namespace"] == "evals"
+    assert docs["ServiceAccount"]["metadata"]["annotations"] == chart_values["serviceAccount"]["annotations"]
+    assert rayjob_schema.errors(docs["RayJob"]) == []
+    head = docs["RayJob"]["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]
+    assert head["spec"]["serviceAccountName"] == "runner"
+    assert head.get("metadata", {}).get("labels", {}) == chart_values.get("common", {}).get("podLabels", {})
+
+
+def test_submit_creates_the_service_account_once_and_no_secret_is_needed(kube, capsys):
+    """With workload identity no Secret is read; the account is created before the RayJob, and a second run that
+    names it uses it as it is."""
+    kube.statuses = [{"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}]
+    args = ["submit", "--values", str(CHART / "ci" / "aks-values.yaml"), "-b", "toy", "-s", "calculator"]
+    assert main([*args, "--name", "toy-one"]) == 0, capsys.readouterr().err
+    account = kube.get("serviceaccounts", "evals", "runner")
+    assert account["metadata"]["annotations"] == {
+        "azure.workload.identity/client-id": "00000000-0000-0000-0000-000000000000"}
+    created = [r.path.rsplit("/", 1)[-1] for r in kube.requests if r.method == "POST"]
+    assert created[:3] == ["serviceaccounts", "configmaps", "rayjobs"]
+    assert not [r for r in kube.requests if "/secrets/" in r.path]
+    assert main([*args, "--name", "toy-two"]) == 0, capsys.readouterr().err
+    assert kube.get("rayjobs", "evals", "toy-two")["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"][
+        "serviceAccountName"] == "runner"
+
+
 def test_submit_follow_prints_the_driver_log_then_fails_with_exit_1(kube, capsys):
     kube.add_secret("runner-storage")
     kube.log_lines = ["toy: 40/100 items", "Traceback (most recent call last):"]

@@ -65,7 +65,7 @@ def dry_runs() -> list[list[str]]:
 
 
 def test_the_doc_has_the_commands_checked_here():
-    assert len(helm_installs()) == 3 and len(dry_runs()) == 2
+    assert len(helm_installs()) == 5 and len(dry_runs()) == 4
 
 
 @pytest.mark.parametrize("release, values", helm_installs(), ids=lambda v: v if isinstance(v, str) else "")

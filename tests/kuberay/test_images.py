@@ -4,6 +4,7 @@ on the official Ray image that runs as non-root with no ENTRYPOINT/CMD, and a bu
 from __future__ import annotations
 
 import re
+import tomllib
 
 import yaml
 
@@ -51,6 +52,16 @@ def test_dockerfile_builds_on_the_official_ray_image_for_python_311():
     froms = [arg for kind, arg in steps if kind == "FROM"]
     assert froms == ["rayproject/ray:${RAY_VERSION}-${PYTHON_TAG}${RAY_TAG_SUFFIX}"]
     assert any(kind == "RUN" and "ray.__version__ == '${RAY_VERSION}'" in arg for kind, arg in steps)
+
+
+def test_the_image_reaches_s3_gcs_and_azure_blob():
+    """The image installs the gcs and azure extras beside s3fs, and imports the three backends when it is built."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [d.split(">")[0] for d in extras["gcs"]] == ["gcsfs"] and [d.split(">")[0] for d in extras["azure"]] == [
+        "adlfs"]
+    install = [arg for kind, arg in instructions(DOCKERFILE) if kind == "RUN" and "pip install" in arg]
+    assert len(install) == 1 and 'pip install --no-cache-dir ".[gcs,azure]"' in install[0]
+    assert "import ray, runner, s3fs, gcsfs, adlfs;" in install[0]
 
 
 def test_dockerfile_runs_as_ray_with_no_entrypoint_or_cmd():

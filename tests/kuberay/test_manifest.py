@@ -11,10 +11,11 @@ import yaml
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob, check_rayjob_name
-from runner.kuberay.manifest import build_configmap, build_rayjob, cluster_run_config, entrypoint
+from runner.kuberay.manifest import (build_configmap, build_rayjob, build_service_account, cluster_run_config,
+                                     entrypoint)
 from runner.kuberay.options import DeployOptions
 from tests.kuberay.conftest import CHART, render
-from tests.kuberay.test_chart import GPU_VALUES
+from tests.kuberay.test_chart import AKS_VALUES, GKE_VALUES, GPU_VALUES
 
 EVERYTHING = {
     "job": {
@@ -42,7 +43,9 @@ EVERYTHING = {
     ],
     "submitter": {"cpu": "250m", "memory": "512Mi"},
     "common": {"env": [{"name": "OPENAI_BASE_URL", "value": "http://vllm:8000/v1"}],
-               "envFrom": [{"secretRef": {"name": "model-keys"}}]},
+               "envFrom": [{"secretRef": {"name": "model-keys"}}],
+               "podLabels": {"azure.workload.identity/use": "true", "team": "everyone"},
+               "podAnnotations": {"cost-center": "evals"}},
     "storage": {"credentials": {"source": "secret", "secretRef": "gcs-hmac"}},
     "serviceAccount": {"create": True, "name": "evals-runner", "annotations": {"iam.gke.io/gcp-service-account": "x"}},
 }
@@ -67,10 +70,16 @@ def without_labels(manifest):
     return out, labels
 
 
-@pytest.mark.parametrize("values", [{}, GPU_VALUES, EVERYTHING], ids=["default", "gpu", "everything"])
+@pytest.mark.parametrize("values", [{}, GPU_VALUES, EVERYTHING, GKE_VALUES, AKS_VALUES],
+                         ids=["default", "gpu", "everything", "gke", "aks"])
 def test_builder_and_chart_make_the_same_rayjob(chart, rayjob_schema, values):
     rendered = render(chart, values)
     config, built, configmap = build_from_values(chart, values)
+    account = build_service_account(DeployOptions.from_values(values), "toy-runner")
+    if "ServiceAccount" in rendered:
+        assert without_labels(account)[0] == without_labels(rendered["ServiceAccount"])[0]
+    else:
+        assert account is None
     chart_rayjob, chart_labels = without_labels(rendered["RayJob"])
     built_rayjob, built_labels = without_labels(built)
     assert built_rayjob == chart_rayjob
@@ -96,7 +105,10 @@ def test_everything_values_reach_the_manifest(chart):
     assert small["template"]["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "0.5", "memory": "1Gi"}
     assert big["template"]["spec"]["containers"][0]["image"] == "registry.local/runner:gpu"
     head = spec["rayClusterSpec"]["headGroupSpec"]["template"]
-    assert head["metadata"] == {"labels": {"team": "evals"}, "annotations": {"note": "x"}}
+    assert head["metadata"] == {"labels": {"azure.workload.identity/use": "true", "team": "evals"},
+                                "annotations": {"cost-center": "evals", "note": "x"}}
+    assert spec["submitterPodTemplate"]["metadata"] == {
+        "labels": {"azure.workload.identity/use": "true", "team": "everyone"}, "annotations": {"cost-center": "evals"}}
     container = head["spec"]["containers"][0]
     assert container["envFrom"] == [{"secretRef": {"name": "gcs-hmac"}}, {"secretRef": {"name": "model-keys"}}]
     assert container["env"] == [{"name": "OPENAI_BASE_URL", "value": "http://vllm:8000/v1"}]

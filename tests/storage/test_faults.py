@@ -1,6 +1,7 @@
-"""Storage faults between the store and S3 (the moto server behind the fault-injecting proxy of
-``tests/support/s3_proxy.py``): advice that fits the fault, record writes that outlive an outage, a lost response told
-apart from another writer's record, and the outage guard itself."""
+"""Storage faults between the store and its object store (moto's S3, fake-gcs-server, Azurite, each behind the
+fault-injecting proxy of ``tests/support/store_proxy.py``): advice that fits the fault, record writes that outlive an
+outage of more than 20 s, a lost response told apart from another writer's record on every store; the outage guard
+itself."""
 
 import asyncio
 import time
@@ -12,12 +13,17 @@ from runner.core.errors import StorageError, StorageOutage
 from runner.core.record import TaskRecord
 from runner.storage import ResultStore
 from runner.storage import outage
+from runner.storage.faults import credentials_of
 from runner.storage.outage import OutageGuard, backoff
 from tests.support.clock import FakeClock
 
 NO_CLIENT_RETRIES = {"config_kwargs": {"retries": {"total_max_attempts": 1}}}
 """botocore's own retries off, so that each fault reaches the runner at once (s3fs still tries a SlowDown and a
 broken connection 5 times)."""
+CLIENT_OPTIONS = {"s3": NO_CLIENT_RETRIES, "gcs": {}, "azure": {}}
+"""Each store's options in the tests that hold for every store. gcsfs and azure-storage-blob take no option for
+their own retries: gcsfs tries 6 times over 31-36 s (waits of 1-2, 2-3, 4-5, 8-9 and 16-17 s, ``gcsfs/retry.py``),
+azure-storage-blob 4 times (waits of 15-21, 21-27 and 39-45 s: 15 s + 3^n, +-3 s, ``ExponentialRetry``)."""
 
 
 def _record(task_id: str = "a", attempt: int = 1, write_id: str | None = None) -> TaskRecord:
@@ -87,15 +93,80 @@ def test_an_outage_longer_than_the_limit_stops_with_one_line(store, s3_proxy):
     assert store.done_items() == set()
 
 
-def test_a_lost_response_is_the_writes_own_success_and_another_writers_record_is_not(store, s3_proxy):
-    lost = s3_proxy.inject("lose_response", method="PUT", path="/records/", times=1)
+def test_a_lost_response_is_the_writes_own_success_and_another_writers_record_is_not(object_store):
+    """The store stores the record, the proxy loses its answer; the client tries again under the condition, the
+    store refuses it, and the record it holds carries this write's id: a success (the client's own retry on S3 and
+    GCS, the runner's on Azure, whose SDK waits 15 s first)."""
+    store = ResultStore(object_store.uri("run"), CLIENT_OPTIONS[object_store.name])
+    store.outage_s = 60
+    lost = object_store.proxy.inject("lose_response", op="write", path="/records/", times=1)
     assert store.write_record(_record("a"))
     assert lost.applied == 1
-    puts = [seen for seen in s3_proxy.requests if seen.method == "PUT" and "/records/a/" in seen.path]
-    assert len(puts) >= 2  # the write reached S3, its answer was lost, and the retry was refused
+    writes = [seen for seen in object_store.proxy.requests if seen.op == "write" and "/records/a/" in seen.key]
+    assert len(writes) >= 2 and all(seen.conditional for seen in writes)  # stored, answer lost, retry refused
     assert not store.write_record(_record("a"))                  # another write (its own write id)
     assert not store.write_record(_record("a", attempt=2, write_id=next(store.iter_records()).write_id))
     assert [r.output for r in store.iter_records()] == ["a"]
+
+
+OUTAGE_S = 25
+"""An outage longer than 20 s, and one that no client retry lands on the edge of (gcsfs tries again at 15-19 s and
+31-36 s, azure-storage-blob at 15-21 s and 36-48 s), so each store meets it the same way every time."""
+OUTAGE_EVENTS = {"s3": ["storage.outage", "storage.recovered"], "gcs": [], "azure": []}
+"""What the runner logs of the outage: on S3 (client retries off) every failure reaches it, and it waits the outage
+out itself; gcsfs and azure-storage-blob wait it out on their own (:data:`CLIENT_OPTIONS`), within the call's deadline
+(60 s with ``--storage-outage 60``), so nothing reaches it."""
+
+
+def test_a_record_write_outlives_an_outage_of_more_than_20_s(object_store):
+    store = ResultStore(object_store.uri("run"), CLIENT_OPTIONS[object_store.name])
+    store.outage_s = 60
+    outage = object_store.proxy.inject("html503", op="write", path="/records/", seconds=OUTAGE_S)
+    started = time.monotonic()
+    with structlog.testing.capture_logs() as logs:
+        assert store.write_record(_record())
+    assert time.monotonic() - started >= OUTAGE_S and outage.applied >= 2
+    assert [e["event"] for e in logs if e["event"].startswith("storage.")] == OUTAGE_EVENTS[object_store.name]
+    assert [r.output for r in store.iter_records()] == ["a"]
+    assert store.done_items() == {("a", 0)}
+
+
+OUTAGE_ERROR = {"s3": "(OSError: [Errno 16] Service Unavailable)",
+                "gcs": "(TimeoutError: the storage did not answer within 2 s)",
+                "azure": "(TimeoutError: the storage did not answer within 2 s)"}
+"""The failure an outage past ``--storage-outage 2`` ends with: S3's 503 itself; on GCS and Azure the call's deadline,
+which cuts the client's own retries short."""
+
+
+def test_an_outage_longer_than_the_limit_stops_with_one_line_on_every_store(object_store):
+    store = ResultStore(object_store.uri("run"), CLIENT_OPTIONS[object_store.name])
+    store.outage_s = 2
+    object_store.proxy.inject("html503", op="write", path="/records/")
+    started = time.monotonic()
+    with pytest.raises(StorageOutage) as caught:
+        store.write_record(_record())
+    assert time.monotonic() - started < 10
+    message = str(caught.value)
+    assert message.startswith(f"cannot write {store.uri}/records/a/0.json: the storage kept failing for ")
+    assert f" s {OUTAGE_ERROR[object_store.name]}; this looks temporary: the records written so far are kept, " \
+           "and the same command resumes once the storage answers (--storage-outage 2 " in message
+    assert store.done_items() == set()
+
+
+@pytest.mark.parametrize("status, body, advice", [
+    (403, b"<Error><Code>AuthorizationFailure</Code><Message>denied</Message></Error>",
+     "the storage refused the credentials: check them ({credentials})"),
+    (404, b"<Error><Code>ContainerNotFound</Code><Message>no such bucket</Message></Error>",
+     "check that the bucket (or container) of the storage URI exists, and the endpoint if you set one"),
+])
+def test_the_advice_fits_the_fault_on_every_store(object_store, status, body, advice):
+    store = ResultStore(object_store.uri("run"), CLIENT_OPTIONS[object_store.name])
+    object_store.proxy.inject("status", op="write", status=status, body=body)
+    with pytest.raises(StorageError) as caught:
+        store.write_once(store.path("x.json"), b"{}")
+    message = str(caught.value)
+    assert message.startswith(f"cannot write {store.uri}/x.json (")
+    assert message.endswith(advice.format(credentials=credentials_of(store.uri.split("://")[0])))
 
 
 class _Flaky:

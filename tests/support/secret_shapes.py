@@ -1,5 +1,6 @@
 """A table of secret shapes (and options that are not secrets), shared by the tests of every path that writes
-configuration: the store's messages, run.json, the ConfigMap, the chart and ``submit --dry-run``."""
+configuration: the store's messages, run.json, the ConfigMap, the chart and ``submit --dry-run``. Every secret string
+is path-safe (no ``/``), so a store can be made to echo it in a real error message."""
 
 SHAPES = [
     ("top-level-key-and-secret", {"key": "AKIA-TOP-1", "secret": "top-secret-2"}, "key",
@@ -26,6 +27,29 @@ SHAPES = [
      "options.conn", ["conn-key-12=="]),
     ("url-with-credentials", {"endpoint_url": "http://minio-user:url-pass-13@minio.minio:9000"}, "endpoint_url",
      ["url-pass-13"]),
+    # Azure Blob Storage (adlfs): an account key, a SAS as `credential`, a connection string holding a SAS, and a
+    # SAS URL under a name that says nothing (its sig= is the secret).
+    ("azure-account-key", {"account_name": "evals", "account_key": "acct-key-18=="}, "account_key",
+     ["acct-key-18=="]),
+    ("azure-sas-as-credential", {"account_name": "evals", "credential": "sv=2022-11-02&ss=b&sp=rw&sig=sas-sig-19"},
+     "credential", ["sv=2022-11-02&ss=b&sp=rw&sig=sas-sig-19", "sas-sig-19"]),
+    ("azure-connection-string-with-sas",
+     {"connection_string": "AccountName=evals;SharedAccessSignature=sv=2022-11-02&sp=rw&sig=sas-sig-20"},
+     "connection_string", ["AccountName=evals;SharedAccessSignature=sv=2022-11-02&sp=rw&sig=sas-sig-20",
+                           "sv=2022-11-02&sp=rw&sig=sas-sig-20", "sas-sig-20"]),
+    ("azure-sas-url-by-value", {"client": {"url": "https://evals.blob.core.windows.net/runs?sv=2022-11-02&sp=r&"
+                                                  "sig=sas-sig-21&se=2026-12-01"}},
+     "client.url", ["sas-sig-21"]),
+    # Google Cloud Storage (gcsfs): a service account's JSON key file given as `token`, and its private key alone.
+    ("gcs-service-account-json", {"project": "evals", "token": {
+        "type": "service_account", "project_id": "evals-project-25", "private_key_id": "pk-id-22",
+        "private_key": "-----BEGIN PRIVATE KEY-----MIIE-key-23-----END PRIVATE KEY-----",
+        "client_email": "runner@evals.iam.gserviceaccount.com"}},
+     "token.type", ["service_account", "evals-project-25", "pk-id-22",
+                    "-----BEGIN PRIVATE KEY-----MIIE-key-23-----END PRIVATE KEY-----",
+                    "runner@evals.iam.gserviceaccount.com"]),
+    ("gcs-private-key-alone", {"private_key": "-----BEGIN PRIVATE KEY-----MIIE-key-24-----END PRIVATE KEY-----"},
+     "private_key", ["-----BEGIN PRIVATE KEY-----MIIE-key-24-----END PRIVATE KEY-----"]),
 ]
 NOT_SECRET = {"endpoint_url": "http://minio.minio:9000", "region_name": "eu-west-1", "anon": False,
               "keyring": "none", "default_block_size": 5242880, "token": None}

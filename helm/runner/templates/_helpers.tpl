@@ -142,16 +142,20 @@ affinity:
 {{- end -}}
 
 {{/*
-A group's pod metadata (labels, annotations), or nothing.
+A pod's metadata (labels, annotations), or nothing; takes (dict "common" .Values.common "group" <the head's or a
+worker group's values, or an empty dict for the submitter>): common.podLabels and common.podAnnotations, with the
+group's own labels and annotations winning.
 */}}
 {{- define "runner.podMetadata" -}}
-{{- if or .labels .annotations }}
+{{- $labels := merge (deepCopy (.group.labels | default dict)) (.common.podLabels | default dict) -}}
+{{- $annotations := merge (deepCopy (.group.annotations | default dict)) (.common.podAnnotations | default dict) -}}
+{{- if or $labels $annotations }}
 metadata:
-  {{- with .labels }}
+  {{- with $labels }}
   labels:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with .annotations }}
+  {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
   {{- end }}

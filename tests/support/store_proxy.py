@@ -1,32 +1,40 @@
-"""A fault-injecting HTTP proxy on 127.0.0.1 in front of an S3 server (moto's, in the tests), for storage faults.
+"""A fault-injecting HTTP proxy on 127.0.0.1 in front of an object store's server (moto's S3, fake-gcs-server,
+Azurite in the tests), for storage faults.
 
 It stands in for what sits between a run and its object store in production (a load balancer, a gateway, a flaky
-network, an S3-compatible store with gaps), which cannot run here. Every request is forwarded to the real S3 API
-unless a fault matches it; a fault can:
+network, a store with gaps), which cannot run here. Every request is forwarded to the real API unless a fault
+matches it; a fault can:
 
 - ``slowdown``: answer 503 with S3's ``SlowDown`` XML (what S3 says when a prefix is throttled);
-- ``html503``: answer 503 with a gateway's HTML page (no S3 error code at all);
+- ``html503``: answer 503 with a gateway's HTML page (no error code of the store at all);
 - ``status``: answer any status with any body;
 - ``delay``: wait ``delay`` seconds, then forward;
 - ``reset``: read the request, then reset the connection without an answer;
-- ``lose_response``: forward the request (S3 stores the object), then reset the connection instead of answering;
-- ``ignore_if_none_match``: forward without the ``If-None-Match`` header (a store that ignores conditional writes);
-- ``reject_if_none_match``: answer 501 ``NotImplemented`` to a request that carries ``If-None-Match``.
+- ``lose_response``: forward the request (the store stores the object), then reset the connection instead of
+  answering;
+- ``ignore_precondition``: forward a conditional write without its condition (a store that ignores conditional
+  writes): S3's and Azure's ``If-None-Match`` header, GCS's ``ifGenerationMatch`` query parameter;
+- ``reject_precondition``: answer 501 ``NotImplemented`` to a request that carries such a condition.
 
-A fault matches by method and a substring of the path; it lets the first ``after`` matching requests through,
-then applies to every ``every``-th one, at most ``times`` times, and for ``seconds`` from the first request it hit
-(each ``None``: no bound). The proxy records every request with the fault it met.
+A fault matches by ``op``, the operation whatever the store's protocol (``write``: an object upload, a PUT on S3
+and Azure, a POST to ``/upload/`` on GCS; ``read``, ``list``, ``delete``), or by HTTP ``method``, and by a substring
+of the object's key (``path``: matched against the URL-decoded request path and query, and on GCS the object name
+a multipart upload carries in its body); it lets the first ``after`` matching requests through, then applies to
+every ``every``-th one, at most ``times`` times, and for ``seconds`` from the first request it hit (each ``None``:
+no bound). The proxy records every request with the fault it met.
 
 Example::
 
-    with FaultyS3Proxy(s3_server["AWS_ENDPOINT_URL"]) as proxy:
-        proxy.inject("html503", method="PUT", path="/records/", seconds=2)     # a 2 s outage of record writes
+    with FaultyStoreProxy(s3_server["AWS_ENDPOINT_URL"]) as proxy:
+        proxy.inject("html503", op="write", path="/records/", seconds=2)     # a 2 s outage of record writes
         env = {**s3_server, "AWS_ENDPOINT_URL": proxy.url}
 """
 
 from __future__ import annotations
 
 import http.client
+import json
+import re
 import socket
 import struct
 import sys
@@ -44,8 +52,11 @@ GATEWAY_HTML = (b"<html><head><title>503 Service Temporarily Unavailable</title>
 NOT_IMPLEMENTED_XML = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NotImplemented</Code><Message>A header '
                        b'you provided implies functionality that is not implemented.</Message><Header>If-None-Match'
                        b'</Header><RequestId>proxy</RequestId></Error>')
-KINDS = ("slowdown", "html503", "status", "delay", "reset", "lose_response", "ignore_if_none_match",
-         "reject_if_none_match")
+KINDS = ("slowdown", "html503", "status", "delay", "reset", "lose_response", "ignore_precondition",
+         "reject_precondition")
+OPS = ("write", "read", "list", "delete")
+_CONDITION = re.compile(r"([?&])ifGenerationMatch=0(&|$)")
+_GCS_NAME = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
                "transfer-encoding", "upgrade", "expect"}
 
@@ -55,6 +66,7 @@ class Fault:
     """One fault (see the module's docstring); :attr:`applied` counts the requests it hit."""
 
     kind: str
+    op: str | None = None
     method: str | None = None
     path: str | None = None
     after: int = 0
@@ -69,13 +81,15 @@ class Fault:
     matched: int = 0
     applied: int = 0
 
-    def take(self, method: str, path: str, headers: dict[str, str]) -> bool:
+    def take(self, request: Seen) -> bool:
         """Whether this fault applies to the request (counting it if so)."""
-        if self.method is not None and method != self.method:
+        if self.op is not None and request.op != self.op:
             return False
-        if self.path is not None and self.path not in path:
+        if self.method is not None and request.method != self.method:
             return False
-        if self.kind in ("ignore_if_none_match", "reject_if_none_match") and "if-none-match" not in headers:
+        if self.path is not None and self.path not in request.key:
+            return False
+        if self.kind in ("ignore_precondition", "reject_precondition") and not request.conditional:
             return False
         if self.started is not None and self.seconds is not None and time.monotonic() - self.started > self.seconds:
             return False
@@ -90,19 +104,60 @@ class Fault:
         return True
 
 
-@dataclass(frozen=True)
+@dataclass
 class Seen:
-    """One request the proxy received: method, path, lower-cased headers, and the fault it met (or ``None``)."""
+    """One request the proxy received: method, path (with the query), lower-cased headers, the operation
+    (:func:`operation`), what a fault's ``path`` is matched against (``key``), and the fault it met (or ``None``)."""
 
     method: str
     path: str
     headers: dict[str, str]
-    fault: str | None
+    op: str | None = None
+    key: str = ""
+    fault: str | None = None
+
+    @property
+    def conditional(self) -> bool:
+        """Whether the request is a conditional write: ``If-None-Match`` (S3, Azure) or ``ifGenerationMatch=0``
+        (GCS)."""
+        return "if-none-match" in self.headers or _CONDITION.search(self.path) is not None
+
+
+def operation(method: str, path: str) -> str | None:
+    """What a request of one of the three stores' APIs does: ``write`` (S3's and Azure's PUT of an object, GCS's
+    POST to ``/upload/``), ``read`` (a GET of an object), ``list`` (S3's ``list-type``, GCS's ``/o?``, Azure's
+    ``comp=list``), ``delete``; ``None`` for anything else (a HEAD, a bucket's creation)."""
+    url = urllib.parse.urlsplit(path)
+    query = urllib.parse.parse_qs(url.query)
+    if method == "DELETE":
+        return "delete"
+    if method == "POST" and url.path.startswith("/upload/"):
+        return "write"
+    if method == "PUT" and "comp" not in query and "restype" not in query:
+        return "write"
+    if method == "PUT" and query.get("comp") == ["blocklist"]:
+        return "write"
+    if method == "GET":
+        if "list-type" in query or query.get("comp") == ["list"] or url.path.endswith("/o"):
+            return "list"
+        return "read"
+    return None
+
+
+def object_key(path: str, body: bytes) -> str:
+    """What a fault's ``path`` is matched against: the URL-decoded path and query, and for a GCS multipart upload
+    the object name from the JSON metadata at the start of its body."""
+    key = urllib.parse.unquote(path)
+    if "uploadType=multipart" in path:
+        found = _GCS_NAME.search(body[:4096])
+        if found:
+            key += " " + json.loads(b'"' + found.group(1) + b'"')
+    return key
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    proxy: FaultyS3Proxy
+    proxy: FaultyStoreProxy
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay quiet when a connection ends under a fault or a client hangs up; report anything else."""
@@ -123,7 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        """Quiet: the proxy records requests in :attr:`FaultyS3Proxy.requests`."""
+        """Quiet: the proxy records requests in :attr:`FaultyStoreProxy.requests`."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's names
         self._handle()
@@ -133,8 +188,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         body = self._read_body()
         headers = {key.lower(): value for key, value in self.headers.items()}
-        fault = self.server.proxy._fault_for(self.command, self.path, headers)
-        self.server.proxy._seen(Seen(self.command, self.path, headers, fault.kind if fault else None))
+        seen = Seen(self.command, self.path, headers, operation(self.command, self.path),
+                    object_key(self.path, body))
+        fault = self.server.proxy._fault_for(seen)
+        seen.fault = fault.kind if fault else None
+        self.server.proxy._seen(seen)
         if fault is None:
             self._forward(body, headers)
         elif fault.kind == "slowdown":
@@ -143,14 +201,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(503, GATEWAY_HTML, "text/html")
         elif fault.kind == "status":
             self._answer(fault.status, fault.body, fault.content_type)
-        elif fault.kind == "reject_if_none_match":
+        elif fault.kind == "reject_precondition":
             self._answer(501, NOT_IMPLEMENTED_XML, "application/xml")
         elif fault.kind == "delay":
             time.sleep(fault.delay)
             self._forward(body, headers)
-        elif fault.kind == "ignore_if_none_match":
-            headers.pop("if-none-match")
-            self._forward(body, headers)
+        elif fault.kind == "ignore_precondition":
+            headers.pop("if-none-match", None)
+            self._forward(body, headers, _CONDITION.sub(lambda m: m.group(1) if m.group(2) else "", self.path))
         elif fault.kind == "lose_response":
             self._upstream(body, headers)
             self._reset()
@@ -171,20 +229,21 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _upstream(self, body: bytes, headers: dict[str, str]) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _upstream(self, body: bytes, headers: dict[str, str],
+                  path: str | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
         target = urllib.parse.urlsplit(self.server.proxy.upstream)
         connection = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
         try:
             sent = {key: value for key, value in headers.items() if key not in _HOP_BY_HOP}
             sent["content-length"] = str(len(body))
-            connection.request(self.command, self.path, body=body, headers=sent)
+            connection.request(self.command, path or self.path, body=body, headers=sent)
             response = connection.getresponse()
             return response.status, response.getheaders(), response.read()
         finally:
             connection.close()
 
-    def _forward(self, body: bytes, headers: dict[str, str]) -> None:
-        status, answer_headers, data = self._upstream(body, headers)
+    def _forward(self, body: bytes, headers: dict[str, str], path: str | None = None) -> None:
+        status, answer_headers, data = self._upstream(body, headers, path)
         self.send_response(status)
         for key, value in answer_headers:
             if key.lower() in _HOP_BY_HOP or (key.lower() == "content-length" and self.command != "HEAD"):
@@ -211,11 +270,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.close()
 
 
-class FaultyS3Proxy:
+class FaultyStoreProxy:
     """The proxy (see the module's docstring).
 
     Args:
-        upstream: the S3 server's URL, e.g. ``http://127.0.0.1:5000``.
+        upstream: the store's server's URL, e.g. ``http://127.0.0.1:5000``.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -226,7 +285,7 @@ class FaultyS3Proxy:
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.proxy = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="s3-proxy", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="store-proxy", daemon=True)
 
     @property
     def url(self) -> str:
@@ -253,15 +312,15 @@ class FaultyS3Proxy:
         with self._lock:
             return [seen for seen in self.requests if seen.fault == kind]
 
-    def _fault_for(self, method: str, path: str, headers: dict[str, str]) -> Fault | None:
+    def _fault_for(self, request: Seen) -> Fault | None:
         with self._lock:
-            return next((fault for fault in self.faults if fault.take(method, path, headers)), None)
+            return next((fault for fault in self.faults if fault.take(request)), None)
 
     def _seen(self, seen: Seen) -> None:
         with self._lock:
             self.requests.append(seen)
 
-    def __enter__(self) -> FaultyS3Proxy:
+    def __enter__(self) -> FaultyStoreProxy:
         self._thread.start()
         return self
 
