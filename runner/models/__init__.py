@@ -21,6 +21,7 @@ from typing import Any
 from runner.models._base import ChatModel, StructuredMode
 from runner.models._errors import ModelError, ModelProtocolError, StructuredOutputError
 from runner.models._json import parse_json, schema_instance
+from runner.models._options import ModelOptions
 from runner.models._preflight import check_model_names, preflight, preflight_models
 from runner.models._mock import (
     DEFAULT_REPLY,
@@ -68,6 +69,7 @@ __all__ = [
     "MockScript",
     "MockToolCall",
     "ModelError",
+    "ModelOptions",
     "ModelProtocolError",
     "OpenAICompatibleModel",
     "Provider",

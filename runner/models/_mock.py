@@ -50,6 +50,7 @@ from runner.models._replies import split_think
 from runner.models._types import ChatReply, ChatRequest, ToolCall, Usage, content_text
 
 if TYPE_CHECKING:
+    from runner.models._options import ModelOptions
     from runner.models._providers import Provider
 
 DEFAULT_REPLY = "Default reply from the mock model."
@@ -301,31 +302,19 @@ class MockModel(ChatModel):
         self.policy = resolve_mock_policy(policy) if policy is not None else default_policy
 
     @classmethod
-    def for_provider(
-        cls,
-        provider: Provider,
-        model: str,
-        *,
-        base_url: str | None = None,
-        mock_policy: MockPolicySource | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        **_http: Any,
-    ) -> MockModel:
+    def for_provider(cls, provider: Provider, model: str, options: ModelOptions) -> MockModel:
         """The model for ``mock`` (``model`` empty) or ``mock:<policy or script>`` (:func:`model_from_name
-        <runner.models.model_from_name>`); ``mock_policy`` replaces the default policy of bare ``mock``. The HTTP
-        options (``api_key``, ``timeout``, ``retry``) do not apply.
+        <runner.models.model_from_name>`); ``options.mock_policy`` replaces the default policy of bare ``mock``.
+        The HTTP options (``api_key``, ``timeout``, ``retry``) do not apply.
 
         Raises:
             ConfigError: a base URL (the mock has no server) or a policy that cannot be resolved.
         """
-        if base_url:
+        if options.base_url:
             raise ConfigError("the mock provider has no server; drop --model-base-url or use vllm:<model>")
-        defaults = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         if not model:
-            return cls(mock_policy, **defaults)
-        return cls(model, label=model, **defaults)
+            return cls(options.mock_policy, **options.call_defaults)
+        return cls(model, label=model, **options.call_defaults)
 
     def reply_to(self, request: ChatRequest) -> ChatReply:
         """The policy's reply to ``request`` as a :class:`ChatReply` (no usage recorded; :meth:`chat` does that).

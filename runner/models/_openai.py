@@ -26,6 +26,7 @@ from runner.core.served import pending as served_pending
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body
+from runner.models._options import ModelOptions
 from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
                                    UnreadableReply, exceeds_context, one_line)
 from runner.models._providers import Provider
@@ -67,36 +68,22 @@ class OpenAICompatibleModel(ChatModel):
     Args:
         provider: a :class:`Provider` (see ``PROVIDERS``).
         model: the model name the server knows.
-        base_url: the API root; default: the replica this process's run serves the model on
+        options: :class:`ModelOptions`. ``base_url`` default: the replica this process's run serves the model on
             (:mod:`runner.core.served`, looked up on every call), else the provider's environment variable, else its
-            default.
-        api_key: default: the provider's environment variable.
-        timeout: seconds one HTTP request may take in all, from sending it to the last byte of its answer (default
-            300): a deadline that holds however slowly the bytes arrive (the HTTP client's own timeouts only bound
-            each wait for the next byte). A request past it is retried like a connection failure, per ``retry``;
-            a call's longest time is about ``retry.max_attempts`` times it, plus the delays between attempts.
-        retry: the :class:`RetryPolicy` (default: 5 attempts, exponential backoff from 1 s).
-        temperature, max_tokens, seed: defaults for every call.
+            default. ``timeout``: seconds one HTTP request may take in all, from sending it to the last byte of its
+            answer (default 300): a deadline that holds however slowly the bytes arrive (the HTTP client's own
+            timeouts only bound each wait for the next byte). A request past it is retried like a connection
+            failure, per ``retry``; a call's longest time is about ``retry.max_attempts`` times it, plus the delays
+            between attempts.
 
     Raises:
         ConfigError: a required API key is missing, or the provider has no base URL and none was given.
     """
 
-    def __init__(
-        self,
-        provider: Provider,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = None,
-        retry: RetryPolicy | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(provider.name, model, temperature=temperature, max_tokens=max_tokens, seed=seed,
-                         structured_mode=provider.structured_mode)
+    def __init__(self, provider: Provider, model: str, options: ModelOptions | None = None) -> None:
+        options = options or ModelOptions()
+        base_url, api_key, timeout, retry = options.base_url, options.api_key, options.timeout, options.retry
+        super().__init__(provider.name, model, **options.call_defaults, structured_mode=provider.structured_mode)
         url = provider.base_url(base_url)
         if not url:
             raise ConfigError(f"model provider {provider.name!r} has no default server; pass --model-base-url")
@@ -148,22 +135,14 @@ class OpenAICompatibleModel(ChatModel):
         return served.served_name if served is not None else self.model
 
     @classmethod
-    def for_provider(
-        cls,
-        provider: Provider,
-        model: str,
-        *,
-        mock_policy: object = None,
-        **options: Any,
-    ) -> OpenAICompatibleModel:
-        """The model ``model`` of ``provider`` (:func:`model_from_name <runner.models.model_from_name>`): its
-        ``base_url``, ``api_key``, ``timeout``, ``retry``, ``temperature``, ``max_tokens`` and ``seed`` options.
-        ``mock_policy`` applies to the mock provider only.
+    def for_provider(cls, provider: Provider, model: str, options: ModelOptions) -> OpenAICompatibleModel:
+        """The model ``model`` of ``provider`` with ``options`` (:func:`model_from_name
+        <runner.models.model_from_name>`); ``mock_policy`` applies to the mock provider only.
 
         Raises:
             ConfigError: as the constructor.
         """
-        return cls(provider, model, **options)
+        return cls(provider, model, options)
 
     def __getstate__(self) -> dict[str, Any]:
         # HTTP clients belong to this process's event loops; a copy in another process builds its own.

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from runner.core.errors import ConfigError
+from runner.models._options import ModelOptions
 
 if TYPE_CHECKING:
     from runner.models._base import ChatModel
-    from runner.models._mock import MockPolicySource
-    from runner.models._retry import RetryPolicy
 
 _HTTP = "runner.models._openai:OpenAICompatibleModel"
 
@@ -180,42 +179,22 @@ def parse_model_name(name: str) -> tuple[Provider, str]:
     return provider, model
 
 
-def model_from_name(
-    name: str,
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    timeout: float | None = None,
-    retry: RetryPolicy | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    mock_policy: MockPolicySource | None = None,
-) -> ChatModel:
+def model_from_name(name: str, **options: Any) -> ChatModel:
     """The model ``provider:model`` (or ``provider/model``); also ``ChatModel.from_name``.
 
     Args:
         name: e.g. ``openai:gpt-4o``, ``vllm:Qwen/Qwen2.5-7B-Instruct``, ``ollama:llama3.1:8b``,
-            ``dashscope:qwen-plus``, ``mock``, ``mock:echo``, ``mock:path/to/script.yaml``.
-        base_url: the server's API root (e.g. ``http://10.0.0.5:8000/v1``); default: the provider's environment
-            variable, else its default (see ``docs/models.md``).
-        api_key: the key; default: the provider's environment variable.
-        timeout: seconds one HTTP request may take in all, from sending it to its answer's last byte (default
-            300), however slowly the bytes arrive; a request past it is retried per ``retry``.
-        retry: the retry policy (default :class:`RetryPolicy` ``()``: 5 attempts, backoff from 1 s).
-        temperature, max_tokens, seed: defaults for every call.
-        mock_policy: for the bare name ``mock`` only: the reply policy to use instead of the default one (a
-            registered policy name, a script path, a callable or a :class:`MockScript`), so that a benchmark's
-            agent can make ``--model mock`` run its own scripted episode.
+            ``dashscope:qwen-plus``, ``transformers:smollm2-135m-instruct``, ``mock``, ``mock:echo``,
+            ``mock:path/to/script.yaml``.
+        **options: the fields of :class:`~runner.models.ModelOptions` (``base_url``, ``api_key``, ``timeout``,
+            ``retry``, ``temperature``, ``max_tokens``, ``seed``, ``mock_policy``), their one definition.
 
     Raises:
-        ConfigError: an unknown provider, a name without a model, a required API key not set, a mock policy or
-            script that cannot be found or read, or a base URL given to ``mock``.
+        ConfigError: an unknown provider, a name without a model, an unknown option, a required API key not set, a
+            mock policy or script that cannot be found or read, or a base URL given to ``mock``.
     """
     provider, model = parse_model_name(name)
+    chosen = ModelOptions.of(options)
     module, _, attribute = provider.implementation.partition(":")
     implementation = getattr(importlib.import_module(module), attribute)
-    options: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "timeout": timeout, "retry": retry,
-                               "temperature": temperature, "max_tokens": max_tokens, "seed": seed,
-                               "mock_policy": mock_policy}
-    return implementation.for_provider(provider, model, **options)
+    return implementation.for_provider(provider, model, chosen)
