@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -84,6 +84,11 @@ class Executor(Protocol):
 
     async def close(self) -> None:
         """Release what :meth:`start` took (a Ray this executor started, ...)."""
+        ...
+
+    def details(self) -> dict[str, Any]:
+        """What the progress log and ``progress.json`` show of the executor: ``replicas`` (``ready`` and
+        ``starting``) when the run serves models; empty otherwise."""
         ...
 
 
@@ -292,7 +297,8 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
                 to_run=expected,
             )
             compactor = _compactor(request, keeper)
-            progress = Progress(expected, bar=request.progress_bar, details=traffic.progress_fields,
+            progress = Progress(expected, bar=request.progress_bar,
+                                details=lambda: {**traffic.progress_fields(), **executor.details()},
                                 heartbeat_s=progress_module.HEARTBEAT_S,  # read here, so a test can shorten it
                                 headline=request.benchmark.headline_metrics, run_id=manifest.run_id,
                                 sink=functools.partial(store.write_file, PROGRESS_FILE),

@@ -132,6 +132,13 @@ class SequentialExecutor:
         await self._stop_replicas(keep_logs=True)
         await asyncio.to_thread(end_strays, self._before)
 
+    def details(self) -> dict[str, Any]:
+        """The served models' replicas in this process: how many are ready, how many starting (or restarting)."""
+        if self.replicas is None:
+            return {}
+        states = [status.state for status in self.replicas.statuses()]
+        return {"replicas": {"ready": states.count("ready"), "starting": len(states) - states.count("ready")}}
+
     async def _stop_replicas(self, keep_logs: bool) -> None:
         if self.replicas is not None:
             await asyncio.to_thread(self.replicas.stop, keep_logs)

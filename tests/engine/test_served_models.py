@@ -61,6 +61,7 @@ def test_a_sequential_run_serves_the_embedded_model_from_the_driver(cli, tmp_pat
     summary = json.loads((storage / "summary.json").read_text())
     assert summary["usage"][EMBEDDED_MODEL]["calls"] == 3
     assert "tokens transformers:smollm2-135m-instruct: " in result.stdout
+    assert json.loads((storage / "progress.json").read_text())["replicas"] == {"ready": 1, "starting": 0}
     assert _alive(_servers() - before) == set()      # stopped with the run
 
 

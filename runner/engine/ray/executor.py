@@ -65,6 +65,7 @@ class RayExecutor:
         self.deaths = 0
         self._pool: WorkerPool | None = None
         self._hub: RemoteTraffic | None = None
+        self._served = 0
         self._started_ray = False
         self.size = 0
 
@@ -105,6 +106,7 @@ class RayExecutor:
         from runner.engine.ray.backend import RayBackend
         from runner.engine.ray.limiter import RemoteTraffic, check_cache
 
+        self._served = len(context.replicas)
         _check_default_storage(context, job=ray_cluster.ray_job())
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
@@ -146,6 +148,17 @@ class RayExecutor:
         """
         assert self._pool is not None, "start() first"
         await self._pool.run(iter(items), progress)
+
+    def details(self) -> dict[str, Any]:
+        """With served models: ``replicas`` ready (those of the workers that answered, as they said when they
+        started; a worker holds its items while one restarts) and starting (those of the workers not started yet)."""
+        served = self._served
+        if not served or self._pool is None:
+            return {}
+        book = self._pool.book
+        ready = sum(len(worker.description.get("replicas", [])) for worker in book.workers
+                    if worker.state.value in ("ready", "suspect"))
+        return {"replicas": {"ready": ready, "starting": len(book.pending) * served}}
 
     async def close(self) -> None:
         """Kill the pool's actors and the run's limiter actor (its final state stays in the run's
