@@ -7,6 +7,9 @@ with exit status 3, a spent budget with exit status 4, each with one line; an un
 run is cancelled, its lease released, finished records kept, and one line says what is kept: nothing (stopped
 before the run wrote its ``run.json``), no record yet, or the finished records (exit status 130 and 143, the shell's
 128 + signal number).
+
+A face: may import every layer below it (core, models, storage, registry, engine, serving, report, kuberay, the
+evaluators); nothing imports it but ``runner/__main__.py``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Reports: aggregate a run's records into ``summary.json``, ``results.csv``, a terminal table and ``report.html``;
-compare runs item by item (``compare.json``, ``compare.html``)."""
+compare runs item by item (``compare.json``, ``compare.html``).
+
+May import ``runner.core``, ``runner.storage`` and ``runner.registry`` (to rebuild a run's benchmark for
+``status``); never the engine.
+"""
 
 from __future__ import annotations
 

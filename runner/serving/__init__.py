@@ -9,6 +9,8 @@ checked, restarted and stopped here. No Ray: the Ray worker actor and the sequen
 
 Errors: :class:`~runner.core.errors.ReplicaStartError` (exit 2, before any record), :class:`~runner.core.errors.
 ReplicaFailed` (exit 3, past the restarts). ``docs/models.md`` ("Models served by the run") is the user's side.
+
+May import ``runner.core`` only; never Ray, the engine or a plug-in.
 """
 
 from runner.core.errors import ReplicaFailed, ReplicaStartError

@@ -1,5 +1,8 @@
 """Where results live: an fsspec result store with atomic records, result shards (Parquet) consolidated by the
-driver's :class:`Compactor`, resume from one listing, and a run manifest."""
+driver's :class:`Compactor`, resume from one listing, and a run manifest.
+
+May import ``runner.core`` only; the engine, the report and the faces import it.
+"""
 
 from runner.storage.compaction import Compactor
 from runner.storage.keys import decode_key, encode_key

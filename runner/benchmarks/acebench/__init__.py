@@ -3,6 +3,8 @@
 Public face: :class:`ACEBenchmark` (the ``acebench`` benchmark), :class:`ACEEnvironment` (an agent task's
 simulated phone or airline), and the checkers :func:`check_normal`, :func:`check_special`,
 :func:`check_end_state`.
+
+May import ``runner.core`` and ``runner.models``; never the engine, storage or a face.
 """
 
 from runner.benchmarks.acebench.agent_checker import check_end_state, process_accuracy

@@ -4,6 +4,8 @@ offline, scored item by item as the leaderboard's evaluator scores them.
 Public face: :class:`BFCLBenchmark` (the ``bfcl`` benchmark), :class:`Environment` (a multi-turn item's simulated
 APIs), and the per-item checks :func:`check_ast`, :func:`check_relevance`, :func:`check_multi_turn`.
 ``docs/bfcl.md`` describes it for users.
+
+May import ``runner.core`` (and its own ``apis``); never the engine, storage or a face.
 """
 
 from runner.benchmarks.bfcl.benchmark import BFCLBenchmark

@@ -3,6 +3,8 @@
 Public face: :class:`GAIABenchmark`, :func:`question_scorer` (the leaderboard's ``scorer.py``, ported with per-item
 parity), :class:`Attachment` (a task's attached file: its path and text), :func:`answer_text` (a solution's output
 as a submission's ``model_answer``).
+
+May import ``runner.core``; never the engine, storage or a face.
 """
 
 from runner.benchmarks.gaia.attachments import Attachment, AttachmentText, read_text

@@ -7,6 +7,8 @@ own endpoint: ``--max-rpm wikipedia=30``, ``--max-rpm openmeteo=60``) and the ru
 and its API's address can be replaced (``-S wikipedia_url=``, ``-S openmeteo_url=``: another wiki, a mirror, a
 test's fake). A run that uses them is reproducible only when every answer comes from the cache: live pages and
 forecasts change.
+
+May import ``runner.core`` (its limiter and cache interfaces); never the engine or storage.
 """
 
 from __future__ import annotations
