@@ -33,7 +33,7 @@ W3 < 2 s, W4 driver peak RSS < 500 MB and throughput within 20 % of W1's.
 
 - W5 results at scale (issue 21, ``--only W5``): a run-write-report-resume workload of N no-op tasks run
   sequentially (N = 2,000 and 20,000; ``--w5-n``), on local disk and on moto's S3 server on 127.0.0.1 behind the
-  counting proxy of ``tests/support/s3_proxy.py`` (and on any store with ``--w5-store URL``, e.g. a GCS or Azure
+  counting proxy of ``tests/support/store_proxy.py`` (and on any store with ``--w5-store URL``, e.g. a GCS or Azure
   emulator's bucket: its requests are not counted). Three phases, each in a process of its own: ``run`` (the
   sequential executor writes N records, and the driver consolidates them into result shards), ``report``
   (``build_report``: summary.json and results.csv) and ``resume`` (the same run again, which finds nothing to do,
@@ -304,12 +304,17 @@ def w5_child(phase: str, storage: str, n: int, compaction: bool) -> dict[str, An
 
 
 def run_w5(tmp: Path, env: dict[str, str], sizes: Sequence[int], compaction: bool,
-           store_url: str | None) -> list[dict[str, Any]]:
-    """W5 on local disk, on moto's S3 server behind the counting proxy, and on ``store_url`` when given: one row
-    per (store, N) with each phase's seconds and, where counted, requests."""
+           store_url: str | None, emulators: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """W5 on local disk, on moto's S3 server behind the counting proxy, on ``store_url`` when given, and on each of
+    ``emulators`` (``gcs``, ``azure``: started here by ``tests/support/emulators.py``): one row per (store, N) with
+    each phase's seconds and, where counted, requests."""
+    import contextlib
+
+    from tests.support.emulators import start as start_emulator
+
     from moto.server import ThreadedMotoServer
 
-    from tests.support.s3_proxy import FaultyS3Proxy
+    from tests.support.store_proxy import FaultyStoreProxy
 
     import boto3
 
@@ -320,7 +325,7 @@ def run_w5(tmp: Path, env: dict[str, str], sizes: Sequence[int], compaction: boo
           "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
     rows = []
     try:
-        with FaultyS3Proxy(s3["AWS_ENDPOINT_URL"]) as proxy:
+        with contextlib.ExitStack() as stack, FaultyStoreProxy(s3["AWS_ENDPOINT_URL"]) as proxy:
             boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], aws_access_key_id="bench",
                          aws_secret_access_key="bench-secret", region_name="us-east-1").create_bucket(Bucket="runner-w5")
             stores = [("local disk", lambda n: str(tmp / f"W5-{n}"), env, None),
@@ -328,6 +333,12 @@ def run_w5(tmp: Path, env: dict[str, str], sizes: Sequence[int], compaction: boo
                                                                            "AWS_ENDPOINT_URL": proxy.url}, proxy)]
             if store_url:
                 stores.append((store_url, lambda n: f"{store_url.rstrip('/')}/W5-{n}-{os.getpid()}", env, None))
+            for name in emulators:
+                emulator = stack.enter_context(start_emulator(name))
+                bucket = emulator.bucket()
+                label = {"gcs": "GCS (fake-gcs-server, loopback)", "azure": "Azure Blob (Azurite, loopback)"}[name]
+                stores.append((label, lambda n, e=emulator, b=bucket: e.uri(b, f"W5-{n}"), {**env, **emulator.env},
+                               None))
             for label, storage_of, store_env, counter in stores:
                 for n in sizes:
                     row: dict[str, Any] = {"store": label, "n": n}
@@ -460,6 +471,8 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=sorted([*WORKLOADS, "W5", "W6", "F"]), default=DEFAULT)
     parser.add_argument("--w5-n", type=int, nargs="+", default=list(W5_SIZES), help="W5's numbers of tasks")
     parser.add_argument("--w5-store", help="W5 also on this store URL (e.g. gs://bucket/prefix of an emulator)")
+    parser.add_argument("--w5-emulators", nargs="*", choices=("gcs", "azure"), default=[],
+                        help="W5 also on these emulators, started here (fake-gcs-server; Azurite from npm)")
     parser.add_argument("--w5-no-compaction", action="store_true", help="W5 without result shards (the baseline)")
     parser.add_argument("--child", choices=sorted([*WORKLOADS, *W6_RUNS, "F0", "F", *(f"W5{p}" for p in W5_PHASES)]),
                         help=argparse.SUPPRESS)
@@ -487,7 +500,8 @@ def main() -> int:
     env = {**os.environ, "RAY_DEDUP_LOGS": "1"}
     if "W5" in args.only:
         with tempfile.TemporaryDirectory(prefix="runner-bench-w5-") as tmp:
-            print(w5_table(run_w5(Path(tmp), env, args.w5_n, not args.w5_no_compaction, args.w5_store)), flush=True)
+            print(w5_table(run_w5(Path(tmp), env, args.w5_n, not args.w5_no_compaction, args.w5_store,
+                                  args.w5_emulators)), flush=True)
         args.only = [name for name in args.only if name != "W5"]
         if not args.only:
             return 0
