@@ -18,7 +18,7 @@ from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.models import PROVIDERS
-from runner.registry import available_benchmarks, available_executors, available_solutions, build_benchmark
+from runner.registry import available_benchmarks, available_executors, available_solutions
 from runner.report import build_report, render, summary_json, write_html_report
 from runner.report.status import rebuild_benchmark, run_status
 from runner.report.table import default_console

@@ -5,7 +5,6 @@ timeout, retries, the errors the model reads, and both agents using them from th
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest

@@ -13,7 +13,6 @@ import pytest
 from runner.core.record import ErrorInfo, TaskRecord
 from runner.report import PlanScope, build_report, count_stored
 from runner.storage import ResultStore, compaction, shards
-from runner.storage import compaction
 from runner.storage.compaction import Compactor
 from runner.storage.store import UnusableFiles
 from tests.support.runs import make_record, write_run

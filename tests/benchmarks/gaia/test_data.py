@@ -15,7 +15,7 @@ import pytest
 from runner.benchmarks.gaia import GAIABenchmark, read_text
 from runner.benchmarks.gaia.data import HUB_REPO, HUB_REVISION
 from runner.core.errors import BenchmarkError
-from tests.support.gaia_sample import CITIES, LETTER, NOTE, SALES, TASKS, write_sample
+from tests.support.gaia_sample import CITIES, LETTER, NOTE, SALES, TASKS
 
 
 def test_the_validation_split_reads_as_tasks_with_levels_as_categories(gaia_root):
