@@ -3,13 +3,15 @@
 ``submit`` builds the same RayJob as the Helm chart from the same inputs: a chart values file (``--values``, its
 ``job`` block being the run config), a run config file (``--config``) and the run flags, in that order of
 precedence (flags win). ``--dry-run`` prints the ServiceAccount (when the values create one, with its workload
-identity annotations), the ConfigMap and the RayJob as YAML and contacts nothing.
+identity annotations), the model cache's PersistentVolumeClaim (when they create one), the ConfigMap and the RayJob
+as YAML and contacts nothing.
 
 Before it builds anything, ``submit`` (``--dry-run`` too) makes every check of a local ``run`` that needs neither the
 benchmark's data nor a model server: the config's fields, the benchmark, solution and executor names, the
 benchmark's and the solution's arguments (the benchmark is built, not prepared: its data may exist only in the
 cluster), and each model's provider and API key (:func:`~runner.models.check_model_names`; the servers
-are not called, as they are often reachable only from inside the cluster).
+are not called, as they are often reachable only from inside the cluster); and that a model served by vLLM or
+SGLang has GPUs on each worker (:func:`check_served_models_have_gpus`).
 
 Exit status: 0 submitted (or, with ``--wait``/``--follow``, succeeded); 1 the RayJob failed; 2 bad input, an API
 error, or ``--wait-timeout`` passed (one line on stderr). ``--wait`` and ``--follow`` give up after
@@ -37,9 +39,11 @@ from runner.models import check_model_names
 from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
 from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name, image_repository, image_tag
-from runner.kuberay.manifest import build_configmap, build_rayjob, build_service_account, dump_yaml
-from runner.kuberay.options import DeployOptions
+from runner.kuberay.manifest import (build_configmap, build_model_cache_claim, build_rayjob, build_service_account,
+                                     dump_yaml)
+from runner.kuberay.options import GPU_RESOURCE, DeployOptions
 from runner.kuberay.status import RayJobStatus
+from runner.serving import ENGINES, ReplicaSpec
 
 WAIT_MARGIN_S = 600
 """Seconds ``--wait`` waits past the RayJob's ``activeDeadlineSeconds`` by default: time for the cluster's pods to
@@ -63,8 +67,8 @@ def add_commands(sub: Any) -> None:
     submit = sub.add_parser("submit", help="run a benchmark on Kubernetes as a KubeRay RayJob")
     add_run_arguments(submit)
     where = submit.add_argument_group("where it runs (Kubernetes)")
-    where.add_argument("--dry-run", action="store_true", help="print the YAML of the ServiceAccount (if the values "
-                       "create one), the ConfigMap and the RayJob; contact nothing")
+    where.add_argument("--dry-run", action="store_true", help="print the YAML of the ServiceAccount and the model "
+                       "cache's claim (if the values create them), the ConfigMap and the RayJob; contact nothing")
     _add_cluster_flags(where)
     where.add_argument("--name", help=f"RayJob name, at most {MAX_RAYJOB_NAME} characters "
                                       "(default: <benchmark>-<UTC time>)")
@@ -82,7 +86,25 @@ def add_commands(sub: Any) -> None:
     where.add_argument("--worker-replicas", type=int, help="pods in the worker group")
     where.add_argument("--worker-cpu", help="CPUs per worker pod, e.g. 4 or 3500m")
     where.add_argument("--worker-memory", help="memory per worker pod, e.g. 16Gi")
-    where.add_argument("--worker-gpu", type=int, help="GPUs per worker pod (nvidia.com/gpu)")
+    where.add_argument("--worker-gpu", type=int, help="GPUs per worker pod (nvidia.com/gpu and the group's num-gpus; "
+                       "the chart's default group becomes the group 'gpu', tolerating the nvidia.com/gpu taint)")
+    where.add_argument("--worker-shared-memory", metavar="SIZE",
+                       help="the worker pods' /dev/shm, in memory, e.g. 16Gi (default: the pod's memory)")
+    where.add_argument("--worker-node-selector", metavar="KEY=VALUE", action="append",
+                       help="a node label the worker pods need, e.g. nvidia.com/gpu.present=true (repeatable)")
+    where.add_argument("--worker-toleration", metavar="KEY[=VALUE][:EFFECT]", action="append",
+                       help="a taint the worker pods tolerate, as kubectl taint writes it, e.g. "
+                            "dedicated=gpu:NoSchedule (repeatable)")
+    where.add_argument("--worker-image", metavar="REPO:TAG", help="the worker group's own image (default: --image)")
+    cache = where.add_mutually_exclusive_group()
+    cache.add_argument("--model-cache-claim", metavar="CLAIM",
+                       help="an existing PersistentVolumeClaim for the served models' weights (HF_HOME)")
+    cache.add_argument("--model-cache-new-claim", metavar="SIZE",
+                       help="create a ReadWriteMany claim of SIZE for them (e.g. 200Gi), deleted with the RayJob")
+    cache.add_argument("--model-cache-host-path", metavar="PATH",
+                       help="keep them in PATH on each node's own disk")
+    where.add_argument("--hf-token-secret", metavar="SECRET[:KEY]",
+                       help="HF_TOKEN on the head and the workers from this Secret's key (default key HF_TOKEN)")
     follow = submit.add_argument_group("after submitting")
     follow.add_argument("--wait", action="store_true", help="wait until the RayJob ends; exit 1 if it failed")
     follow.add_argument("--follow", action="store_true", help="print the driver's log, then wait")
@@ -128,21 +150,21 @@ def load_values(path: str) -> dict[str, Any]:
     return data
 
 
-def split_image(ref: str) -> tuple[str, str]:
+def split_image(ref: str, flag: str = "--image") -> tuple[str, str]:
     """``registry:5000/org/runner:tag`` -> (``registry:5000/org/runner``, ``tag``).
 
     Raises:
         ConfigError: no tag, a digest (the chart's values name a tag), or a repository or tag that breaks the image
-            reference grammar (:func:`runner.kuberay.checks.image_repository` and ``image_tag``).
+            reference grammar (:func:`runner.kuberay.checks.image_repository` and ``image_tag``), naming ``flag``.
     """
     example = "e.g. ghcr.io/org/runner:0.1.0-ray2.60.0-py311"
     repository, sep, tag = ref.rpartition(":")
     if "@" in ref or not sep or "/" in tag or not repository or not tag:
-        raise ConfigError(f"--image {ref!r} must be REPOSITORY:TAG, {example}")
+        raise ConfigError(f"{flag} {ref!r} must be REPOSITORY:TAG, {example}")
     try:
         return image_repository(repository), image_tag(tag)
     except ValueError as exc:
-        raise ConfigError(f"--image {ref!r}: {exc}; pass REPOSITORY:TAG, {example}") from None
+        raise ConfigError(f"{flag} {ref!r}: {exc}; pass REPOSITORY:TAG, {example}") from None
 
 
 def default_name(benchmark: str, now: datetime | None = None) -> str:
@@ -173,14 +195,81 @@ def deploy_options(args: argparse.Namespace, values: dict[str, Any]) -> DeployOp
         data["storage"]["credentials"] = {"source": "secret", "secretRef": args.credentials_secret}
     if args.no_credentials:
         data["storage"]["credentials"]["source"] = "none"
-    sizes = {"replicas": args.worker_replicas, "cpu": args.worker_cpu, "memory": args.worker_memory,
-             "gpu": args.worker_gpu}
-    sizes = {key: value for key, value in sizes.items() if value is not None}
-    if sizes:
+    group = {"replicas": args.worker_replicas, "cpu": args.worker_cpu, "memory": args.worker_memory,
+             "gpu": args.worker_gpu, "sharedMemory": args.worker_shared_memory}
+    group = {key: value for key, value in group.items() if value is not None}
+    if args.worker_node_selector:
+        group["nodeSelector"] = dict(_pair(item, "--worker-node-selector") for item in args.worker_node_selector)
+    if args.worker_toleration:
+        group["tolerations"] = [toleration(item) for item in args.worker_toleration]
+    if args.worker_image:
+        repository, tag = split_image(args.worker_image, "--worker-image")
+        group["image"] = {"repository": repository, "tag": tag}
+    if group:
         if len(data["workerGroups"]) != 1:
-            raise ConfigError("--worker-* flags size the one worker group; with several, set them in --values")
-        data["workerGroups"][0].update(sizes)
+            raise ConfigError("--worker-* flags set the one worker group; with several, set them in --values")
+        if args.worker_gpu and "workerGroups" not in values:
+            group["name"] = "gpu"  # the chart's default group, now holding GPUs, is named for them
+        data["workerGroups"][0].update(group)
+    cache = data["modelCache"]
+    if args.model_cache_claim is not None:
+        cache.update(type="persistentVolumeClaim", persistentVolumeClaim={
+            **cache["persistentVolumeClaim"], "claimName": args.model_cache_claim, "create": False})
+    if args.model_cache_new_claim is not None:
+        cache.update(type="persistentVolumeClaim", persistentVolumeClaim={
+            **cache["persistentVolumeClaim"], "create": True, "size": args.model_cache_new_claim})
+    if args.model_cache_host_path is not None:
+        cache.update(type="hostPath", hostPath={"path": args.model_cache_host_path})
+    if args.hf_token_secret is not None:
+        name, _, key = args.hf_token_secret.partition(":")
+        data["hfToken"] = {"secretName": name, "key": key or data["hfToken"]["key"]}
+        if not name:
+            raise ConfigError("--hf-token-secret names no Secret; pass SECRET or SECRET:KEY, e.g. hf-token")
     return DeployOptions.from_values(data, source)
+
+
+def _pair(item: str, flag: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"{flag} {item!r} must be KEY=VALUE, e.g. nvidia.com/gpu.present=true")
+    return key, value
+
+
+def toleration(text: str) -> dict[str, str]:
+    """``--worker-toleration`` as ``kubectl taint`` writes a taint: ``KEY[=VALUE][:EFFECT]`` -> a toleration
+    (``Equal`` with a value, ``Exists`` without; every effect when none is given).
+
+    Raises:
+        ConfigError: no key, or an effect other than ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``.
+    """
+    rest, colon, effect = text.rpartition(":") if ":" in text else (text, "", "")
+    key, equals, value = rest.partition("=")
+    effects = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+    if not key or (colon and effect not in effects):
+        raise ConfigError(f"--worker-toleration {text!r} must be KEY[=VALUE][:EFFECT], EFFECT one of "
+                          f"{', '.join(effects)}, e.g. {GPU_RESOURCE}:NoSchedule")
+    out = {"key": key, "operator": "Equal" if equals else "Exists"}
+    if equals:
+        out["value"] = value
+    if effect:
+        out["effect"] = effect
+    return out
+
+
+def check_served_models_have_gpus(replicas: list[ReplicaSpec], num_gpus: float) -> None:
+    """Refuse a run that serves a model with a GPU engine (vLLM, SGLang) on workers without GPUs, which each
+    replica would report only once the cluster is up (:meth:`runner.serving.engines.Engine.launch`).
+
+    Raises:
+        ConfigError: naming the model and the flags that give the workers GPUs.
+    """
+    for spec in replicas:
+        if ENGINES[spec.engine].needs_gpu and num_gpus <= 0:
+            raise ConfigError(
+                f"{spec.model} is served by {spec.engine} on GPUs, and each worker has none (--num-gpus 0): pass "
+                "--num-gpus 1 (more: tensor parallelism) with a worker group that has GPUs (--worker-gpu 1, or "
+                "workerGroups[].gpu in --values)"
+            )
 
 
 def wait_seconds(requested: float | None, options: DeployOptions) -> float:
@@ -212,19 +301,26 @@ def cmd_submit(args: argparse.Namespace) -> int:
     configmap = build_configmap(config, name, namespace=args.namespace)
     waiting = wait_seconds(args.wait_timeout, options) if args.wait or args.follow else None
     account = build_service_account(options, name, namespace=args.namespace)
+    claim = build_model_cache_claim(options, name, namespace=args.namespace)
     # The checks of a local run, before anything is printed or sent. The ConfigMap keeps the config as given, so
     # that the pods settle the model defaults from their own environment.
-    check_model_names(**RunRequest.from_config(config).models())
+    request = RunRequest.from_config(config)
+    check_served_models_have_gpus(request.replicas, config.worker.num_gpus)
+    check_model_names(**request.models())
     if args.dry_run:
-        sys.stdout.write(dump_yaml(*([account] if account else []), configmap, rayjob))
+        sys.stdout.write(dump_yaml(*[obj for obj in (account, claim) if obj], configmap, rayjob))
         return 0
 
     from runner.kuberay.client import RayJobClient, WaitTimeout
 
     client = RayJobClient.from_environment(args.namespace, args.context)
     credentials = options.storage.credentials
+    cache = options.model_cache
+    existing_claim = options.model_cache_claim_name(name) \
+        if cache.type == "persistentVolumeClaim" and claim is None else None
     client.submit(rayjob, configmap, secret=credentials.secret_ref if credentials.source == "secret" else None,
-                  service_account=account)
+                  service_account=account, claim=claim, existing_claim=existing_claim,
+                  token_secret=options.hf_token.secret_name or None)
     ns = client.namespace
     print(f"submitted RayJob {name} in namespace {ns}; results go to {config.storage}", file=sys.stderr)
     if not (args.wait or args.follow):

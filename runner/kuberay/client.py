@@ -114,12 +114,14 @@ class RayJobClient:
         return KubernetesError(f"{doing}: {exc.status} {_api_message(exc)}")
 
     def submit(self, rayjob: dict[str, Any], configmap: dict[str, Any] | None = None, *,
-               secret: str | None = None, service_account: dict[str, Any] | None = None) -> dict[str, Any]:
+               secret: str | None = None, service_account: dict[str, Any] | None = None,
+               claim: dict[str, Any] | None = None, existing_claim: str | None = None,
+               token_secret: str | None = None) -> dict[str, Any]:
         """Create the run-config ConfigMap and the RayJob, with strict field validation on the server.
 
-        The ConfigMap is created first (so the head never waits for it), then the RayJob, then the ConfigMap is
-        made a dependent of the RayJob (``ownerReferences``), so deleting the RayJob removes it too. If the RayJob
-        cannot be created, the ConfigMap is removed again.
+        The ConfigMap and the model cache's claim, when given, are created first (so the head never waits for
+        them), then the RayJob, then each is made a dependent of the RayJob (``ownerReferences``), so deleting the RayJob
+        removes it too. If the RayJob cannot be created, they are removed again.
 
         Args:
             rayjob: the RayJob dict (:func:`runner.kuberay.manifest.build_rayjob`).
@@ -128,17 +130,25 @@ class RayJobClient:
             service_account: the pods' ServiceAccount (:func:`runner.kuberay.manifest.build_service_account`),
                 created before anything else unless one of that name exists, which is then used as it is (a named
                 account serves every run that names it, so it is never deleted with a RayJob).
+            claim: the model cache's PersistentVolumeClaim to create
+                (:func:`runner.kuberay.manifest.build_model_cache_claim`); one of that name that exists already (a
+                previous run's, or made by hand) is used as it is and left alone.
+            existing_claim: the name of a model cache claim the pods mount, checked to exist first.
+            token_secret: the Secret the pods read ``HF_TOKEN`` from, checked to exist first.
 
         Returns:
             The created RayJob as the API server returned it.
 
         Raises:
-            KubernetesError: the Secret is missing, a RayJob or ConfigMap of that name exists, the RayJob kind is
-                not installed, the server refused a field, or the API cannot be reached.
+            KubernetesError: a Secret or the claim is missing, a RayJob or ConfigMap of that name exists, the RayJob
+                kind is not installed, the server refused a field, or the API cannot be reached.
         """
         name = rayjob["metadata"]["name"]
-        if secret:
-            self._check_secret(secret)
+        for needed in (secret, token_secret):
+            if needed:
+                self._check_secret(needed)
+        if existing_claim:
+            self._check_claim(existing_claim)
         if service_account is not None:
             self._create_service_account(service_account)
         if configmap is not None:
@@ -155,12 +165,20 @@ class RayJobClient:
             except HTTPError as exc:
                 raise self._fail(exc, "creating the run-config ConfigMap") from None
         try:
+            created_claim = self._create_claim(claim) if claim is not None else None
+        except KubernetesError:
+            if configmap is not None:
+                self._delete_configmap(configmap["metadata"]["name"])
+            raise
+        try:
             created = self._custom.create_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, PLURAL, rayjob, field_validation="Strict"
             )
         except (ApiException, HTTPError) as exc:
             if configmap is not None:
                 self._delete_configmap(configmap["metadata"]["name"])
+            if created_claim:
+                self._delete_claim(created_claim)
             if isinstance(exc, ApiException) and exc.status == 409:
                 raise KubernetesError(
                     f"RayJob {name} already exists in namespace {self.namespace}: follow it with "
@@ -173,8 +191,47 @@ class RayJobClient:
                 ) from None
             raise self._fail(exc, f"creating RayJob {name}") from None
         if configmap is not None:
-            self._own(configmap["metadata"]["name"], created)
+            self._own(self._core.patch_namespaced_config_map, "ConfigMap", configmap["metadata"]["name"], created)
+        if created_claim:
+            self._own(self._core.patch_namespaced_persistent_volume_claim, "PersistentVolumeClaim", created_claim,
+                      created)
         return created
+
+    def _create_claim(self, claim: dict[str, Any]) -> str | None:
+        """Create the model cache's claim; its name, or ``None`` when one of that name exists (used as it is)."""
+        name = claim["metadata"]["name"]
+        try:
+            self._core.create_namespaced_persistent_volume_claim(self.namespace, claim, field_validation="Strict")
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise self._fail(exc, f"creating PersistentVolumeClaim {name}") from None
+        except HTTPError as exc:
+            raise self._fail(exc, f"creating PersistentVolumeClaim {name}") from None
+        return name
+
+    def _check_claim(self, name: str) -> None:
+        try:
+            self._core.read_namespaced_persistent_volume_claim(name, self.namespace, _preload_content=False) \
+                .release_conn()
+        except ApiException as exc:
+            if exc.status == 404:
+                raise KubernetesError(
+                    f"PersistentVolumeClaim {name} not found in namespace {self.namespace}; create it (a "
+                    "ReadWriteMany claim for worker pods on several nodes), or let submit create one "
+                    "(--model-cache-new-claim SIZE)"
+                ) from None
+            if exc.status not in (401, 403):
+                raise self._fail(exc, f"checking PersistentVolumeClaim {name}") from None
+            # Not allowed to read claims: the pods will tell if it is missing.
+        except HTTPError as exc:
+            raise self._fail(exc, f"checking PersistentVolumeClaim {name}") from None
+
+    def _delete_claim(self, name: str) -> None:
+        try:
+            self._core.delete_namespaced_persistent_volume_claim(name, self.namespace)
+        except (ApiException, HTTPError):
+            pass  # best effort: the error that brought us here is the one to report
 
     def _create_service_account(self, account: dict[str, Any]) -> None:
         name = account["metadata"]["name"]
@@ -202,7 +259,9 @@ class RayJobClient:
         except HTTPError as exc:
             raise self._fail(exc, f"checking Secret {secret}") from None
 
-    def _own(self, configmap: str, owner: dict[str, Any]) -> None:
+    def _own(self, patch: Callable[..., Any], kind: str, name: str, owner: dict[str, Any]) -> None:
+        """Make the object ``name`` (patched by ``patch``, e.g. ``patch_namespaced_config_map``) a dependent of
+        ``owner``, so that deleting the RayJob deletes it."""
         reference = {
             "apiVersion": owner["apiVersion"],
             "kind": owner["kind"],
@@ -210,10 +269,9 @@ class RayJobClient:
             "uid": owner["metadata"]["uid"],
         }
         try:
-            self._core.patch_namespaced_config_map(configmap, self.namespace,
-                                                   {"metadata": {"ownerReferences": [reference]}})
+            patch(name, self.namespace, {"metadata": {"ownerReferences": [reference]}})
         except (ApiException, HTTPError) as exc:
-            raise self._fail(exc, f"linking ConfigMap {configmap} to its RayJob") from None
+            raise self._fail(exc, f"linking {kind} {name} to its RayJob") from None
 
     def _delete_configmap(self, name: str) -> None:
         try:

@@ -19,15 +19,17 @@ from runner._version import __version__
 from runner.core.config import RunConfig, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob
-from runner.kuberay.options import DeployOptions, WorkerGroup
+from runner.kuberay.options import GPU_RESOURCE, DeployOptions, WorkerGroup
 from runner.core import secrets
 
 CONFIG_DIR = "/etc/runner"
 CONFIG_FILE = "config.yaml"
 CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
 ENTRYPOINT = f"python -m runner run --config {CONFIG_PATH}"
-GPU_RESOURCE = "nvidia.com/gpu"
 CHART_NAME = "runner"
+SECRET_FLAG = re.compile(rf"^-[^=]*({secrets.SECRET_NAME})")
+"""An engine flag that names a credential (``--hf-token``, ``--hf-token=...``, ``--api-key``; not ``--tokenizer``
+nor ``--max-num-batched-tokens``): its value would stand in the ConfigMap in clear."""
 
 # Characters shlex.quote leaves alone (in ASCII): an argument made of these needs no quoting in the submitter's shell.
 SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
@@ -65,8 +67,9 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
     Raises:
         ConfigError: a setting that cannot work in a RayJob: an executor other than ``ray``, ``ray_address`` or
             ``force``; a storage URI that is missing or local to one pod, a cache URI local to one pod; a secret
-            (:func:`runner.core.secrets.find`) in ``storage_options`` at any depth, or a password in a URL, which
-            the ConfigMap would hold in clear.
+            (:func:`runner.core.secrets.find`) in ``storage_options`` at any depth, a password in a URL, or an engine
+            flag naming a credential (:data:`SECRET_FLAG`, such as vLLM's ``--hf-token``), which the ConfigMap would
+            hold in clear.
     """
     if config.executor != "ray":
         raise ConfigError(f"executor {config.executor!r} does not run on the RayJob's Ray cluster: drop --sequential "
@@ -86,6 +89,14 @@ def cluster_run_config(config: RunConfig) -> dict[str, Any]:
             f"{found[0].path} {found[0].why} and would be stored in a ConfigMap; put it in the credentials Secret "
             "(storage.credentials.secretRef, or a Secret in common.envFrom) as an environment variable instead"
         )
+    for index, entry in enumerate(config.serve):
+        for arg in entry.engine_args:
+            if SECRET_FLAG.match(arg):
+                raise ConfigError(
+                    f"serve[{index}].engine_args {arg.partition('=')[0]} passes a credential, which would be stored "
+                    "in a ConfigMap; give the pods HF_TOKEN from a Secret instead (hfToken.secretName, or submit "
+                    "--hf-token-secret)"
+                )
     data = config.model_dump(mode="json", exclude=set(CLUSTER_FIELDS), exclude_none=True)
     data["executor"] = "ray"
     data["take_over"] = True
@@ -171,6 +182,30 @@ def build_service_account(options: DeployOptions, name: str, namespace: str | No
     if options.service_account.annotations:
         metadata["annotations"] = dict(options.service_account.annotations)
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
+
+
+def build_model_cache_claim(options: DeployOptions, name: str,
+                            namespace: str | None = None) -> dict[str, Any] | None:
+    """The model cache's PersistentVolumeClaim when the options create one (``modelCache.persistentVolumeClaim.
+    create``, as the chart's ``templates/modelcache.yaml``); ``None`` otherwise (an existing claim, a host path, or
+    no cache).
+
+    Args:
+        options: the deployment options.
+        name: the RayJob's name (the claim is ``<name>-models`` unless ``claimName`` names it).
+        namespace: set in ``metadata`` when given.
+    """
+    cache = options.model_cache
+    claim = cache.persistent_volume_claim
+    if cache.type != "persistentVolumeClaim" or not claim.create:
+        return None
+    metadata: dict[str, Any] = {"name": options.model_cache_claim_name(name), "labels": labels(name)}
+    if namespace:
+        metadata["namespace"] = namespace
+    spec: dict[str, Any] = {"accessModes": [claim.access_mode], "resources": {"requests": {"storage": claim.size}}}
+    if claim.storage_class_name:
+        spec["storageClassName"] = claim.storage_class_name
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
 def build_rayjob(
@@ -276,35 +311,38 @@ def dump_yaml(*documents: dict[str, Any]) -> str:
 
 
 def _resources(cpu: str, memory: str, gpu: int = 0) -> dict[str, Any]:
-    # requests == limits: Ray sizes itself from the limits, and the scheduler then reserves exactly that.
-    limits: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    # requests == limits: Ray sizes itself from the limits, and the scheduler then reserves exactly that (an
+    # extended resource such as nvidia.com/gpu must have its request equal to its limit anyway).
+    amounts: dict[str, Any] = {"cpu": cpu, "memory": memory}
     if gpu:
-        limits[GPU_RESOURCE] = gpu
-    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
+        amounts[GPU_RESOURCE] = gpu
+    return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def _env(options: DeployOptions) -> dict[str, Any]:
-    """``env``/``envFrom`` of every container: the credentials Secret (never its values) and the common extras."""
+def _env(options: DeployOptions, extra: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """``env``/``envFrom`` of a container: the credentials Secret (never its values), the common extras, then the
+    container's own (``HF_TOKEN`` from its Secret, the model cache's paths)."""
     env_from: list[dict[str, Any]] = []
     if options.storage.credentials.source == "secret":
         env_from.append({"secretRef": {"name": options.storage.credentials.secret_ref}})
     env_from.extend(options.common.env_from)
     out: dict[str, Any] = {}
-    if options.common.env:
-        out["env"] = list(options.common.env)
+    env = [*options.common.env, *extra]
+    if env:
+        out["env"] = env
     if env_from:
         out["envFrom"] = env_from
     return out
 
 
 def _container(options: DeployOptions, name: str, image: str, resources: dict[str, Any],
-               mounts: list[dict[str, Any]]) -> dict[str, Any]:
+               mounts: list[dict[str, Any]], env: list[dict[str, Any]] = ()) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": name,
         "image": image,
         "imagePullPolicy": options.image.pull_policy,
         "resources": resources,
-        **_env(options),
+        **_env(options, env),
     }
     if options.security_context:
         container["securityContext"] = dict(options.security_context)
@@ -315,8 +353,10 @@ def _container(options: DeployOptions, name: str, image: str, resources: dict[st
 
 def _pod_template(options: DeployOptions, fullname: str, container: dict[str, Any],
                   volumes: list[dict[str, Any]], placement: Any = None,
-                  restart_policy: str | None = None) -> dict[str, Any]:
+                  restart_policy: str | None = None, init: list[dict[str, Any]] = ()) -> dict[str, Any]:
     pod: dict[str, Any] = {"containers": [container]}
+    if init:
+        pod["initContainers"] = list(init)
     account = options.service_account_name(fullname)
     if account:
         pod["serviceAccountName"] = account
@@ -331,9 +371,10 @@ def _pod_template(options: DeployOptions, fullname: str, container: dict[str, An
     template: dict[str, Any] = {"spec": pod}
     labels, annotations = dict(options.common.pod_labels), dict(options.common.pod_annotations)
     if placement is not None:
-        for key, field in (("nodeSelector", "node_selector"), ("tolerations", "tolerations"),
-                           ("affinity", "affinity")):
-            value = getattr(placement, field)
+        tolerations = placement.tolerations_with_gpu() if isinstance(placement, WorkerGroup) \
+            else placement.tolerations
+        for key, value in (("nodeSelector", placement.node_selector), ("tolerations", tolerations),
+                           ("affinity", placement.affinity)):
             if value:
                 pod[key] = value
         labels.update(placement.labels)
@@ -348,25 +389,66 @@ _LOGS_VOLUME = {"name": "ray-logs", "emptyDir": {}}
 _LOGS_MOUNT = {"name": "ray-logs", "mountPath": "/tmp/ray"}
 
 
+_SHM = "shared-mem"  # KubeRay's own name for the /dev/shm it adds when a pod has none (common/pod.go)
+_CACHE = "model-cache"
+_OWNER_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+
+
 def _head_template(options: DeployOptions, fullname: str) -> dict[str, Any]:
     mounts = [dict(_LOGS_MOUNT), {"name": "run-config", "mountPath": CONFIG_DIR, "readOnly": True}]
     volumes = [dict(_LOGS_VOLUME), {"name": "run-config", "configMap": {"name": config_map_name(fullname)}}]
     container = _container(options, "ray-head", options.image.ref,
-                           _resources(options.head.cpu, options.head.memory), mounts)
+                           _resources(options.head.cpu, options.head.memory), mounts, options.hf_token.environment())
     return _pod_template(options, fullname, container, volumes, options.head)
+
+
+def _model_cache_volume(options: DeployOptions, fullname: str) -> dict[str, Any] | None:
+    cache = options.model_cache
+    if cache.type == "persistentVolumeClaim":
+        return {"name": _CACHE, "persistentVolumeClaim": {"claimName": options.model_cache_claim_name(fullname)}}
+    if cache.type == "hostPath":
+        return {"name": _CACHE, "hostPath": {"path": cache.host_path.path, "type": "DirectoryOrCreate"}}
+    return None
+
+
+def _cache_owner(options: DeployOptions, image: str) -> dict[str, Any]:
+    """The init container that gives a host-path cache to the pods' user: the kubelet creates the directory owned by
+    root, and the Ray container runs as ``podSecurityContext.runAsUser`` (1000, group 100 by default)."""
+    user = options.pod_security_context.get("runAsUser") or 1000
+    group = options.pod_security_context.get("runAsGroup") or 100
+    return {
+        "name": "model-cache-owner",
+        "image": image,
+        "imagePullPolicy": options.image.pull_policy,
+        "command": ["chown", f"{user}:{group}", options.model_cache.mount_path],
+        "resources": {"requests": dict(_OWNER_RESOURCES), "limits": dict(_OWNER_RESOURCES)},
+        "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}},
+        "volumeMounts": [{"name": _CACHE, "mountPath": options.model_cache.mount_path}],
+    }
 
 
 def _worker_group(options: DeployOptions, fullname: str, group: WorkerGroup) -> dict[str, Any]:
     image = f"{group.image.repository or options.image.repository}:{group.image.tag or options.image.tag}"
-    container = _container(options, "ray-worker", image, _resources(group.cpu, group.memory, group.gpu),
-                           [dict(_LOGS_MOUNT)])
+    mounts = [dict(_LOGS_MOUNT), {"name": _SHM, "mountPath": "/dev/shm"}]
+    volumes = [dict(_LOGS_VOLUME),
+               {"name": _SHM, "emptyDir": {"medium": "Memory", "sizeLimit": group.shared_memory or group.memory}}]
+    cache = _model_cache_volume(options, fullname)
+    init = []
+    if cache is not None:
+        mounts.append({"name": _CACHE, "mountPath": options.model_cache.mount_path})
+        volumes.append(cache)
+        if options.model_cache.type == "hostPath":
+            init.append(_cache_owner(options, image))
+    container = _container(options, "ray-worker", image, _resources(group.cpu, group.memory, group.gpu), mounts,
+                           [*options.hf_token.environment(), *options.model_cache.environment()])
     return {
         "groupName": group.name,
         "replicas": group.replicas,
         "minReplicas": group.replicas if group.min_replicas is None else group.min_replicas,
         "maxReplicas": group.replicas if group.max_replicas is None else group.max_replicas,
-        "rayStartParams": dict(group.ray_start_params),
-        "template": _pod_template(options, fullname, container, [dict(_LOGS_VOLUME)], group),
+        "rayStartParams": {**group.ray_start_params, "num-gpus": str(group.gpu)},
+        "template": _pod_template(options, fullname, container, volumes, group, init=init),
     }
 
 

@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from runner._version import __version__
 from runner.core.errors import ConfigError
+from runner.core.secrets import anycase
 from runner.kuberay.checks import (DNS1123_LABEL, ENV_REFUSED, HEAD_PARAMS_REFUSED, IMAGE_REPOSITORY_MAX,
                                    IMAGE_REPOSITORY_PATTERN, IMAGE_TAG_PATTERN, PARAMS_REFUSED, image_repository,
                                    image_tag, refused_env)
@@ -32,7 +33,25 @@ RAY_VERSION = "2.60.0"
 PYTHON_TAG = "py311"
 IMAGE_REPOSITORY = "ghcr.io/example/runner"
 IMAGE_TAG = f"{__version__}-ray{RAY_VERSION}-{PYTHON_TAG}"
+VLLM_VERSION = "0.33.0"
+"""The vLLM release of the GPU image variant (``docker/Dockerfile.vllm``, on ``vllm/vllm-openai:v0.33.0``): the one
+whose argument parser ``scripts/check_vllm_args.py`` checks the runner's ``vllm serve`` command lines against."""
+VLLM_IMAGE_TAG = f"{__version__}-ray{RAY_VERSION}-vllm{VLLM_VERSION}"
+"""The tag of the vLLM image variant: the package, Ray and vLLM versions (its Python is vLLM's own)."""
 DEFAULT_SECRET = "runner-storage"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+"""Added to a GPU worker group that has no toleration for ``nvidia.com/gpu`` of its own: GPU nodes are tainted with the
+resource's name by the convention of Kubernetes' ``ExtendedResourceToleration`` admission plugin (GKE taints them
+``nvidia.com/gpu=present:NoSchedule``), and a toleration only permits, it never attracts a pod."""
+HF_TOKEN = "HF_TOKEN"
+HF_HOME_DIR = "huggingface"
+"""``HF_HOME`` is ``<modelCache.mountPath>/huggingface`` (the Hub's downloads, under ``hub/``)."""
+RUNNER_MODEL_CACHE_DIR = "runner"
+"""``RUNNER_MODEL_CACHE`` is ``<modelCache.mountPath>/runner`` (the converted embedded model,
+:mod:`runner.serving.paths`)."""
+POD_MOUNTS = ("/tmp/ray", "/dev/shm", "/etc/runner")
+"""Where the chart mounts Ray's logs, the shared memory and the run config: not a place for the model cache."""
 
 
 # The quantity pattern of the KubeRay CRDs' resource fields (Kubernetes' resource.Quantity), without the sign:
@@ -70,28 +89,57 @@ ImageTag = Annotated[str, AfterValidator(image_tag), WithJsonSchema({"type": "st
 """An image tag (:func:`runner.kuberay.checks.image_tag`)."""
 
 
-def _params_rule(refused: dict[str, str]) -> Any:
-    """A ``rayStartParams`` dict type without the keys in ``refused`` (name -> KubeRay's rule, quoted on refusal)."""
+def _params_rule(refused: dict[str, str], derived: dict[str, str] | None = None) -> Any:
+    """A ``rayStartParams`` dict type without the keys in ``refused`` (name -> KubeRay's rule, quoted on refusal)
+    nor those in ``derived`` (name -> the value the chart writes it from)."""
+    derived = derived or {}
+
     def check(params: dict[str, str]) -> dict[str, str]:
         for name, rule in refused.items():
             if name in params:
                 raise ValueError(f"rayStartParams[{name!r}] is refused by KubeRay ({rule}); remove it")
+        for name, source in derived.items():
+            if name in params:
+                raise ValueError(f"rayStartParams[{name!r}] is written by the chart from {source}; remove it and "
+                                 f"set {source}")
         return params
 
     schema = {"type": "object", "additionalProperties": {"type": "string"},
-              "not": {"anyOf": [{"required": [name]} for name in refused]}}
+              "not": {"anyOf": [{"required": [name]} for name in [*refused, *derived]]}}
     return Annotated[dict[str, str], AfterValidator(check), WithJsonSchema(schema)]
 
 
 HeadParams = _params_rule({**PARAMS_REFUSED, **HEAD_PARAMS_REFUSED})
-WorkerParams = _params_rule(PARAMS_REFUSED)
+WorkerParams = _params_rule(PARAMS_REFUSED, {"num-gpus": "the group's gpu"})
+"""A worker group's ``rayStartParams``: its ``num-gpus`` is always its ``gpu`` (``nvidia.com/gpu``), so that Ray
+counts exactly the GPUs the device plugin gave the pod, never the node's others (an image on NVIDIA's CUDA base
+sets ``NVIDIA_VISIBLE_DEVICES=all``, which shows every GPU of the node to a pod that asked for none)."""
+
+
+_ENV_SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "credential", "sas")
+ENV_SECRET_NAME = ("(^|_)(" + "|".join(anycase(word) for word in _ENV_SECRET_WORDS) + ")(_|$)|"
+                   + anycase("connection_string"))
+"""An environment variable name that names a credential: one of the words ``TOKEN``, ``KEY``, ``SECRET``,
+``PASSWORD``, ``PASSWD``, ``CREDENTIAL``, ``SAS`` between underscores (``HF_TOKEN``, ``OPENAI_API_KEY``,
+``AWS_SECRET_ACCESS_KEY``, ``AZURE_STORAGE_SAS_TOKEN``; not ``MAX_TOKENS``), or ``CONNECTION_STRING``: the words of
+:mod:`runner.core.secrets` for the upper-case names of environment variables. A plain pattern, as the schema needs."""
+ENV_PATH_NAME = "_(FILE|PATH|DIR)$"
+"""A variable that names a file holding a credential (``GOOGLE_APPLICATION_CREDENTIALS`` aside, ``*_KEY_FILE``):
+a path, not a secret."""
 
 
 def _env_rule(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Kubernetes' EnvVar needs a name; KubeRay refuses some on the head (:func:`runner.kuberay.checks.refused_env`)."""
+    """Kubernetes' EnvVar needs a name; KubeRay refuses some on the head (:func:`runner.kuberay.checks.refused_env`);
+    a credential (:data:`ENV_SECRET_NAME`) given as a plain ``value`` would stand in clear in the RayJob, so it must
+    come from a Secret (``valueFrom.secretKeyRef``, ``common.envFrom``, or ``hfToken`` for ``HF_TOKEN``)."""
     for index, entry in enumerate(env):
         if not entry.get("name"):
             raise ValueError(f"env[{index}] has no name; give each entry a name and a value")
+        name = str(entry["name"])
+        if entry.get("value") and re.search(ENV_SECRET_NAME, name) and not re.search(ENV_PATH_NAME, name):
+            where = "hfToken.secretName" if name == HF_TOKEN else "a Secret in common.envFrom"
+            raise ValueError(f"env[{index}] {name!r} holds a credential, which would stand in clear in the RayJob; "
+                             f"give it from a Secret instead ({where}, or valueFrom.secretKeyRef)")
         rule = refused_env(entry)
         if rule:
             raise ValueError(f"env[{index}] {entry.get('name')!r} is refused by KubeRay on the head ({rule}); "
@@ -105,8 +153,10 @@ _REFUSED_ENTRIES = [
     if values else {"properties": {"name": {"const": name}}, "required": ["name"]}
     for name, (values, _) in ENV_REFUSED.items()
 ]
+_CLEAR_SECRET = {"properties": {"name": {"pattern": ENV_SECRET_NAME, "not": {"pattern": ENV_PATH_NAME}},
+                                 "value": {"minLength": 1}}, "required": ["name", "value"]}
 _ENV_ITEM = {"type": "object", "required": ["name"], "properties": {"name": {"minLength": 1}},
-             "not": {"anyOf": _REFUSED_ENTRIES}}
+             "not": {"anyOf": [*_REFUSED_ENTRIES, _CLEAR_SECRET]}}
 Env = Annotated[list[dict[str, Any]], AfterValidator(_env_rule),
                 WithJsonSchema({"type": "array", "items": _ENV_ITEM})]
 
@@ -152,10 +202,14 @@ class Head(_Placement):
 
 
 class WorkerGroup(_Placement):
-    """One worker group: ``replicas`` pods of ``cpu``/``memory``/``gpu`` each (``gpu`` -> ``nvidia.com/gpu``).
+    """One worker group: ``replicas`` pods of ``cpu``/``memory``/``gpu`` each.
 
-    ``min_replicas``/``max_replicas`` default to ``replicas`` (no autoscaling); KubeRay's CRD requires both, so the
-    manifest always carries them.
+    ``gpu`` is the pod's ``nvidia.com/gpu`` limit and request and the group's ``num-gpus`` start parameter; a GPU
+    group also tolerates the ``nvidia.com/gpu`` taint (:data:`GPU_TOLERATION`) unless its ``tolerations`` name that
+    key. ``shared_memory`` sizes the pod's ``/dev/shm`` (an ``emptyDir`` in memory), where NCCL and vLLM's and
+    SGLang's multi-process executors exchange tensors; ``None`` sizes it as KubeRay would, at the pod's ``memory``.
+    What it holds counts against the pod's memory limit. ``min_replicas``/``max_replicas`` default to ``replicas``
+    (no autoscaling); KubeRay's CRD requires both, so the manifest always carries them.
     """
 
     name: str = Field(pattern=DNS1123_LABEL, max_length=63)
@@ -165,13 +219,107 @@ class WorkerGroup(_Placement):
     cpu: Quantity
     memory: Quantity
     gpu: int = Field(default=0, ge=0)
+    shared_memory: Quantity | None = None
     image: GroupImage = Field(default_factory=GroupImage)
     ray_start_params: WorkerParams = Field(default_factory=dict)
+
+    def tolerations_with_gpu(self) -> list[dict[str, Any]]:
+        """The group's tolerations, plus :data:`GPU_TOLERATION` for a GPU group without one for that key."""
+        if self.gpu and not any(t.get("key") == GPU_RESOURCE for t in self.tolerations):
+            return [*self.tolerations, dict(GPU_TOLERATION)]
+        return list(self.tolerations)
 
 
 def default_worker_groups() -> list[WorkerGroup]:
     """One CPU group of two pods, 2 CPUs and 4 GiB each."""
     return [WorkerGroup(name="cpu", replicas=2, cpu="2", memory="4Gi")]
+
+
+_CLAIM_NAME = r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # a DNS-1123 subdomain
+
+
+class ModelCacheClaim(_Values):
+    """The model cache's PersistentVolumeClaim: an existing one (``claim_name``), or one the chart creates
+    (``create``: named ``claim_name``, default ``<fullname>-models``, of ``size`` in ``storage_class_name``, the
+    cluster's default class when empty). ``ReadWriteMany`` lets the worker pods of several nodes mount it (a file
+    store: EFS, Filestore, Azure Files, CephFS, NFS); ``ReadWriteOnce`` holds only when every worker pod runs on one
+    node. A created claim goes with the release (``helm uninstall``) or the RayJob (``k8s delete``): for a cache
+    that outlives the run, create a claim once and name it."""
+
+    claim_name: str = Field(default="", pattern=_CLAIM_NAME, max_length=253)
+    create: bool = False
+    size: Quantity = "200Gi"
+    storage_class_name: str = ""
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+
+
+class ModelCacheHostPath(_Values):
+    """The model cache on each node's own disk (``hostPath``, created when missing): the worker pods of one node
+    share it; each node downloads once. An init container (running as root, with only ``CAP_CHOWN``) gives the
+    directory to the pods' user, since the kubelet creates it owned by root."""
+
+    path: str = Field(default="/var/lib/runner/models", pattern=r"^(/[^/]+)+$")
+
+
+class ModelCache(_Values):
+    """Where the worker pods keep model weights, so that the replicas on one node (or on every node, with a
+    shared claim) download a model once: ``HF_HOME`` (``<mount_path>/huggingface``, vLLM's, SGLang's and
+    ``transformers``' downloads) and ``RUNNER_MODEL_CACHE`` (``<mount_path>/runner``, the converted embedded model)
+    point into it.
+
+    ``type``: ``none`` (each pod downloads into its own filesystem, lost with it), ``persistentVolumeClaim``
+    (:class:`ModelCacheClaim`) or ``hostPath`` (:class:`ModelCacheHostPath`). Mounted on the worker pods only: in a
+    RayJob the head runs the driver, which serves nothing (a sequential run is refused there); the head therefore
+    carries no ``HF_HOME`` of its own either, since the driver hands its Hub variables to the replicas and would
+    otherwise override the workers' path.
+    """
+
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"type": {"const": "persistentVolumeClaim"}}, "required": ["type"]},
+        "then": {"properties": {"persistentVolumeClaim": {"anyOf": [
+            {"properties": {"claimName": {"minLength": 1}}, "required": ["claimName"]},
+            {"properties": {"create": {"const": True}}, "required": ["create"]}]}}},
+    })
+
+    type: Literal["none", "persistentVolumeClaim", "hostPath"] = "none"
+    mount_path: str = Field(default="/models", pattern=r"^(/[^/]+)+$",
+                            json_schema_extra={"not": {"enum": list(POD_MOUNTS)}})
+    persistent_volume_claim: ModelCacheClaim = Field(default_factory=ModelCacheClaim)
+    host_path: ModelCacheHostPath = Field(default_factory=ModelCacheHostPath)
+
+    @model_validator(mode="after")
+    def _complete(self) -> ModelCache:
+        if self.mount_path in POD_MOUNTS:
+            raise ValueError(f"modelCache.mountPath {self.mount_path!r} is where the chart mounts something else "
+                             f"({', '.join(POD_MOUNTS)}); pick another path, e.g. /models")
+        claim = self.persistent_volume_claim
+        if self.type == "persistentVolumeClaim" and not (claim.claim_name or claim.create):
+            raise ValueError("modelCache.type is 'persistentVolumeClaim' but no claim is named; set "
+                             "modelCache.persistentVolumeClaim.claimName to an existing claim, or create: true")
+        return self
+
+    def environment(self) -> list[dict[str, str]]:
+        """``HF_HOME`` and ``RUNNER_MODEL_CACHE`` in the mounted cache; none without a cache."""
+        if self.type == "none":
+            return []
+        return [{"name": "HF_HOME", "value": f"{self.mount_path}/{HF_HOME_DIR}"},
+                {"name": "RUNNER_MODEL_CACHE", "value": f"{self.mount_path}/{RUNNER_MODEL_CACHE_DIR}"}]
+
+
+class HfToken(_Values):
+    """``HF_TOKEN`` (gated or private models on the Hugging Face Hub, and gated data sets such as GAIA's) from the
+    key ``key`` of the Secret ``secret_name`` (none when empty), on the head and the worker pods: the replicas
+    download with it, and the driver reads gated data sets with it. Never a value in the chart's values, the run
+    config or the RayJob: the pods read it from the Secret (``valueFrom.secretKeyRef``)."""
+
+    secret_name: str = Field(default="", pattern=_CLAIM_NAME, max_length=253)
+    key: str = Field(default=HF_TOKEN, pattern=r"^[-._a-zA-Z0-9]+$")
+
+    def environment(self) -> list[dict[str, Any]]:
+        """The ``HF_TOKEN`` entry of a container's ``env``, or none."""
+        if not self.secret_name:
+            return []
+        return [{"name": HF_TOKEN, "valueFrom": {"secretKeyRef": {"name": self.secret_name, "key": self.key}}}]
 
 
 class PullSecret(_Values):
@@ -278,12 +426,30 @@ def default_security_context() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+def _not_in_common_env(names: list[str]) -> dict[str, Any]:
+    """The schema of values whose ``common.env`` names none of ``names``."""
+    return {"properties": {"common": {"properties": {"env": {"items": {
+        "properties": {"name": {"not": {"enum": names}}}}}}}}}
+
+
 class DeployOptions(_Values):
     """Everything about a RayJob except the run itself (the chart's values without ``job``).
+
+    ``model_cache`` and ``hf_token`` set ``HF_HOME``, ``RUNNER_MODEL_CACHE`` and ``HF_TOKEN`` themselves, so
+    ``common.env`` may not name them too (two definitions of one variable, the later silently winning).
 
     Raises (from :meth:`from_values`):
         ConfigError: an unknown key or a bad value, naming the field.
     """
+
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        {"if": {"properties": {"modelCache": {"properties": {"type": {"enum": ["persistentVolumeClaim", "hostPath"]}},
+                                              "required": ["type"]}}, "required": ["modelCache"]},
+         "then": _not_in_common_env(["HF_HOME", "RUNNER_MODEL_CACHE"])},
+        {"if": {"properties": {"hfToken": {"properties": {"secretName": {"minLength": 1}},
+                                           "required": ["secretName"]}}, "required": ["hfToken"]},
+         "then": _not_in_common_env([HF_TOKEN])},
+    ]})
 
     name_override: str = ""
     fullname_override: str = ""
@@ -298,6 +464,8 @@ class DeployOptions(_Values):
     common: Common = Field(default_factory=Common)
     storage: Storage = Field(default_factory=Storage)
     service_account: ServiceAccount = Field(default_factory=ServiceAccount)
+    model_cache: ModelCache = Field(default_factory=ModelCache)
+    hf_token: HfToken = Field(default_factory=HfToken)
     pod_security_context: dict[str, Any] = Field(default_factory=default_pod_security_context)
     security_context: dict[str, Any] = Field(default_factory=default_security_context)
 
@@ -317,6 +485,11 @@ class DeployOptions(_Values):
         names = [group.name for group in self.worker_groups]
         if len(set(names)) != len(names):
             raise ValueError(f"workerGroups names must be unique, got {names}")
+        ours = [entry["name"] for entry in [*self.model_cache.environment(), *self.hf_token.environment()]]
+        for entry in self.common.env:
+            if entry.get("name") in ours:
+                setting = "hfToken" if entry["name"] == HF_TOKEN else "modelCache"
+                raise ValueError(f"common.env sets {entry['name']}, which {setting} sets; remove it from common.env")
         return self
 
     @classmethod
@@ -327,6 +500,10 @@ class DeployOptions(_Values):
             return cls.model_validate(data)
         except ValidationError as err:
             raise ConfigError(_values_error(err, source)) from None
+
+    def model_cache_claim_name(self, fullname: str) -> str:
+        """The model cache's claim: the named one, else ``<fullname>-models`` when the chart creates it."""
+        return self.model_cache.persistent_volume_claim.claim_name or f"{fullname}-models"
 
     def service_account_name(self, fullname: str) -> str:
         """The pods' service account: the created one, a named existing one, or ``""`` (the namespace default)."""

@@ -10,8 +10,9 @@ Where each part comes from:
   (:data:`runner.kuberay.manifest.CLUSTER_FIELDS`), plus ``extraArgs`` (shell-safe, as
   :func:`runner.kuberay.manifest.entrypoint` requires), a ``storage`` every pod reaches
   (:func:`runner.kuberay.manifest.check_storage_uri`) and a ``cache`` too when one is set
-  (:func:`~runner.kuberay.manifest.check_cache_uri`), and no secret at any depth of the fields that can hold one
-  (:data:`runner.kuberay.manifest.MAY_HOLD_SECRETS`, by :mod:`runner.core.secrets`' patterns); model names with a
+  (:func:`~runner.kuberay.manifest.check_cache_uri`), no secret at any depth of the fields that can hold one
+  (:data:`runner.kuberay.manifest.MAY_HOLD_SECRETS`, by :mod:`runner.core.secrets`' patterns) and no engine flag
+  naming a credential (:data:`runner.kuberay.manifest.SECRET_FLAG`); model names with a
   known provider, and for each built-in benchmark and solution the arguments it takes
   (:mod:`runner.kuberay.job_rules`).
 
@@ -35,7 +36,8 @@ from pydantic import BaseModel
 
 from runner.core.config import RunConfig
 from runner.kuberay import job_rules
-from runner.kuberay.manifest import CLUSTER_FIELDS, MAY_HOLD_SECRETS, POD_LOCAL_PROTOCOLS, SHELL_SAFE, STORAGE_URI
+from runner.kuberay.manifest import (CLUSTER_FIELDS, MAY_HOLD_SECRETS, POD_LOCAL_PROTOCOLS, SECRET_FLAG, SHELL_SAFE,
+                                     STORAGE_URI)
 from runner.kuberay.options import DeployOptions
 from runner.core.secrets import SECRET_NAME, SECRET_VALUE, anycase
 
@@ -117,6 +119,9 @@ def _job_schema() -> dict[str, Any]:
         job["properties"][name]["pattern"] = job_rules.model_name_pattern()
     for name in MAY_HOLD_SECRETS:
         job["properties"][name] = {"allOf": [job["properties"][name], {"$ref": _NO_SECRETS}]}
+    # An engine flag naming a credential (vLLM's --hf-token) would hold it in the ConfigMap: HF_TOKEN comes from
+    # hfToken's Secret instead.
+    job["properties"]["serve"]["items"]["properties"]["engine_args"]["items"]["not"] = {"pattern": SECRET_FLAG.pattern}
     job["properties"]["extraArgs"] = {
         "type": "array",
         "description": "Arguments appended to the entrypoint; each shell-safe.",

@@ -31,7 +31,7 @@ def test_lint_is_clean_in_strict_mode():
     assert report["errors"] == [] and problems == [], report
 
 
-@pytest.mark.parametrize("example", ["gpu", "gke", "aks"])
+@pytest.mark.parametrize("example", ["gpu", "gke", "aks", "vllm"])
 def test_lint_with_each_example_in_ci_is_clean(example):
     values = yaml.safe_load((CHART / "ci" / f"{example}-values.yaml").read_text())
     report = helm_python.lint(CHART, values, strict=True)
@@ -68,13 +68,19 @@ def test_gpu_worker_group_gets_gpus_its_image_and_placement(chart):
               ["workerGroupSpecs"]}
     gpu = groups["gpu"]
     container = gpu["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
-    assert container["resources"]["requests"] == {"cpu": "8", "memory": "64Gi"}
+    assert container["resources"]["limits"] == container["resources"]["requests"] == {
+        "cpu": "8", "memory": "64Gi", "nvidia.com/gpu": 1}
+    assert gpu["rayStartParams"] == {"num-gpus": "1"}
     assert container["image"] == "ghcr.io/example/runner:0.1.0-ray2.60.0-py311-gpu"
-    assert gpu["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+    # The example's own toleration for the key, not a second one.
+    assert gpu["template"]["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert gpu["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert (gpu["replicas"], gpu["minReplicas"], gpu["maxReplicas"]) == (2, 2, 2)
     cpu = groups["cpu"]["template"]["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in cpu["resources"]["limits"]
+    assert groups["cpu"]["rayStartParams"] == {"num-gpus": "0"}
+    assert "tolerations" not in groups["cpu"]["template"]["spec"]
     assert cpu["image"] == "ghcr.io/example/runner:0.1.0-ray2.60.0-py311"
 
 

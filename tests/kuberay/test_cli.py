@@ -43,12 +43,15 @@ def test_dry_run_prints_a_valid_rayjob_and_contacts_nothing(cli, tmp_path, rayjo
     rayjob = docs["RayJob"]
     assert rayjob_schema.errors(rayjob) == []
     assert rayjob["metadata"]["namespace"] == docs["ConfigMap"]["metadata"]["namespace"] == "evals"
-    worker = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    group = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    worker = group["template"]["spec"]["containers"][0]
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == 1
+    # The chart's default group, given GPUs by the flags, is named for them.
+    assert (group["groupName"], group["rayStartParams"]) == ("gpu", {"num-gpus": "1"})
     config = RunConfig.model_validate(yaml.safe_load(docs["ConfigMap"]["data"]["config.yaml"]))
     assert (config.repeats, config.worker.num_gpus, config.executor) == (3, 1.0, "ray")
     expected = build_rayjob(config, DeployOptions.from_values(
-        {"workerGroups": [{"name": "cpu", "replicas": 2, "cpu": "2", "memory": "4Gi", "gpu": 1}]}),
+        {"workerGroups": [{"name": "gpu", "replicas": 2, "cpu": "2", "memory": "4Gi", "gpu": 1}]}),
         "toy-eval", namespace="evals")
     assert rayjob == expected
 

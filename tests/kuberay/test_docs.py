@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 
@@ -11,10 +12,12 @@ import pytest
 import yaml
 
 from runner.cli import main
+from runner.core.config import RunConfig
 from tests.kuberay.conftest import REPO, render
 
 DOC = (REPO / "docs" / "kubernetes.md").read_text()
-ENV = {"IMAGE": "registry.example.com/evals/runner", "TAG": "0.1.0-ray2.60.0-py311"}
+ENV = {"IMAGE": "registry.example.com/evals/runner", "TAG": "0.1.0-ray2.60.0-py311",
+       "VLLM_TAG": "0.1.0-ray2.60.0-vllm0.33.0"}
 
 
 def shell_commands(text: str) -> list[list[str]]:
@@ -37,10 +40,10 @@ def merge(base: dict, extra: dict) -> dict:
     return base
 
 
-def helm_installs() -> list[tuple[str, dict]]:
-    """(release, values) of each ``helm install RELEASE ./helm/runner ...`` in the doc, -f then --set as Helm does."""
+def helm_installs(doc: str = DOC) -> list[tuple[str, dict]]:
+    """(release, values) of each ``helm install RELEASE ./helm/runner ...`` in ``doc``, -f then --set as Helm does."""
     installs = []
-    for argv in shell_commands(DOC):
+    for argv in shell_commands(doc):
         if argv[:2] != ["helm", "install"] or argv[3] != "./helm/runner":
             continue
         files, sets, rest = [], [], iter(argv[4:])
@@ -65,7 +68,7 @@ def dry_runs() -> list[list[str]]:
 
 
 def test_the_doc_has_the_commands_checked_here():
-    assert len(helm_installs()) == 5 and len(dry_runs()) == 4
+    assert len(helm_installs()) == 6 and len(dry_runs()) == 5
 
 
 @pytest.mark.parametrize("release, values", helm_installs(), ids=lambda v: v if isinstance(v, str) else "")
@@ -74,7 +77,7 @@ def test_documented_helm_installs_render_valid_rayjobs(chart, rayjob_schema, rel
     assert rayjob["metadata"]["name"] == f"{release}-runner"
     assert rayjob_schema.errors(rayjob) == []
     head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    assert head["image"] == f"{ENV['IMAGE']}:{ENV['TAG']}"
+    assert head["image"] == f"{ENV['IMAGE']}:{values.get('image', {}).get('tag', ENV['TAG'])}"
 
 
 @pytest.mark.parametrize("argv", dry_runs(), ids=lambda argv: argv[-1])
@@ -82,3 +85,34 @@ def test_documented_dry_runs_succeed(capsys, rayjob_schema, argv):
     assert main(argv) == 0, capsys.readouterr().err
     rayjob = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "RayJob"][0]
     assert rayjob_schema.errors(rayjob) == []
+
+
+def test_the_gpu_section_s_helm_install_and_submit_make_the_same_run(chart, capsys):
+    """The two commands of "Models served by the run on GPUs": the same run config, and the same GPU worker group
+    (the claim's name aside: the release's or the RayJob's)."""
+    section = DOC[DOC.index("## Models served by the run on GPUs"):DOC.index("### The model cache")]
+    (release, values), = [(r, v) for r, v in helm_installs() if f"helm install {r} " in section]
+    (argv,) = [argv for argv in dry_runs() if "--serve" in argv]
+    helm = render(chart, values, name=release)
+    assert main(argv) == 0, capsys.readouterr().err
+    printed = {d["kind"]: d for d in yaml.safe_load_all(capsys.readouterr().out)}
+    configs = [RunConfig.model_validate(yaml.safe_load(out["ConfigMap"]["data"]["config.yaml"]))
+               for out in (helm, printed)]
+    assert configs[0] == configs[1] and configs[0].serve[0].engine_args == ["--max-model-len=8192"]
+    groups = [out["RayJob"]["spec"]["rayClusterSpec"]["workerGroupSpecs"] for out in (helm, printed)]
+    claims = [out["PersistentVolumeClaim"]["metadata"]["name"] for out in (helm, printed)]
+    assert claims == [f"{release}-runner-models", f"{printed['RayJob']['metadata']['name']}-models"]
+    assert json.loads(json.dumps(groups[0]).replace(claims[0], claims[1])) == groups[1]
+    assert helm["PersistentVolumeClaim"]["spec"] == printed["PersistentVolumeClaim"]["spec"]
+
+
+def test_the_kuberay_command_of_the_models_doc_renders_a_served_run_on_gpus(chart, rayjob_schema):
+    """docs/models.md, "Models served by the run": its KubeRay command is the chart as built here."""
+    models = (REPO / "docs" / "models.md").read_text()
+    section = models[models.index("## Models served by the run"):]
+    (release, values), = helm_installs(section[:section.index("```\n\n") + 3])
+    rayjob = render(chart, values, name=release)["RayJob"]
+    assert rayjob_schema.errors(rayjob) == []
+    (group,) = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert group["rayStartParams"] == {"num-gpus": "1"}
+    assert group["template"]["spec"]["containers"][0]["image"].endswith(":0.1.0-ray2.60.0-vllm0.33.0")

@@ -11,11 +11,15 @@ import yaml
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob, check_rayjob_name
-from runner.kuberay.manifest import (build_configmap, build_rayjob, build_service_account, cluster_run_config,
-                                     entrypoint)
+from runner.kuberay.manifest import (build_configmap, build_model_cache_claim, build_rayjob, build_service_account,
+                                     cluster_run_config, entrypoint)
 from runner.kuberay.options import DeployOptions
 from tests.kuberay.conftest import CHART, render
 from tests.kuberay.test_chart import AKS_VALUES, GKE_VALUES, GPU_VALUES
+
+VLLM_VALUES = yaml.safe_load((CHART / "ci" / "vllm-values.yaml").read_text())
+EXISTING_CLAIM = {**VLLM_VALUES, "modelCache": {"type": "persistentVolumeClaim", "mountPath": "/var/cache/models",
+                                                "persistentVolumeClaim": {"claimName": "shared-models"}}}
 
 EVERYTHING = {
     "job": {
@@ -38,9 +42,12 @@ EVERYTHING = {
     "workerGroups": [
         {"name": "small", "replicas": 0, "minReplicas": 0, "maxReplicas": 5, "cpu": 0.5, "memory": "1Gi",
          "rayStartParams": {"resources": '"{\\"io\\": 1}"'}, "affinity": {"nodeAffinity": {}}},
-        {"name": "big", "replicas": 3, "cpu": "16", "memory": "64Gi", "gpu": 2,
+        {"name": "big", "replicas": 3, "cpu": "16", "memory": "64Gi", "gpu": 2, "sharedMemory": "8Gi",
+         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
          "image": {"repository": "registry.local/runner", "tag": "gpu"}},
     ],
+    "modelCache": {"type": "hostPath", "mountPath": "/cache", "hostPath": {"path": "/mnt/nvme/models"}},
+    "hfToken": {"secretName": "hf", "key": "token"},
     "submitter": {"cpu": "250m", "memory": "512Mi"},
     "common": {"env": [{"name": "OPENAI_BASE_URL", "value": "http://vllm:8000/v1"}],
                "envFrom": [{"secretRef": {"name": "model-keys"}}],
@@ -70,16 +77,18 @@ def without_labels(manifest):
     return out, labels
 
 
-@pytest.mark.parametrize("values", [{}, GPU_VALUES, EVERYTHING, GKE_VALUES, AKS_VALUES],
-                         ids=["default", "gpu", "everything", "gke", "aks"])
+@pytest.mark.parametrize("values", [{}, GPU_VALUES, EVERYTHING, GKE_VALUES, AKS_VALUES, VLLM_VALUES, EXISTING_CLAIM],
+                         ids=["default", "gpu", "everything", "gke", "aks", "vllm", "existing-claim"])
 def test_builder_and_chart_make_the_same_rayjob(chart, rayjob_schema, values):
     rendered = render(chart, values)
     config, built, configmap = build_from_values(chart, values)
-    account = build_service_account(DeployOptions.from_values(values), "toy-runner")
-    if "ServiceAccount" in rendered:
-        assert without_labels(account)[0] == without_labels(rendered["ServiceAccount"])[0]
-    else:
-        assert account is None
+    options = DeployOptions.from_values(values)
+    for kind, made in (("ServiceAccount", build_service_account(options, "toy-runner")),
+                       ("PersistentVolumeClaim", build_model_cache_claim(options, "toy-runner"))):
+        if kind in rendered:
+            assert without_labels(made)[0] == without_labels(rendered[kind])[0]
+        else:
+            assert made is None
     chart_rayjob, chart_labels = without_labels(rendered["RayJob"])
     built_rayjob, built_labels = without_labels(built)
     assert built_rayjob == chart_rayjob
@@ -111,8 +120,16 @@ def test_everything_values_reach_the_manifest(chart):
         "labels": {"azure.workload.identity/use": "true", "team": "everyone"}, "annotations": {"cost-center": "evals"}}
     container = head["spec"]["containers"][0]
     assert container["envFrom"] == [{"secretRef": {"name": "gcs-hmac"}}, {"secretRef": {"name": "model-keys"}}]
-    assert container["env"] == [{"name": "OPENAI_BASE_URL", "value": "http://vllm:8000/v1"}]
+    assert container["env"] == [{"name": "OPENAI_BASE_URL", "value": "http://vllm:8000/v1"},
+                                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]
     assert head["spec"]["serviceAccountName"] == "evals-runner"
+    big_pod = big["template"]["spec"]
+    assert big_pod["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert {v["name"]: v for v in big_pod["volumes"]}["shared-mem"]["emptyDir"] == {"medium": "Memory",
+                                                                                    "sizeLimit": "8Gi"}
+    assert big_pod["initContainers"][0]["image"] == "registry.local/runner:gpu"
 
 
 def test_builder_defaults_are_the_chart_defaults():

@@ -146,8 +146,8 @@ def test_the_checker_refuses_a_ttl_without_shutdown(chart):
 
 
 @pytest.mark.parametrize("values", [
-    {"common": {"env": [{"name": "RAY_enable_autoscaler_v2", "value": "0"}, {"name": "REDIS_PASSWORD",
-                                                                             "value": "x"}]}},
+    {"common": {"env": [{"name": "RAY_enable_autoscaler_v2", "value": "0"}, {"name": "REDIS_PASSWORD", "valueFrom": {
+        "secretKeyRef": {"name": "redis", "key": "password"}}}]}},
     {"head": {"rayStartParams": {"num-cpus": "0", "redis-password": "x"}}},
     group(minReplicas=0, maxReplicas=5, replicas=0),
     {"rayVersion": "2.52.0"},

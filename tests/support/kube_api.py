@@ -4,7 +4,8 @@ No Kubernetes cluster or KubeRay operator can run on the test machine (no contai
 stands in for one: the real ``kubernetes`` client talks to it through a real kubeconfig, and it answers the few
 endpoints ``runner.kuberay.client`` uses, in the shapes the API server uses:
 
-- ConfigMaps, Secrets and ServiceAccounts (create with ``fieldValidation``, read, patch, delete;
+- ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims (create with ``fieldValidation``, read, patch,
+  delete;
   ``ownerReferences`` garbage collection when their owner is deleted);
 - RayJobs (``ray.io/v1``): create (with ``fieldValidation=Strict`` it refuses unknown fields, using the strict
   CRD schema when one is given), get, delete, and watch (``watch=true``, one RayJob by ``fieldSelector``);
@@ -30,7 +31,8 @@ from urllib.parse import parse_qs, urlparse
 
 import yaml
 
-_CORE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>configmaps|secrets|serviceaccounts|pods)"
+_CORE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/"
+                   r"(?P<kind>configmaps|secrets|serviceaccounts|persistentvolumeclaims|pods)"
                    r"(?:/(?P<name>[^/]+))?"
                    r"(?P<log>/log)?$")
 _RAYJOBS = re.compile(r"^/apis/ray\.io/v1/namespaces/(?P<ns>[^/]+)/rayjobs(?:/(?P<name>[^/]+))?$")

@@ -65,45 +65,85 @@ are limited to shell-safe characters by values.schema.json.
 {{- end -}}
 
 {{/*
-requests == limits: Ray sizes itself from the limits, and the scheduler reserves exactly that. Takes a dict with
-cpu, memory and optionally gpu (-> nvidia.com/gpu).
+requests == limits: Ray sizes itself from the limits, and the scheduler reserves exactly that (an extended resource
+such as nvidia.com/gpu must have its request equal to its limit anyway). Takes a dict with cpu, memory and
+optionally gpu (-> nvidia.com/gpu).
 */}}
 {{- define "runner.resources" -}}
 requests:
-  cpu: {{ .cpu | quote }}
-  memory: {{ .memory | quote }}
+  {{- include "runner.amounts" . | nindent 2 }}
 limits:
-  cpu: {{ .cpu | quote }}
-  memory: {{ .memory | quote }}
-  {{- if .gpu }}
-  nvidia.com/gpu: {{ .gpu | int }}
-  {{- end }}
+  {{- include "runner.amounts" . | nindent 2 }}
+{{- end -}}
+
+{{- define "runner.amounts" -}}
+cpu: {{ .cpu | quote }}
+memory: {{ .memory | quote }}
+{{- if .gpu }}
+nvidia.com/gpu: {{ .gpu | int }}
+{{- end }}
 {{- end -}}
 
 {{/*
 Container fields shared by the head, the workers and the submitter: the pull policy, the security context, and
-the environment. The storage Secret is referenced by name (envFrom), so its values never appear in values,
-manifests or the Ray runtime env.
+the environment: common.env, then the container's own (a list in "env": HF_TOKEN, the model cache's paths). Takes
+(dict "root" $ "env" <list>). The storage Secret is referenced by name (envFrom), so its values never appear in
+values, manifests or the Ray runtime env.
 */}}
 {{- define "runner.containerCommon" -}}
-imagePullPolicy: {{ .Values.image.pullPolicy }}
-{{- with .Values.securityContext }}
+{{- $values := .root.Values -}}
+imagePullPolicy: {{ $values.image.pullPolicy }}
+{{- with $values.securityContext }}
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.common.env }}
+{{- with concat $values.common.env (.env | default list) }}
 env:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- $envFrom := list -}}
-{{- if eq .Values.storage.credentials.source "secret" -}}
-{{- $envFrom = append $envFrom (dict "secretRef" (dict "name" .Values.storage.credentials.secretRef)) -}}
+{{- if eq $values.storage.credentials.source "secret" -}}
+{{- $envFrom = append $envFrom (dict "secretRef" (dict "name" $values.storage.credentials.secretRef)) -}}
 {{- end -}}
-{{- $envFrom = concat $envFrom .Values.common.envFrom -}}
+{{- $envFrom = concat $envFrom $values.common.envFrom -}}
 {{- with $envFrom }}
 envFrom:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/*
+HF_TOKEN from the Secret hfToken.secretName (never a value: the pods read the Secret), as a list of env entries:
+on the head (the driver reads gated data sets with it) and the workers (the replicas download with it).
+*/}}
+{{- define "runner.hfTokenEnv" -}}
+{{- $env := list -}}
+{{- with .Values.hfToken.secretName -}}
+{{- $env = append $env (dict "name" "HF_TOKEN" "valueFrom" (dict "secretKeyRef" (dict "name" . "key" $.Values.hfToken.key))) -}}
+{{- end -}}
+{{- toYaml $env -}}
+{{- end -}}
+
+{{/*
+The model cache's variables on the workers, as a list of env entries: HF_HOME (the Hub's downloads) and
+RUNNER_MODEL_CACHE (the converted embedded model) under modelCache.mountPath. None on the head: the driver hands its
+Hub variables to the replicas, so a head value would override the workers' path.
+*/}}
+{{- define "runner.modelCacheEnv" -}}
+{{- $env := list -}}
+{{- $cache := .Values.modelCache -}}
+{{- if ne $cache.type "none" -}}
+{{- $env = append $env (dict "name" "HF_HOME" "value" (printf "%s/huggingface" $cache.mountPath)) -}}
+{{- $env = append $env (dict "name" "RUNNER_MODEL_CACHE" "value" (printf "%s/runner" $cache.mountPath)) -}}
+{{- end -}}
+{{- toYaml $env -}}
+{{- end -}}
+
+{{/*
+The model cache's claim: the named one, else "<fullname>-models" (the one templates/modelcache.yaml creates).
+*/}}
+{{- define "runner.modelCacheClaim" -}}
+{{- .Values.modelCache.persistentVolumeClaim.claimName | default (printf "%s-models" (include "runner.fullname" .)) -}}
 {{- end -}}
 
 {{/*
