@@ -40,6 +40,11 @@ them (:func:`model_environment`) and hands them to every replica explicitly, bec
 inherit the driver's environment (ray#54812: HF_TOKEN not reaching the engine)."""
 
 
+NODE_PATHS = frozenset({"HF_HOME", "HF_HUB_CACHE", "MODELSCOPE_CACHE"})
+"""The variables of :data:`MODEL_ENV` that name a place on the node: a worker that sets one itself keeps its own
+(each pod mounts its model cache where it likes); the driver's fills in only where the worker has none."""
+
+
 def model_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables of :data:`MODEL_ENV` set in ``environ`` (default ``os.environ``): what a driver passes to its
     workers' replicas (``Replica(..., env=...)``). It holds secrets (``HF_TOKEN``): never log it or write it to

@@ -26,7 +26,7 @@ import structlog
 from runner.core.errors import ReplicaStartError, one_line
 from runner.core.served import ServedEndpoint
 from runner.serving import embedded, shepherd
-from runner.serving.engines import ENGINES, HOST, Launch
+from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
 from runner.serving.faults import classify, read_tail, tail_lines
 from runner.serving.paths import CompileSlot
 from runner.serving.spec import ReplicaSpec
@@ -154,7 +154,11 @@ class Replica:
         self._spawn(launch)
 
     def _spawn(self, launch: Launch) -> None:
-        env = {**os.environ, **self.env, **launch.env}
+        # The driver's variables fill in what this node lacks (HF_TOKEN does not reach a remote worker, ray#54812);
+        # a cache path this node sets itself (its pod's HF_HOME on the model-cache volume) stays this node's.
+        driver = {name: value for name, value in self.env.items()
+                  if not (name in NODE_PATHS and os.environ.get(name))}
+        env = {**os.environ, **driver, **launch.env}
         self.starts += 1
         with open(self.log_path, "ab") as log:
             self._log_offset = log.tell()
