@@ -66,6 +66,17 @@ class Health:
     exit_status: int | None = None
 
 
+def replica_environment(driver: dict[str, str], launch: dict[str, str],
+                        node: os._Environ[str] | dict[str, str] | None = None) -> dict[str, str]:
+    """A server's environment: this node's (``node``, default ``os.environ``), the driver's model variables filling
+    in what the node lacks (``HF_TOKEN`` does not reach a remote worker, ray#54812) except the cache paths the node
+    sets itself (:data:`~runner.serving.engines.NODE_PATHS`: its pod's ``HF_HOME`` on the model-cache volume), then
+    the launch's own (``CUDA_VISIBLE_DEVICES``, compile caches)."""
+    node = os.environ if node is None else node
+    kept = {name: value for name, value in driver.items() if not (name in NODE_PATHS and node.get(name))}
+    return {**node, **kept, **launch}
+
+
 class Replica:
     """One replica of a served model (:class:`ReplicaSpec`) on the given GPUs.
 
@@ -154,11 +165,7 @@ class Replica:
         self._spawn(launch)
 
     def _spawn(self, launch: Launch) -> None:
-        # The driver's variables fill in what this node lacks (HF_TOKEN does not reach a remote worker, ray#54812);
-        # a cache path this node sets itself (its pod's HF_HOME on the model-cache volume) stays this node's.
-        driver = {name: value for name, value in self.env.items()
-                  if not (name in NODE_PATHS and os.environ.get(name))}
-        env = {**os.environ, **driver, **launch.env}
+        env = replica_environment(self.env, launch.env)
         self.starts += 1
         with open(self.log_path, "ab") as log:
             self._log_offset = log.tell()

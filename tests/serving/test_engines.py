@@ -133,3 +133,14 @@ def test_default_concurrency_fills_the_engines_batch() -> None:
 def test_the_model_environment_is_what_decides_where_weights_come_from() -> None:
     env = {"HF_TOKEN": "hf_secret", "HF_HOME": "/models", "PATH": "/bin", "HF_HUB_OFFLINE": "", "AWS_SECRET": "x"}
     assert model_environment(env) == {"HF_TOKEN": "hf_secret", "HF_HOME": "/models"}
+
+
+def test_a_replica_keeps_its_nodes_cache_paths_and_takes_the_drivers_token() -> None:
+    from runner.serving.replica import replica_environment
+
+    driver = {"HF_TOKEN": "hf_secret", "HF_HOME": "/driver/cache", "HF_HUB_OFFLINE": "1"}
+    node = {"HF_HOME": "/models/huggingface", "PATH": "/usr/bin"}
+    env = replica_environment(driver, {"CUDA_VISIBLE_DEVICES": "0"}, node)
+    assert env == {"HF_HOME": "/models/huggingface", "PATH": "/usr/bin", "HF_TOKEN": "hf_secret",
+                   "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0"}
+    assert replica_environment(driver, {}, {"PATH": "/usr/bin"})["HF_HOME"] == "/driver/cache"  # the node has none
