@@ -225,6 +225,20 @@ class TransformersServe(Engine):
     name = "transformers"
     needs_gpu = False
     lists_served_name = False
+    CPU_CACHE_SHARE = 0.1
+    """The share of the machine's memory a replica on the CPU gives its KV cache. Continuous batching sizes the
+    cache from the device's memory (``--cb-max-memory-percent``, default 0.9 of what is free): on a CPU that is the
+    machine's RAM, and SmolLM2-135M's replica took 10 to 12 GB of a 24 GB machine, so two replicas (two workers,
+    or the tests beside a run) ran the node out of memory. A tenth holds 16 conversations of thousands of tokens of a
+    small model (SmolLM2-135M: 46 KB of float32 K and V per token)."""
+    GPU_CACHE_SHARE = 0.9
+    """The share of a GPU's free memory a replica's KV cache takes (``transformers serve``'s own default), times the
+    worker's share of the GPU."""
+
+    def cache_share(self, spec: ReplicaSpec, on_gpu: bool) -> float:
+        """``--cb-max-memory-percent``: :data:`GPU_CACHE_SHARE` times the replica's GPU share, or
+        :data:`CPU_CACHE_SHARE` on the CPU. A user's ``--engine-arg --cb-max-memory-percent`` comes after and wins."""
+        return round(self.GPU_CACHE_SHARE * spec.gpu_share, 3) if on_gpu else self.CPU_CACHE_SHARE
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
@@ -237,7 +251,8 @@ class TransformersServe(Engine):
             forced = str(link)
         device = "cpu" if not gpu_ids else "cuda:0" if len(gpu_ids) == 1 else "auto"
         argv = [executable("transformers", "transformers[serving]"), "serve", forced, "--continuous-batching",
-                "--host", HOST, "--port", str(port), "--device", device]
+                "--host", HOST, "--port", str(port), "--device", device,
+                "--cb-max-memory-percent", f"{self.cache_share(spec, on_gpu=bool(gpu_ids)):g}"]
         env = self.environment(gpu_ids, cache_dir)
         env["HF_HUB_DISABLE_TELEMETRY"] = "1"
         return Launch([*argv, *spec.engine_args], env, forced)

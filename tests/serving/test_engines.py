@@ -101,8 +101,9 @@ def test_transformers_serve_forces_a_link_named_after_the_replica_and_runs_on_th
     run = ENGINES["transformers"].launch(spec, source=str(model), served_name="smollm2-135m-instruct-0a1b2c3d",
                                          port=41001, gpu_ids=[], work_dir=tmp_path, cache_dir=tmp_path / "cache")
     forced = tmp_path / "smollm2-135m-instruct-0a1b2c3d"
+    # The KV cache takes a tenth of the machine's memory, not continuous batching's 0.9 of it (10 GB on this one).
     assert run.argv[1:] == ["serve", str(forced), "--continuous-batching", "--host", "127.0.0.1", "--port", "41001",
-                            "--device", "cpu"]
+                            "--device", "cpu", "--cb-max-memory-percent", "0.1"]
     assert forced.resolve() == model.resolve()
     assert run.served_name == str(forced)
     assert run.env["CUDA_VISIBLE_DEVICES"] == ""  # no GPU is visible to it
@@ -115,6 +116,7 @@ def test_transformers_serve_on_gpus(tmp_path: Path, gpus: list[str], device: str
     run = launch(spec, gpus, tmp_path)
     assert run.argv[2] == "Qwen/Qwen2.5-0.5B-Instruct" and run.served_name == "Qwen/Qwen2.5-0.5B-Instruct"
     assert run.argv[run.argv.index("--device") + 1] == device
+    assert run.argv[run.argv.index("--cb-max-memory-percent") + 1] == "0.9"   # a whole GPU: the engine's default
     assert run.env["CUDA_VISIBLE_DEVICES"] == ",".join(gpus)
 
 
