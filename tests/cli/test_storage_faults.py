@@ -73,11 +73,11 @@ def test_an_outage_longer_than_the_limit_exits_3_and_the_same_command_resumes(cl
     """The exit-3 path in a real process; the resume in this one."""
     s3_proxy.inject("html503", op="write", path="/records/", after=5)
     command = [*TOY, "--limit", "20", "--storage", storage, "--storage-options", NO_CLIENT_RETRIES,
-               "--storage-outage", "1"]
+               "--storage-outage", "3"]
     stopped = cli_process(*command, env=proxied_s3_env)
     stopped.fault_line(f"error: cannot write {storage}/records/toy-", "/0.json: the storage kept failing for ",
                        " s (OSError: [Errno 16] Service Unavailable); this looks temporary: the records written so far "
-                       "are kept, and the same command resumes once the storage answers (--storage-outage 1 is the "
+                       "are kept, and the same command resumes once the storage answers (--storage-outage 3 is the "
                        "longest outage a run waits out)")
     assert stopped.stdout == ""
     # Five writes went through: those of five of the first items (a few are written at once).
