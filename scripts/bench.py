@@ -259,14 +259,15 @@ def run_w6(tmp: str, env: dict[str, str], names: list[str]) -> dict[str, dict]:
             requests = len(arrivals)
             refused = server.rate_limited - refused_before
             span, _ = _span_s(ResultStore(str(Path(tmp) / name)))
+            first = arrivals[0] if arrivals else 0.0
             result.update(requests=requests, refused=refused, span_s=round(span, 3),
                           refused_share=round(refused / requests, 4) if requests else 0.0,
                           ok_per_s=round((requests - refused) / span, 1),
                           most_in_1s=most_in_a_second(arrivals),
-                          most_in_1s_first=most_in_a_second(arrivals, until=arrivals[0] + 1.0),
-                          most_in_1s_later=most_in_a_second(arrivals, since=arrivals[0] + 1.0),
-                          per_second=[sum(1 for at in arrivals if second <= at - arrivals[0] < second + 1)
-                                      for second in range(math.ceil(arrivals[-1] - arrivals[0]))] if arrivals else [])
+                          most_in_1s_first=most_in_a_second(arrivals, until=first + 1.0),
+                          most_in_1s_later=most_in_a_second(arrivals, since=first + 1.0),
+                          per_second=[sum(1 for at in arrivals if second <= at - first < second + 1)
+                                      for second in range(math.ceil(arrivals[-1] - first))] if arrivals else [])
             results[name] = result
             print(json.dumps(result), file=sys.stderr)
     return results
