@@ -277,10 +277,12 @@ def travel_on_a_busy_node(rng: random.Random, spikes: float = 0.05, spike_s: flo
 
 def run_workers(settings: RunSettings, offsets: Sequence[float], items: int, *, in_flight: int = 32,
                 travel: Callable[[random.Random], float] = travel_on_a_busy_node, latency_s: float = 0.1,
-                tokens: int = 10, seed: int = 20) -> list[float]:
+                tokens: int = 10, seed: int = 20, answer: Callable[[int], RateSignal] = lambda number: OK,
+                ) -> list[float]:
     """``items`` requests through one :class:`LeasedLimiter` per worker (each on a clock ``offset`` seconds from the
-    actor's, ``in_flight`` requests at a time, each answered after ``latency_s``), each call to the actor and each
-    reply travelling ``travel(rng)`` seconds; when each request was sent, on the actor's clock (the server's)."""
+    actor's, ``in_flight`` requests at a time, each answered ``answer(its number from 1)`` after ``latency_s``), each
+    call to the actor and each reply travelling ``travel(rng)`` seconds; when each request was sent, on the actor's
+    clock (the server's). A refused request counts as an item done."""
     loop = VirtualTimeLoop(500.0)
     rng = random.Random(seed)
     actor = TrafficActor(settings, Budget.of(settings), clients=len(offsets), clock=loop.time)
@@ -294,8 +296,9 @@ def run_workers(settings: RunSettings, offsets: Sequence[float], items: int, *, 
             left[0] -= 1
             permit = await limiter.acquire(EP, tokens)
             sent.append(loop.time())
-            await asyncio.sleep(latency_s)
-            limiter.report(permit, OK, tokens)
+            signal = answer(len(sent))
+            await asyncio.sleep(0.0 if signal.limited else latency_s)
+            limiter.report(permit, signal, tokens)
 
     async def main() -> None:
         await asyncio.gather(*(requests(limiter) for limiter in limiters for _ in range(in_flight)))
@@ -346,3 +349,46 @@ def test_starts_a_late_reply_brings_are_dropped_rather_than_sent_together():
     sent = run_workers(RunSettings(max_rpm=600), [0.0, 7.0], 60, in_flight=4, travel=slowing)  # 10 requests/s
     assert len(sent) == 60
     assert most_in_a_second(sent) <= 10
+
+
+def test_after_a_429_the_workers_go_on_at_the_rate_not_with_a_burst():
+    """A rare 429 under ``--max-rpm 3000`` (request 100, ``Retry-After: 1``): once every worker heard of it (a
+    report's round trip, up to 0.3 s on a busy node), nothing is sent until the pause ends, and the starts that fell
+    in the pause are not sent when it ends (they went with the starts after it: 85 to 90 requests in the second after
+    the pause in W6short429), so no second holds more than 50; the rate is kept."""
+    refused = RateSignal.from_answer(429, {"retry-after": "1"})
+    sent = run_workers(RunSettings(max_rpm=3000), [3.0, -8.0], 300, answer=lambda n: refused if n == 100 else OK)
+    assert len(sent) == 300
+    assert most_in_a_second(sent) <= 50
+    refused_at = sorted(sent)[99]
+    assert [at for at in sent if refused_at + 0.3 < at < refused_at + 1.0] == []
+
+
+def test_in_one_process_too_the_starts_a_pause_voids_are_taken_again_after_it():
+    """The in-process limiter, 32 requests in flight at ``--max-rpm 3000``, request 100 refused with
+    ``Retry-After: 1``: the requests whose starts fell in the pause reserve new ones after it, so no second holds
+    more than 50."""
+    loop = VirtualTimeLoop(0.0)
+    limiter = LocalLimiter(TrafficState(RunSettings(max_rpm=3000)), clock=loop.time, sleep=asyncio.sleep)
+    refused = RateSignal.from_answer(429, {"retry-after": "1"})
+    left, sent = [300], []
+
+    async def requests() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            permit = await limiter.acquire(EP, 10)
+            sent.append(loop.time())
+            signal = refused if len(sent) == 100 else OK
+            await asyncio.sleep(0.0 if signal.limited else 0.1)
+            limiter.report(permit, signal, 10)
+
+    async def main() -> None:
+        await asyncio.gather(*(requests() for _ in range(32)))
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert len(sent) == 300 and most_in_a_second(sent) <= 50
+    refused_at = sorted(sent)[99]
+    assert [at for at in sent if refused_at < at < refused_at + 1.0] == []

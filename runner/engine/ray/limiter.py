@@ -286,13 +286,17 @@ class LeasedLimiter:
 
     async def acquire(self, endpoint: Endpoint, tokens: int) -> Permit:
         """A connection slot (with ``max_connections``), then a reserved start of the endpoint; waits until it and
-        any pause the worker knows of are over."""
+        any pause the worker knows of are over (a start that a pause delayed more than :data:`LATE_S` is dropped
+        for the next one)."""
         limit = self._settings.limits_for(endpoint.name).max_connections
         if limit is not None:
             await self._connect(endpoint.key, limit)
         try:
-            start, booked = await self._reserved(endpoint, tokens)
-            await wait_until(start, lambda: self._paused.get(endpoint.key, -math.inf), self._clock, asyncio.sleep)
+            while True:
+                start, booked = await self._reserved(endpoint, tokens)
+                if await wait_until(start, lambda: self._paused.get(endpoint.key, -math.inf), self._clock,
+                                    asyncio.sleep, LATE_S):
+                    break
         except BaseException:
             if limit is not None:
                 self._actor.disconnect.remote(endpoint.key)
