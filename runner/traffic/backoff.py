@@ -11,6 +11,12 @@ server takes requests again:
   in (a refusal comes back at once, an accepted request after the model's work), and only when at least
   :data:`MIN_OBSERVED` answers came in over the last :data:`WINDOW_S` seconds. A refusal among a few answers says
   nothing of the rate the server takes; the pause alone applies.
+- Under a rate the user set (``--max-rpm``), refusals that stay rare (at most :data:`RARE_SHARE` of the answers over
+  the window) only pause: the user said what the server takes, and a server that takes a little less, or another
+  client sharing its quota for a moment, is met by the pauses alone, which keep the rate at what the server accepts
+  (each refusal holds every request back for its ``Retry-After``); halving the rate instead would cost half the
+  throughput for :data:`INCREASE_S` seconds, the whole of a short run. Refusals beyond that share mean the limit set
+  is above the server's, and the rate is lowered as without one.
 - A decrease halves the rate sent (answers per second over that window, over at least one second, or the rate in
   force when lower), never below :data:`MIN_RATE`: multiplicative decrease, as TCP's congestion control (RFC 5681).
 - A decrease is judged by the answers that follow it, from :data:`HOLD_S` after it (those of requests sent at the
@@ -46,6 +52,9 @@ DECREASE = 0.5
 MIN_RATE = 1.0
 """The lowest rate a decrease goes to, in requests per second: a server that takes fewer says so with its pauses,
 which every worker honours whatever the rate, and ``--max-rpm`` sets a lower rate."""
+RARE_SHARE = 0.05
+"""The share of the answers over :data:`WINDOW_S` that refusals under a configured rate may reach and only pause (one
+answer in 20)."""
 TOLERATE_S = 60.0
 """Seconds a share of refusals found not to be about the rate is tolerated."""
 UNDO_SHARE = 0.75
@@ -162,7 +171,10 @@ class RateControl:
                 return self._set(rate, now)
         answers = len(self._window)
         tolerated = self.tolerated if now < self.tolerated_until else 0.0
-        if answers < MIN_OBSERVED or self._refused == 0 or self._refused / answers * UNDO_SHARE <= tolerated:
+        share = self._refused / answers if answers else 0.0
+        if answers < MIN_OBSERVED or self._refused == 0 or share * UNDO_SHARE <= tolerated:
+            return False
+        if self.ceiling is not None and share <= RARE_SHARE:
             return False
         span = min(WINDOW_S, max(1.0, now - self._window[0][0]))
         sent = answers / span if self.rate is None else min(self.rate, answers / span)
@@ -171,7 +183,7 @@ class RateControl:
             return False
         if self.ceiling is None:
             self._step = max(self._step or 0.0, sent / INCREASE_S)
-        self._trial = _Trial(self.rate, self._refused / answers, answers - self._refused, span + HOLD_S, now + HOLD_S)
+        self._trial = _Trial(self.rate, share, answers - self._refused, span + HOLD_S, now + HOLD_S)
         self._last_decrease = now
         self.decreases += 1
         return self._set(rate, now)

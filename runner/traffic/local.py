@@ -37,14 +37,16 @@ class LocalLimiter:
 
     async def acquire(self, endpoint: Endpoint, tokens: int) -> Permit:
         """Wait for a connection slot (with ``max_connections``), then until the request's reserved start and the end
-        of any pause of the endpoint."""
+        of any pause of the endpoint (a start inside a pause is void: the request reserves another after it)."""
         slots = self._slots_of(endpoint)
         if slots is not None:
             await slots.acquire()
         try:
-            with self._lock:
-                [start] = self.state.reserve(endpoint.key, endpoint.name, 1, tokens, self._clock())
-            await wait_until(start, lambda: self.state.paused_until(endpoint.key), self._clock, self._sleep)
+            while True:
+                with self._lock:
+                    [start] = self.state.reserve(endpoint.key, endpoint.name, 1, tokens, self._clock())
+                if await wait_until(start, lambda: self.state.paused_until(endpoint.key), self._clock, self._sleep):
+                    break
         except BaseException:
             if slots is not None:
                 slots.release()

@@ -59,12 +59,16 @@ class Slots:
             self.held -= 1
 
 
-async def wait_until(start: float, paused_until: Callable[[], float], clock: Clock, sleep: Sleep) -> None:
+async def wait_until(start: float, paused_until: Callable[[], float], clock: Clock, sleep: Sleep,
+                     late_s: float = 0.0) -> bool:
     """Wait until ``start`` and past the end of the endpoint's pause (read again after each wait: a pause may begin
-    or grow meanwhile)."""
+    or grow meanwhile); whether the start still holds: not when a pause ended more than ``late_s`` seconds after it.
+    A start inside a pause is void: sent when the pause ends, its request would go together with every other start
+    of the pause and the ones scheduled after it (the schedule restarts at the pause's end), so its caller takes
+    another."""
     while True:
         target = max(start, paused_until())
         now = clock()
         if target <= now:
-            return
+            return paused_until() <= start + late_s
         await sleep(target - now)

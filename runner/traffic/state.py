@@ -4,12 +4,18 @@ Pure bookkeeping, with time passed in (seconds of one monotonic clock), so the r
 clock; :mod:`runner.traffic.control` drives it in this process, :mod:`runner.engine.ray.limiter` in one Ray actor
 per run.
 
-- Rates are token buckets kept as the time they are full again (the virtual scheduling form of the Generic Cell
-  Rate Algorithm, ITU-T I.371): a request is *reserved* the earliest start that the requests bucket and, with a
-  tokens-per-minute limit, the tokens bucket allow. Reservations are handed out in order, so callers are served
-  first come, first served. A bucket holds :data:`BURST_S` seconds of its rate (at least one request), well under
-  the one second a provider that quantizes its per-minute limits allows (OpenAI's rate-limit guide), so that
-  requests reaching the server a little closer together than they were sent still fit.
+- Rates are spaced grants, never bursts (:class:`Schedule`: the virtual scheduling form of the Generic Cell Rate
+  Algorithm, ITU-T I.371, with no burst above one request): a request is *reserved* the earliest start that the
+  requests schedule and, with a tokens-per-minute limit, the tokens schedule allow, each start at least one request
+  (or its tokens) of the rate after the one before. So any one second holds at most the rate's requests (``ceil(rpm
+  / 60)``) and tokens (``tpm / 60``, plus one request's), from the run's first request on: a provider that enforces
+  a per-minute limit per second or per fraction of one (OpenAI's rate-limit guide) is never sent more, and there
+  is no full bucket at the start. Reservations are handed out in order, so callers are served first come, first
+  served.
+- Where the requests are sent from other processes than the schedule's (Ray workers, on clocks of their own), a
+  request goes out up to a few milliseconds after its reserved start, and those delays differ, so a second at the
+  server may see the starts of a little more than one second: the schedule then runs at ``rate / (1 + spread_s)``
+  (see :class:`TrafficState`), so that even then no second holds more than the rate.
 - Tokens are booked at their estimate and corrected by the reply's usage (a debt, or a refund).
 - A refusal for rate (429, or 503 with ``Retry-After``), or an answer that says a limit is used up
   (``x-ratelimit-remaining-*: 0``), pauses the endpoint for every worker until the time the server gave
@@ -30,8 +36,6 @@ from runner.core.limits import EndpointLimits, ModelPrice, RateSignal, model_key
 from runner.core.record import TokenUsage
 from runner.traffic.backoff import RateControl
 
-BURST_S = 0.1
-"""Seconds of its rate a bucket holds (at least one request)."""
 LEASE_S = 0.5
 """Seconds of an endpoint's rate the clients sharing it hold reserved ahead, in equal shares (see
 :meth:`TrafficState.lease`)."""
@@ -41,45 +45,48 @@ MAX_LEASE = 256
 """The most reservations of one lease on an endpoint without a rate."""
 
 
-class Bucket:
-    """A token bucket of ``rate`` units/s holding at most ``capacity`` units, kept as the time it is full again.
+class Schedule:
+    """A schedule of ``rate`` units/s with no burst above one reservation: the Generic Cell Rate Algorithm's virtual
+    scheduling (ITU-T I.371) with a tolerance of zero, kept as :attr:`full_at`, the time the reservations so far are
+    paid off (the algorithm's theoretical arrival time).
+
+    A reservation of ``amount`` units starts at :attr:`full_at` at the earliest and moves it ``amount / rate``
+    seconds on from its start, so each start follows the one before by that one's amount over the rate: any
+    window of ``L`` seconds holds reservations of at most ``rate * L`` units plus the last one's (reservations of
+    one unit: at most ``ceil(rate * L)``).
 
     Args:
         rate: units per second (> 0).
-        capacity: units it holds when full (> 0).
-        now: the time it starts full.
+        now: the time from which it takes reservations.
     """
 
-    def __init__(self, rate: float, capacity: float, now: float) -> None:
+    def __init__(self, rate: float, now: float) -> None:
         self.rate = rate
-        self.capacity = capacity
         self.full_at = now
 
     def level(self, now: float) -> float:
-        """Units in the bucket at ``now`` (negative: a debt of reservations ahead)."""
-        return self.capacity - max(0.0, self.full_at - now) * self.rate
+        """Units reserved ahead at ``now`` and not yet paid off (0: none)."""
+        return max(0.0, self.full_at - now) * self.rate
 
-    def start(self, amount: float, now: float) -> float:
-        """The earliest time ``>= now`` at which ``amount`` units may be taken (an amount over the capacity needs a
-        full bucket and leaves a debt)."""
-        return max(now, self.full_at - (self.capacity - min(amount, self.capacity)) / self.rate)
+    def start(self, now: float) -> float:
+        """The earliest time ``>= now`` at which a reservation may start."""
+        return max(now, self.full_at)
 
     def take(self, amount: float, now: float) -> float:
-        """Reserve ``amount`` units at the earliest time ``>= now`` they fit; that time."""
-        start = self.start(amount, now)
-        self.full_at = max(self.full_at, start) + amount / self.rate
+        """Reserve ``amount`` units at the earliest time ``>= now`` they may start; that time."""
+        start = self.start(now)
+        self.full_at = start + amount / self.rate
         return start
 
     def adjust(self, amount: float, now: float) -> None:
-        """Add a debt of ``amount`` units (negative: give units back, never over the capacity)."""
+        """Add a debt of ``amount`` units (negative: give units back, never to before ``now``)."""
         self.full_at = max(now, max(self.full_at, now) + amount / self.rate)
 
-    def resized(self, rate: float, now: float) -> Bucket:
-        """This bucket at another rate (its capacity :data:`BURST_S` seconds of it, at least one unit), keeping its
-        level, debts included."""
-        bucket = Bucket(rate, max(1.0, rate * BURST_S), now)
-        bucket.full_at = now + max(0.0, bucket.capacity - self.level(now)) / rate
-        return bucket
+    def resized(self, rate: float, now: float) -> Schedule:
+        """This schedule at another rate, keeping the units reserved ahead (paid off at the new rate)."""
+        schedule = Schedule(rate, now)
+        schedule.full_at = now + self.level(now) / rate
+        return schedule
 
 
 @dataclass
@@ -89,13 +96,16 @@ class EndpointTraffic:
     Args:
         limits: its configured limits.
         since: the time it is first seen.
+        spread_s: seconds by which the sends of its reservations may spread after their starts (0: sent where they
+            are reserved); its schedules run at their rates over ``1 + spread_s`` (the module's docstring).
     """
 
     limits: EndpointLimits
     since: float
+    spread_s: float = 0.0
     control: RateControl = field(init=False)
-    requests: Bucket | None = None
-    tokens: Bucket | None = None
+    requests: Schedule | None = None
+    tokens: Schedule | None = None
     paused_until: float = -math.inf
     answers: int = 0
     tokens_used: int = 0
@@ -107,8 +117,7 @@ class EndpointTraffic:
         self.control = RateControl(self.limits.max_rpm / 60 if self.limits.max_rpm else None, self.since)
         self._resize(self.since)
         if self.limits.max_tpm:
-            rate = self.limits.max_tpm / 60
-            self.tokens = Bucket(rate, rate * BURST_S, self.since)
+            self.tokens = Schedule(self.limits.max_tpm / 60 / (1 + self.spread_s), self.since)
 
     @property
     def rate(self) -> float | None:
@@ -123,7 +132,7 @@ class EndpointTraffic:
         for _ in range(count):
             start = floor
             if self.requests is not None:
-                start = self.requests.start(1, start)
+                start = self.requests.start(start)
             if self.tokens is not None and tokens_each > 0:
                 start = self.tokens.take(tokens_each, start)
             if self.requests is not None:
@@ -153,14 +162,14 @@ class EndpointTraffic:
             self._resize(now)
 
     def _resize(self, now: float) -> None:
-        """The requests bucket at the rate in force (none without one)."""
+        """The requests schedule at the rate in force (none without one)."""
         rate = self.control.rate
         if rate is None:
             self.requests = None
         elif self.requests is None:
-            self.requests = Bucket(rate, max(1.0, rate * BURST_S), now)
+            self.requests = Schedule(rate / (1 + self.spread_s), now)
         else:
-            self.requests = self.requests.resized(rate, now)
+            self.requests = self.requests.resized(rate / (1 + self.spread_s), now)
 
     def _pause(self, until: float, now: float) -> None:
         if until <= self.paused_until:
@@ -289,11 +298,15 @@ class TrafficState:
         budget: the budget (default: from ``settings``, nothing spent yet).
         clients: the clients expected to share each endpoint (a run's workers), so that the first to ask gets no
             more than its share (see :meth:`lease`).
+        spread_s: seconds by which the clients' sends may spread after their reserved starts (see
+            :class:`EndpointTraffic`; 0 in one process).
     """
 
-    def __init__(self, settings: RunSettings, budget: Budget | None = None, clients: int = 1) -> None:
+    def __init__(self, settings: RunSettings, budget: Budget | None = None, clients: int = 1,
+                 spread_s: float = 0.0) -> None:
         self.settings = settings
         self.clients = clients
+        self.spread_s = spread_s
         self.budget = budget if budget is not None else Budget.of(settings)
         self.endpoints: dict[str, EndpointTraffic] = {}
         self._clients: dict[str, dict[str, float]] = {}
@@ -303,7 +316,7 @@ class TrafficState:
         """The state of the endpoint ``key`` of ``model`` (``provider:model``), created with the model's limits."""
         found = self.endpoints.get(key)
         if found is None:
-            found = self.endpoints[key] = EndpointTraffic(self.settings.limits_for(model), now)
+            found = self.endpoints[key] = EndpointTraffic(self.settings.limits_for(model), now, self.spread_s)
         return found
 
     def reserve(self, key: str, model: str, count: int, tokens_each: float, now: float) -> list[float]:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from runner.core.limits import EndpointLimits, RateSignal
-from runner.traffic.backoff import INCREASE_S, MIN_RATE, TOLERATE_S, RateControl
+from runner.traffic.backoff import INCREASE_S, MIN_RATE, RARE_SHARE, TOLERATE_S, RateControl
 from runner.traffic.state import EndpointTraffic
 
 Server = Callable[[float], RateSignal]
@@ -35,6 +35,19 @@ class RateLimited:
             return refusal("1")
         self.full_at = max(self.full_at, now) + 1.0 / self.rate
         return OK
+
+
+class Refusing:
+    """A server that takes every request except the ``refused`` ones (their numbers, from 1), which it refuses with
+    ``Retry-After: 1`` whatever the rate: another client sharing the quota for a moment, a provider's hiccup."""
+
+    def __init__(self, *refused: int) -> None:
+        self.refused = set(refused)
+        self.count = 0
+
+    def __call__(self, now: float) -> RateSignal:
+        self.count += 1
+        return refusal("1") if self.count in self.refused else OK
 
 
 class EveryThird:
@@ -172,3 +185,41 @@ def test_a_tolerated_share_of_refusals_is_forgotten_after_a_while():
     accepted, refused = last(sent, 100.0)
     assert accepted / 20 == pytest.approx(5.0, rel=0.1) and refused <= 10
     assert state.rate is not None
+
+
+def test_rare_refusals_under_the_users_rate_only_pause():
+    """Issue 20's input: ``--max-rpm 3000`` against a server that takes 50 requests/s, and 2 of the first 100
+    requests refused (429, ``Retry-After: 1``). Each pauses every request for its second, and the rate stays the
+    user's: it was halved, and grew back too slowly for a 300-item run (26.8 requests/s)."""
+    state = EndpointTraffic(EndpointLimits(max_rpm=3000), 0.0)
+    sent = drive(state, Refusing(41, 90), 8.0)
+    assert (state.rate_limited, state.pauses, state.control.decreases) == (2, 2, 0)
+    assert state.rate == pytest.approx(50.0)
+    accepted, refused = last(sent, 4.0)
+    assert (accepted, refused) == (pytest.approx(200, abs=1), 0)  # 50 a second once the pauses are over
+
+
+def test_refusals_at_once_under_a_rate_below_the_servers_only_pause():
+    """``--max-rpm 1200`` (20/s) against a server that takes more, and three requests in flight refused at once for
+    another cause (``Retry-After: 2``): one pause of 2 s, and the requests then go at the rate set."""
+    state = EndpointTraffic(EndpointLimits(max_rpm=1200), 0.0)
+    for at in state.reserve(100, 0, now=0.0):  # 0 to 4.95 s
+        state.observe(OK, 0, None, at + 0.3)  # answered after the model's work
+    for _ in range(3):
+        state.observe(refusal("2"), 0, None, 5.2)
+    state.grow(6.5)  # the decision is due a second after the refusals
+    assert (state.rate_limited, state.pauses, state.control.decreases) == (3, 1, 0)
+    later = state.reserve(40, 0, now=6.5)
+    assert later[0] == pytest.approx(7.2) and later[-1] - later[0] == pytest.approx(39 / 20)
+
+
+@pytest.mark.parametrize(("every", "lowered"), [(25, False), (10, True)])
+def test_under_the_users_rate_refusals_lower_it_beyond_one_answer_in_20(every, lowered):
+    """50 answers/s at a configured 50/s for 5 s, one in ``every`` refused: one in 25 only pauses, one in 10 says
+    the server takes less than the rate set, which is lowered as without one."""
+    control = RateControl(ceiling=50.0, since=0.0)
+    for i in range(250):
+        control.answered(i % every == every - 1, i * 0.02)
+    control.grow(6.0, paused_until=-math.inf)
+    assert (control.decreases >= 1) == lowered
+    assert RARE_SHARE == 0.05

@@ -1,11 +1,17 @@
-"""The run's traffic state and the in-process limiter, with a fake clock (no sleeping): request schedules, fairness
-between the workers sharing an endpoint, the pauses that 429s and rate-limit headers cause, tokens per minute,
-connections, and the budget (how refusals change an endpoint's rate: tests/engine/test_backoff.py)."""
+"""The run's traffic state and its limiters, with fake clocks (no sleeping): request schedules (spaced, never more
+than the rate in any second), fairness between the workers sharing an endpoint, workers on clocks of their own
+(the Ray limiter's clients, on a virtual-time event loop), the pauses that 429s and rate-limit headers cause, tokens
+per minute, connections, and the budget (how refusals change an endpoint's rate: tests/engine/test_backoff.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
+import random
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -13,24 +19,58 @@ from runner.core.config import RunSettings
 from runner.core.limits import (Endpoint, EndpointLimits, ModelPrice, RateSignal, duration_seconds, limiter_scope,
                                 request_slot)
 from runner.core.record import TokenUsage
+from runner.engine.ray.limiter import SPREAD_S, LeasedLimiter, TrafficActor
 from runner.traffic.state import LEASE_S, Budget, EndpointTraffic, TrafficState
 from runner.traffic.local import LocalLimiter
-from tests.support.clock import FakeClock
+from tests.support.clock import FakeClock, VirtualTimeLoop
 
 KEY, MODEL = "vllm:m@http://gpu:8000/v1", "vllm:m"
 OK = RateSignal.from_answer(200, {})
+EP = Endpoint("vllm", "http://gpu:8000/v1", "m")
 
 
 def endpoint(now: float = 0.0, **limits: float) -> EndpointTraffic:
     return EndpointTraffic(EndpointLimits(**limits), now)
 
 
-def test_requests_follow_the_rate_after_a_burst_of_a_tenth_of_a_second():
-    state = endpoint(max_rpm=6000)  # 100 requests/s: a burst of 10
-    starts = state.reserve(15, 0, now=0.0)
-    assert starts[:10] == [0.0] * 10
-    assert starts[10:] == pytest.approx([0.01, 0.02, 0.03, 0.04, 0.05])
+def most_in_a_second(times: Sequence[float], amounts: Sequence[float] | None = None) -> float:
+    """The most requests (or, with ``amounts``, units: tokens) that ``times`` put into any one second ``[t, t + 1)``,
+    a nanosecond of float rounding aside (the busiest second starts at one of the times)."""
+    pairs = sorted(zip(times, amounts if amounts is not None else [1.0] * len(times), strict=True))
+    most = 0.0
+    for i, (start, _) in enumerate(pairs):
+        most = max(most, sum(amount for at, amount in pairs[i:] if at < start + 1.0 - 1e-9))
+    return most
+
+
+def test_requests_are_spaced_from_the_first_one():
+    state = endpoint(max_rpm=6000)  # 100 requests/s
+    assert state.reserve(5, 0, now=0.0) == pytest.approx([0.0, 0.01, 0.02, 0.03, 0.04])
     assert endpoint(max_rpm=60).reserve(3, 0, now=5.0) == [5.0, 6.0, 7.0]
+
+
+async def test_at_the_servers_own_rate_no_second_holds_more_than_it():
+    """Issue 20's input: ``--max-rpm 3000`` against a server that takes 50 requests/s. 300 requests sent as fast as
+    the limiter lets them: no second holds more than 50, the first one included (a bucket full at the start let 55
+    through in the first second), and the rate is kept (300 requests in 299 / 50 s)."""
+    clock = FakeClock(1000.0)
+    limiter = LocalLimiter(TrafficState(RunSettings(max_rpm=3000)), clock=clock, sleep=clock.asleep)
+    sent = []
+    for _ in range(300):
+        permit = await limiter.acquire(EP, 10)
+        sent.append(clock())
+        limiter.report(permit, OK, 10)
+    assert most_in_a_second(sent) == 50
+    assert sent[-1] - sent[0] == pytest.approx(299 / 50)
+
+
+def test_tokens_per_minute_never_put_more_than_a_second_of_tokens_and_one_request_into_a_second():
+    """``--max-tpm 60000`` (1,000 tokens/s) and requests of 300 tokens (3.3 a second): any second holds at most
+    1,000 tokens plus one request's, and the schedule keeps the rate."""
+    state = endpoint(max_tpm=60_000)
+    starts = state.reserve(40, 300, now=0.0)
+    assert most_in_a_second(starts, [300] * 40) <= 1000 + 300
+    assert starts[-1] == pytest.approx(39 * 0.3)
 
 
 def test_an_endpoint_without_limits_lets_every_request_go_at_once():
@@ -154,7 +194,7 @@ async def _call(limiter: LocalLimiter, ep: Endpoint, status: int = 200, headers:
 async def test_the_local_limiter_waits_out_the_schedule_and_a_shared_pause():
     clock = FakeClock(1000.0)
     limiter = LocalLimiter(TrafficState(RunSettings(max_rpm=120)), clock=clock, sleep=clock.asleep)  # 2/s
-    ep = Endpoint("vllm", "http://gpu:8000/v1", "m")
+    ep = EP
     for _ in range(3):
         await _call(limiter, ep)
     assert clock.slept == pytest.approx([0.5, 0.5])
@@ -196,3 +236,159 @@ async def test_a_waiter_that_gives_up_passes_its_connection_on():
     limiter.report(held, OK, 1)
     permit = await asyncio.wait_for(limiter.acquire(ep, 1), 1)
     assert permit.connection
+
+
+class FakeActorHandle:
+    """The Ray handle of a :class:`TrafficActor` as a worker's :class:`LeasedLimiter` uses it, on a
+    :class:`VirtualTimeLoop`: every call reaches the actor after ``travel()`` seconds, and its reply comes back after
+    ``travel()`` more (Ray's calls cannot be timed or delayed at will; the actor is the real one)."""
+
+    def __init__(self, actor: TrafficActor, travel: Callable[[], float]) -> None:
+        self._actor = actor
+        self._travel = travel
+        self.calls: set[asyncio.Task[None]] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._actor, name)
+
+        def remote(*args: Any) -> SimpleNamespace:
+            reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+            async def call() -> None:
+                await asyncio.sleep(self._travel())
+                result = await method(*args)
+                await asyncio.sleep(self._travel())
+                reply.set_result(result)
+
+            task = asyncio.get_running_loop().create_task(call())
+            self.calls.add(task)
+            task.add_done_callback(self.calls.discard)
+            return SimpleNamespace(future=lambda: reply)
+
+        return SimpleNamespace(remote=remote)
+
+
+def travel_on_a_busy_node(rng: random.Random, spikes: float = 0.05, spike_s: float = 0.15) -> float:
+    """Seconds one call to the limiter actor, or its reply, travels, as measured on this machine under load (2 cores,
+    load average 8 to 12, W6short): half a millisecond and a few more at random, and one call in 20 held up to
+    150 ms (the process waiting for a core)."""
+    return 0.0005 + rng.expovariate(1 / 0.002) + (rng.uniform(0.0, spike_s) if rng.random() < spikes else 0.0)
+
+
+def run_workers(settings: RunSettings, offsets: Sequence[float], items: int, *, in_flight: int = 32,
+                travel: Callable[[random.Random], float] = travel_on_a_busy_node, latency_s: float = 0.1,
+                tokens: int = 10, seed: int = 20, answer: Callable[[int], RateSignal] = lambda number: OK,
+                ) -> list[float]:
+    """``items`` requests through one :class:`LeasedLimiter` per worker (each on a clock ``offset`` seconds from the
+    actor's, ``in_flight`` requests at a time, each answered ``answer(its number from 1)`` after ``latency_s``), each
+    call to the actor and each reply travelling ``travel(rng)`` seconds; when each request was sent, on the actor's
+    clock (the server's). A refused request counts as an item done."""
+    loop = VirtualTimeLoop(500.0)
+    rng = random.Random(seed)
+    actor = TrafficActor(settings, Budget.of(settings), clients=len(offsets), clock=loop.time)
+    handle = FakeActorHandle(actor, lambda: travel(rng))
+    limiters = [LeasedLimiter(handle, settings, clock=lambda offset=offset: loop.time() + offset)
+                for offset in offsets]
+    left, sent = [items], []
+
+    async def requests(limiter: LeasedLimiter) -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            permit = await limiter.acquire(EP, tokens)
+            sent.append(loop.time())
+            signal = answer(len(sent))
+            await asyncio.sleep(0.0 if signal.limited else latency_s)
+            limiter.report(permit, signal, tokens)
+
+    async def main() -> None:
+        await asyncio.gather(*(requests(limiter) for limiter in limiters for _ in range(in_flight)))
+        while handle.calls:
+            await asyncio.gather(*handle.calls)
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return sent
+
+
+@pytest.mark.parametrize("seed", [20, 21, 22])
+def test_workers_on_clocks_of_their_own_never_put_more_than_the_rate_into_a_second(seed):
+    """Issue 20's shape on Ray: 2 workers x 32 in flight share ``--max-rpm 3000`` (the server's 50 requests/s)
+    through the run's limiter actor; each worker's clock has another origin, and calls to the actor travel as on a
+    busy node (one in 20 held up to 150 ms). Counting each lease's starts from its reply's arrival shifted every
+    lease by its own travel, and a second held up to 54 requests here (60 at the server in W6short); read on a clock
+    taken from the fastest replies, no second holds more than 50, and the rate is kept within the schedule's
+    margin."""
+    sent = run_workers(RunSettings(max_rpm=3000), [1234.5, -17.25], 300, seed=seed)
+    assert len(sent) == 300
+    assert most_in_a_second(sent) <= 50
+    assert 299 / (sent[-1] - sent[0]) >= 50 / (1 + SPREAD_S) * 0.97
+
+
+def test_three_workers_and_a_tokens_per_minute_limit_keep_both_rates_in_every_second():
+    """Three workers, ``--max-rpm 1200`` and ``--max-tpm 12000`` (200 tokens/s) with requests of 10 tokens (so 20
+    requests/s either way): no second holds more than 20 requests."""
+    settings = RunSettings(max_rpm=1200, max_tpm=12_000)
+    sent = run_workers(settings, [0.0, 40.0, -3.5], 150, in_flight=8)
+    assert len(sent) == 150
+    assert most_in_a_second(sent) <= 20
+    assert 149 / (sent[-1] - sent[0]) >= 20 / (1 + SPREAD_S) * 0.97
+
+
+def test_starts_a_late_reply_brings_are_dropped_rather_than_sent_together():
+    """Once each worker has read the actor's clock, half the calls to the actor are held up to 500 ms: the starts a
+    late lease brings that passed more than LATE_S ago are not sent (the requests take the next ones), so late
+    replies do not put more than the rate into a second."""
+    calls = [0]
+
+    def slowing(rng: random.Random) -> float:
+        calls[0] += 1
+        return travel_on_a_busy_node(rng, spikes=0.0 if calls[0] <= 20 else 0.5, spike_s=0.5)
+
+    sent = run_workers(RunSettings(max_rpm=600), [0.0, 7.0], 60, in_flight=4, travel=slowing)  # 10 requests/s
+    assert len(sent) == 60
+    assert most_in_a_second(sent) <= 10
+
+
+def test_after_a_429_the_workers_go_on_at_the_rate_not_with_a_burst():
+    """A rare 429 under ``--max-rpm 3000`` (request 100, ``Retry-After: 1``): once every worker heard of it (a
+    report's round trip, up to 0.3 s on a busy node), nothing is sent until the pause ends, and the starts that fell
+    in the pause are not sent when it ends (they went with the starts after it: 85 to 90 requests in the second after
+    the pause in W6short429), so no second holds more than 50; the rate is kept."""
+    refused = RateSignal.from_answer(429, {"retry-after": "1"})
+    sent = run_workers(RunSettings(max_rpm=3000), [3.0, -8.0], 300, answer=lambda n: refused if n == 100 else OK)
+    assert len(sent) == 300
+    assert most_in_a_second(sent) <= 50
+    refused_at = sorted(sent)[99]
+    assert [at for at in sent if refused_at + 0.3 < at < refused_at + 1.0] == []
+
+
+def test_in_one_process_too_the_starts_a_pause_voids_are_taken_again_after_it():
+    """The in-process limiter, 32 requests in flight at ``--max-rpm 3000``, request 100 refused with
+    ``Retry-After: 1``: the requests whose starts fell in the pause reserve new ones after it, so no second holds
+    more than 50."""
+    loop = VirtualTimeLoop(0.0)
+    limiter = LocalLimiter(TrafficState(RunSettings(max_rpm=3000)), clock=loop.time, sleep=asyncio.sleep)
+    refused = RateSignal.from_answer(429, {"retry-after": "1"})
+    left, sent = [300], []
+
+    async def requests() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            permit = await limiter.acquire(EP, 10)
+            sent.append(loop.time())
+            signal = refused if len(sent) == 100 else OK
+            await asyncio.sleep(0.0 if signal.limited else 0.1)
+            limiter.report(permit, signal, 10)
+
+    async def main() -> None:
+        await asyncio.gather(*(requests() for _ in range(32)))
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert len(sent) == 300 and most_in_a_second(sent) <= 50
+    refused_at = sorted(sent)[99]
+    assert [at for at in sent if refused_at < at < refused_at + 1.0] == []

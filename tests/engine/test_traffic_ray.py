@@ -48,6 +48,34 @@ def test_two_workers_share_one_rate_limit(cli, model_server, tmp_path):
     assert len(_workers(tmp_path / "run")) == 2
 
 
+def test_two_workers_at_the_servers_own_rate_keep_it_second_by_second(cli, model_server, tmp_path):
+    """Issue 20's input on a real Ray: ``--max-rpm 3000`` against a server that takes 50 requests/s (a bucket of one
+    second, 429 beyond it), 300 items on 2 workers x 32 in flight. Counted at the server, second by second: no 429,
+    the rate is not lowered, a typical second holds the schedule's 48 or 49 (50 a second less the 2.4 % margin on
+    Ray; the limiter held 50 and let bursts through), and none much more.
+
+    The limiter's own schedule holds at most 50 in every second (tests/engine/test_limiter.py); the server also sees
+    delays the limiter cannot: each worker's first requests wait for its model client to start (up to half a second
+    on this shared 2-core machine) and a process that waits for a core sends late, so a second here may hold up to
+    about 65 (docs/performance.md, W6short)."""
+    model_server.set_policy("echo")
+    model_server.limit_rate(50)
+    model_server.latency = 0.1
+    result = _chat(cli, model_server, tmp_path / "run", 100, "--repeats", "3", "--max-rpm", "3000",
+                   "--concurrency", "32")
+    assert result.returncode == 0, result.stderr
+    arrivals = _arrivals(model_server)
+    assert len(arrivals) == 300 and model_server.rate_limited == 0
+    whole = [sum(1 for at in arrivals if second <= at - arrivals[0] < second + 1)
+             for second in range(int(arrivals[-1] - arrivals[0]))]
+    assert sorted(whole)[len(whole) // 2] <= 49
+    assert max(whole) <= 75
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    [endpoint] = summary["limits"]["endpoints"].values()
+    assert (endpoint["rate_rpm"], endpoint["decreases"], endpoint["rate_limited"]) == (3000.0, 0, 0)
+    assert len(_workers(tmp_path / "run")) == 2
+
+
 def test_a_429_one_worker_gets_holds_back_every_worker(cli, model_server, tmp_path):
     model_server.set_policy("echo")
     model_server.latency = 0.05

@@ -4,10 +4,25 @@ client each worker installs for its model calls.
 A call usually costs no round trip to the actor: a worker keeps a small lease of reserved request starts per
 endpoint (:meth:`TrafficState.lease <runner.traffic.state.TrafficState.lease>`: its share of the next
 :data:`~runner.traffic.state.LEASE_S` seconds), takes one per request, and asks for the next lease in the background
-when half of it is used. Answers and usage are reported in batches every :data:`REPORT_S` seconds, at once for a 429
-or a pause; every answer of the actor carries the endpoint's pause and whether the budget is reached, so one worker's
-429 holds back every worker within a report's round trip. With ``max_connections``, a request also takes one of the
-endpoint's connection slots from the actor (one round trip, first come, first served).
+when half of it is used.
+
+The starts are times of the actor's clock, and every worker sends on its own (another node's monotonic clock has
+another origin). A worker reads the actor's clock as NTP does: each lease reply (and :data:`SYNC_SAMPLES` readings
+when it first leases) carries the actor's time, whose difference to the reply's arrival is the clocks' offset plus
+the reply's travel; the smallest difference of the last :data:`OFFSET_S` seconds is the worker's offset, late by
+the fastest reply's travel (a millisecond or so) and never early, so no request goes before its reserved start.
+Counting each lease from its own arrival instead shifted each lease by its own travel, which varies with the load
+(0 to 120 ms measured here): two workers' leases overlapped, and the server saw 60 requests in one second of a 50/s
+schedule. A start that a worker could only take more than :data:`LATE_S` late is dropped unused, and the actor's
+schedule runs :data:`SPREAD_S` below the rate, so that these delays never put more than the rate into one second
+(:class:`~runner.traffic.state.EndpointTraffic`). Delays the limiter does not see are not covered: a
+worker's process waiting for a core when a start is due, or its model client's first use, delays some requests more
+than others (docs/performance.md measures them).
+
+Answers and usage are reported in batches every :data:`REPORT_S` seconds, at once for a 429 or a pause; every
+answer of the actor carries the endpoint's pause and whether the budget is reached, so one worker's 429 holds back
+every worker within a report's round trip. With ``max_connections``, a request also takes one of the endpoint's
+connection slots from the actor (one round trip, first come, first served).
 
 The actor runs on the driver's node (its loss ends the run anyway) and reserves no CPU. :class:`RemoteTraffic` is
 the run's :class:`~runner.traffic.control.TrafficHub` on Ray. Example (the driver)::
@@ -39,13 +54,25 @@ from runner.core.config import RunSettings
 from runner.core.errors import ConfigError
 from runner.core.limits import Endpoint, Permit, RateSignal
 from runner.storage.cache import StoredCache
-from runner.traffic.slots import Slots, wait_until
+from runner.traffic.slots import Clock, Slots, wait_until
 from runner.traffic.state import Budget, TrafficState
 
 REPORT_S = 0.2
 """Seconds a worker holds reports back to send them in one batch (a 429 or a pause goes at once)."""
-STALE_S = 0.25
-"""Seconds after its start a reserved request is dropped unused (sending it later could burst)."""
+LATE_S = 0.02
+"""Seconds after its start a reserved request may still be sent: a start that a request would take later is dropped
+unused (sent that late, it would share one second at the server with the starts of more than a second)."""
+SPREAD_S = 0.025
+"""Seconds by which a worker's sends may follow their reserved starts: :data:`LATE_S`, and the error of the worker's
+reading of the actor's clock (its fastest reply's travel). The actor's schedule runs at the rate over
+``1 + SPREAD_S`` (2.4 % below it), so that a second at the server, which may see the starts of ``1 + SPREAD_S``
+seconds, holds no more than the rate."""
+SYNC_SAMPLES = 4
+"""Readings of the actor's clock a worker asks for, one after another, when it first leases (as NTP's ``iburst``), so
+that its offset is a fast reply's from the start, not the first lease's alone (a cold first call can take 100 ms)."""
+OFFSET_S = 30.0
+"""Seconds of lease replies from which a worker reads the actor's clock (the fastest of them): older ones are
+forgotten, so a drift of the two clocks (NTP holds it to parts per million) cannot accumulate."""
 POLL_S = 0.5
 """Seconds between the driver's looks at the actor's state (budget, progress log)."""
 
@@ -61,23 +88,26 @@ class TrafficActor:
         settings: the run's limits, budget and prices.
         budget: the budget, with what earlier invocations spent.
         clients: the workers expected (each gets its share of an endpoint's schedule from the start).
+        clock: monotonic seconds (tests pass a fake one).
     """
 
-    def __init__(self, settings: RunSettings, budget: Budget, clients: int = 1) -> None:
-        self.state = TrafficState(settings, budget, clients)
+    def __init__(self, settings: RunSettings, budget: Budget, clients: int = 1,
+                 clock: Clock = time.monotonic) -> None:
+        self.state = TrafficState(settings, budget, clients, spread_s=SPREAD_S)
+        self._clock = clock
         self._slots: dict[str, Slots] = {}
         self._batches: dict[str, int] = {}
 
     async def lease(self, client: str, key: str, model: str, want: int,
-                    tokens_each: float) -> tuple[list[float], float, Spent]:
-        """Reserved starts for ``client``'s next requests to ``key`` (:meth:`TrafficState.lease`), as seconds from
-        now; the seconds of the endpoint's pause left; the budget's :data:`Spent`. A client that holds its share
-        of the schedule waits here until it has room."""
+                    tokens_each: float) -> tuple[list[float], float, float, Spent]:
+        """Reserved starts for ``client``'s next requests to ``key`` (:meth:`TrafficState.lease`), as times of the
+        actor's monotonic clock; that clock's time now; the seconds of the endpoint's pause left; the budget's
+        :data:`Spent`. A client that holds its share of the schedule waits here until it has room."""
         while True:
-            now = time.monotonic()
+            now = self._clock()
             starts, retry_at = self.state.lease(client, key, model, want, tokens_each, now)
             if starts:
-                return [start - now for start in starts], self._pause_left(key, now), self._spent(client)
+                return starts, now, self._pause_left(key, now), self._spent(client)
             assert retry_at is not None
             await asyncio.sleep(retry_at - now)
 
@@ -86,7 +116,7 @@ class TrafficActor:
         """Account for ``client``'s report number ``batch``: ``answers`` (endpoint key, model, signal, tokens
         booked, tokens used) and ``spends`` (model, input and output tokens); the pause left of each endpoint
         answered, and the budget's :data:`Spent`."""
-        now = time.monotonic()
+        now = self._clock()
         for key, model, signal, booked, tokens in answers:
             self.state.observe(key, model, signal, booked, tokens, now)
         for model, input_tokens, output_tokens in spends:
@@ -99,6 +129,10 @@ class TrafficActor:
         budget = self.state.budget
         return budget.reached, budget.spent_tokens, budget.spent_cost, self._batches.get(client, -1)
 
+    async def clock(self) -> float:
+        """The actor's monotonic clock now (a worker's reading of it, :class:`LeasedLimiter`)."""
+        return self._clock()
+
     async def connect(self, key: str, limit: int) -> None:
         """Take one of the ``limit`` connection slots of ``key``, waiting in line for one."""
         await self._slots.setdefault(key, Slots(limit)).acquire()
@@ -109,7 +143,7 @@ class TrafficActor:
 
     async def snapshot(self) -> dict[str, Any]:
         """:meth:`TrafficState.snapshot` now."""
-        return self.state.snapshot(time.monotonic())
+        return self.state.snapshot(self._clock())
 
     def _pause_left(self, key: str, now: float) -> float:
         return max(0.0, self.state.paused_until(key) - now)
@@ -219,17 +253,23 @@ class LeasedLimiter:
     Args:
         actor: the run's :class:`TrafficActor`.
         settings: the run's settings (each endpoint's ``max_connections``).
-        clock: monotonic seconds.
+        clock: monotonic seconds (tests pass a fake one).
     """
 
-    def __init__(self, actor: Any, settings: RunSettings, clock: Any = time.monotonic) -> None:
+    def __init__(self, actor: Any, settings: RunSettings, clock: Clock = time.monotonic) -> None:
         self._actor = actor
         self._settings = settings
         self._clock = clock
         self._client = uuid.uuid4().hex
         # Re-entrant: a Ray future already done runs its callback (which takes the lock) where it is added.
         self._lock = threading.RLock()
+        # Reserved starts (the actor's clock) and their booked tokens.
         self._ready: dict[str, deque[tuple[float, float]]] = defaultdict(deque)
+        # The clocks' offset as the actor's replies show it (this clock minus the actor's, plus the reply's travel):
+        # the replies of the last OFFSET_S seconds whose offset is below every later one's, (arrival, offset), so the
+        # first is the smallest.
+        self._offsets: deque[tuple[float, float]] = deque()
+        self._synced = False
         self._leasing: dict[str, concurrent.futures.Future[Any]] = {}
         self._lease_size: dict[str, int] = defaultdict(lambda: 1)
         self._waiting: dict[str, int] = defaultdict(int)
@@ -246,13 +286,17 @@ class LeasedLimiter:
 
     async def acquire(self, endpoint: Endpoint, tokens: int) -> Permit:
         """A connection slot (with ``max_connections``), then a reserved start of the endpoint; waits until it and
-        any pause the worker knows of are over."""
+        any pause the worker knows of are over (a start that a pause delayed more than :data:`LATE_S` is dropped
+        for the next one)."""
         limit = self._settings.limits_for(endpoint.name).max_connections
         if limit is not None:
             await self._connect(endpoint.key, limit)
         try:
-            start, booked = await self._reserved(endpoint, tokens)
-            await wait_until(start, lambda: self._paused.get(endpoint.key, -math.inf), self._clock, asyncio.sleep)
+            while True:
+                start, booked = await self._reserved(endpoint, tokens)
+                if await wait_until(start, lambda: self._paused.get(endpoint.key, -math.inf), self._clock,
+                                    asyncio.sleep, LATE_S):
+                    break
         except BaseException:
             if limit is not None:
                 self._actor.disconnect.remote(endpoint.key)
@@ -324,13 +368,14 @@ class LeasedLimiter:
             with self._lock:
                 now = self._clock()
                 ready = self._ready[key]
-                while ready and ready[0][0] < now - STALE_S:
+                offset = self._offsets[0][1] if self._offsets else 0.0
+                while ready and ready[0][0] + offset < now - LATE_S:
                     ready.popleft()
                 if ready:
-                    reserved = ready.popleft()
+                    start, booked = ready.popleft()
                     if len(ready) < self._lease_size[key] // 2:
                         self._lease(endpoint, tokens)
-                    return reserved
+                    return start + offset, booked
                 self._waiting[key] += 1
                 leasing = self._lease(endpoint, tokens)
             try:
@@ -347,24 +392,51 @@ class LeasedLimiter:
         if leasing is not None:
             return leasing
         want = self._waiting[key] + len(self._recent[key])
+        if not self._synced:
+            self._synced = True
+            self._sync(SYNC_SAMPLES)
         leasing = self._actor.lease.remote(self._client, key, endpoint.name, want, float(tokens)).future()
         self._leasing[key] = leasing
         leasing.add_done_callback(lambda done: self._leased(key, tokens, done))
         return leasing
 
     def _leased(self, key: str, tokens: int, done: concurrent.futures.Future[Any]) -> None:
-        """Keep a lease's reserved starts as times of this worker's clock, counted from the reply's arrival (so its
-        travel only delays them: the actor's schedule is never overtaken)."""
+        """Keep a lease's reserved starts (the actor's clock, read on this one's with :meth:`_offset`)."""
         with self._lock:
             self._leasing.pop(key, None)
             if done.cancelled() or done.exception() is not None:
                 return
-            delays, pause, spent = done.result()
+            starts, actor_now, pause, spent = done.result()
             arrived = self._clock()
-            self._ready[key].extend((arrived + delay, float(tokens)) for delay in delays)
-            self._lease_size[key] = len(delays)
+            self._offset(arrived, arrived - actor_now)
+            self._ready[key].extend((start, float(tokens)) for start in starts)
+            self._lease_size[key] = len(starts)
             self._paused[key] = max(self._paused.get(key, -math.inf), arrived + pause)
             self._counted(spent)
+
+    def _sync(self, left: int) -> None:
+        """Read the actor's clock ``left`` more times, one after another (see :data:`SYNC_SAMPLES`)."""
+        self._actor.clock.remote().future().add_done_callback(lambda done: self._synced_once(done, left))
+
+    def _synced_once(self, done: concurrent.futures.Future[Any], left: int) -> None:
+        """Take one reading of the actor's clock, and ask for the next of ``left``."""
+        if done.cancelled() or done.exception() is not None:
+            return
+        with self._lock:
+            now = self._clock()
+            self._offset(now, now - done.result())
+        if left > 1:
+            self._sync(left - 1)
+
+    def _offset(self, now: float, offset: float) -> None:
+        """Take a reply's offset of the clocks into the smallest of the last :data:`OFFSET_S` seconds (called with
+        the lock held; a sliding window's minimum, kept as the replies whose offset no later one undercuts)."""
+        offsets = self._offsets
+        while offsets and offsets[-1][1] >= offset:
+            offsets.pop()
+        offsets.append((now, offset))
+        while offsets[0][0] < now - OFFSET_S:
+            offsets.popleft()
 
     def _send(self, urgent: bool) -> None:
         with self._lock:
