@@ -48,6 +48,9 @@ W3 < 2 s, W4 driver peak RSS < 500 MB and throughput within 20 % of W1's.
   without shards (``--shards off``).
   Targets: report and resume at most 2 x their local-disk times, and at most N / 500 + 20 requests each.
 
+- W7 the embedded model served (issue 19, ``--only W7``, options ``--w7-...``): the same HotpotQA questions sent to
+  SmolLM2-135M-Instruct by the engine alone, by the runner and by Inspect AI; see ``scripts/bench_w7.py``.
+
 - F node loss (``--only F``): N = 2,000 tasks of 0.05 s (``asyncio.sleep``) on a head without CPUs and two worker
   nodes of 4 CPUs (4 workers each), all on 127.0.0.1 (:class:`tests.support.ray_nodes.LocalCluster`), run twice on
   fresh storage: F0 as is, F with node ``a``'s raylet killed (SIGKILL) once 30 % of the records exist. The table
@@ -533,7 +536,8 @@ def _fault_row(name: str, result: dict, storage: Path, calls: Path, driver_log: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", choices=sorted({*WORKLOADS, *W6_RUNS, "W5", "F"}), default=DEFAULT)
+    parser.add_argument("--only", nargs="+", choices=sorted({*WORKLOADS, *W6_RUNS, "W5", "W7", "F"}),
+                        default=DEFAULT)
     parser.add_argument("--w5-n", type=int, nargs="+", default=list(W5_SIZES), help="W5's numbers of tasks")
     parser.add_argument("--w5-store", help="W5 also on this store URL (e.g. gs://bucket/prefix of an emulator)")
     parser.add_argument("--w5-emulators", nargs="*", choices=("gcs", "azure"), default=[],
@@ -546,7 +550,16 @@ def main() -> int:
     parser.add_argument("--cache", help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--calls", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args, rest = parser.parse_known_args()
+    if "W7" in args.only:  # its options (--w7-...) are bench_w7's
+        import bench_w7
+
+        bench_w7.main(rest)
+        args.only = [name for name in args.only if name != "W7"]
+        if not args.only:
+            return 0
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.child in ("F0", "F"):
         print(json.dumps(fault_child(args.storage, args.address, args.calls)))
         return 0
