@@ -33,11 +33,16 @@ class ServedEndpoint:
         base_url: the replica's API root (``http://127.0.0.1:PORT/v1``).
         served_name: the model name the replica answers to, sent as the request's ``model`` (unique per replica,
             so that a request that reaches another server is refused rather than answered by another model).
+        tokenizer: where the model's tokenizer loads from (a local directory or a Hugging Face id) when its server
+            does not refuse a conversation longer than its context (``transformers serve``): the model layer then
+            counts each prompt's tokens itself before sending it (:mod:`runner.models._context`); ``None``: the
+            server refuses such a request (vLLM, SGLang).
     """
 
     model: str
     base_url: str
     served_name: str
+    tokenizer: str | None = None
 
 
 _lock = threading.Lock()

@@ -26,6 +26,7 @@ from runner.core.served import pending as served_pending
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body
+from runner.models._context import exceeds
 from runner.models._options import ModelOptions
 from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
                                    UnreadableReply, exceeds_context, one_line)
@@ -200,18 +201,29 @@ class OpenAICompatibleModel(ChatModel):
             answer.tokens = reply.usage.total_tokens
             return reply
 
+        served = self.served
+        if served is not None and served.tokenizer:
+            # Its server hangs on a conversation longer than the context instead of refusing it: count it here.
+            detail = await asyncio.to_thread(exceeds, served.tokenizer, kwargs.get("messages") or [],
+                                             kwargs.get("tools"), request.max_tokens)
+            if detail is not None:
+                return self._too_long(detail)
         tokens = estimate_tokens(kwargs, request.max_tokens)
         try:
             return await self._with_retries(once, uses_tools=bool(request.tools), tokens=tokens)
         except ModelError as exc:
             if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                 raise
-            # The item's answer, not a failure of the server: the model cannot take this conversation (as Inspect
-            # AI's stop reason "model_length"). The solution sees an empty reply and the reason; never retried.
-            structlog.get_logger("runner.models").warning("model.context_length_exceeded", model=self.name,
-                                                          url=self.url, detail=str(exc))
-            return ChatReply(content="", finish_reason=CONTEXT_LENGTH_EXCEEDED, model=self.model,
-                             usage=Usage(input_tokens=0, output_tokens=0))
+            return self._too_long(str(exc))
+
+    def _too_long(self, detail: str) -> ChatReply:
+        """The reply to a conversation longer than the model's context: the item's answer, not a failure of the
+        server (as Inspect AI's stop reason ``model_length``). The solution sees an empty reply and the reason
+        ``context_length_exceeded``; never retried."""
+        structlog.get_logger("runner.models").warning("model.context_length_exceeded", model=self.name,
+                                                      url=self.url, detail=detail)
+        return ChatReply(content="", finish_reason=CONTEXT_LENGTH_EXCEEDED, model=self.model,
+                         usage=Usage(input_tokens=0, output_tokens=0))
 
     async def _replica_ready(self) -> None:
         """Wait while this model's replica, served by the run in this process, starts again after a failure (a call

@@ -77,11 +77,14 @@ class Engine:
         lists_served_name: whether ``/v1/models`` lists the served name, so readiness checks it there (otherwise
             the 1-token chat request, which names it, is the check: ``transformers serve`` refuses a request for
             another model with 400, and its ``/v1/models`` lists the Hugging Face cache instead).
+        checks_context: whether it refuses a conversation longer than the model's context (a 400 the model layer
+            reads as the item's answer); otherwise the model layer counts the prompt's tokens before sending it.
     """
 
     name = ""
     needs_gpu = True
     lists_served_name = True
+    checks_context = True
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
@@ -225,6 +228,8 @@ class TransformersServe(Engine):
     name = "transformers"
     needs_gpu = False
     lists_served_name = False
+    checks_context = False
+    """With continuous batching a prompt longer than the context never returns (docs/models.md)."""
     CPU_CACHE_SHARE = 0.1
     """The share of the machine's memory a replica on the CPU gives its KV cache. Continuous batching sizes the
     cache from the device's memory (``--cb-max-memory-percent``, default 0.9 of what is free): on a CPU that is the

@@ -136,7 +136,8 @@ class Replica:
     @property
     def endpoint(self) -> ServedEndpoint:
         """What the model layer needs to reach it (:func:`runner.core.served.publish`)."""
-        return ServedEndpoint(model=self.spec.model, base_url=self.base_url, served_name=self.served_name)
+        return ServedEndpoint(model=self.spec.model, base_url=self.base_url, served_name=self.served_name,
+                              tokenizer=None if self.engine.checks_context else self.served_name)
 
     @property
     def exit_status(self) -> int | None:

@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 import pickle
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
+from structlog.testing import capture_logs
 
 from runner.core import served
 from runner.core.cache import cache_key
+from runner.core.config import EMBEDDED_MODEL
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint
-from runner.models import ChatModel, ChatReply
+from runner.models import ChatModel, ChatReply, _context
 from tests.support.model_server import ScriptedModelServer
 
 
@@ -103,3 +106,33 @@ def test_a_conversation_over_the_context_is_an_empty_reply_with_that_stop_reason
     reply = chat(ChatModel.from_name("vllm:scripted", base_url=model_server.url))
     assert reply.finish_reason == "context_length_exceeded" and reply.text == ""
     assert len(model_server.chat_requests) == 1  # not retried
+
+
+def test_a_replica_that_does_not_check_the_context_gets_no_request_over_it(
+        model_server: ScriptedModelServer, table: None, embedded_dir: Path) -> None:
+    """``transformers serve`` hangs on a prompt over the context, so its replica is published with its tokenizer and
+    the model layer counts the prompt with the model's own chat template before sending (vLLM's rule: prompt plus
+    ``max_tokens`` over the context is refused)."""
+    served.publish(ServedEndpoint(EMBEDDED_MODEL, model_server.url, str(embedded_dir), tokenizer=str(embedded_dir)))
+    model = ChatModel.from_name(EMBEDDED_MODEL)
+    assert _context.context_tokens(str(embedded_dir)) == 8192  # SmolLM2's max_position_embeddings
+    text = "word " * 4000
+    prompt = _context.prompt_tokens(str(embedded_dir), [{"role": "user", "content": text}])
+    assert prompt is not None and 4000 < prompt < 4100
+    with capture_logs() as logs:
+        fits = chat(model, text, max_tokens=8192 - prompt)
+        over = chat(model, text, max_tokens=8192 - prompt + 1)
+        far_over = chat(model, "word " * 9000, max_tokens=16)
+    assert fits.finish_reason != "context_length_exceeded"
+    assert len(model_server.chat_requests) == 1  # only the request that fits was sent
+    for reply in (over, far_over):
+        assert reply.finish_reason == "context_length_exceeded" and reply.text == ""
+    [first, _] = [log for log in logs if log["event"] == "model.context_length_exceeded"]
+    assert f"maximum context length is 8192 tokens; the request has {prompt} in its prompt" in first["detail"]
+
+
+def test_a_replica_that_checks_the_context_itself_is_sent_everything(
+        model_server: ScriptedModelServer, table: None) -> None:
+    served.publish(ServedEndpoint("vllm:m", model_server.url, "m-1"))
+    chat(ChatModel.from_name("vllm:m"), "word " * 9000, max_tokens=16)
+    assert len(model_server.chat_requests) == 1

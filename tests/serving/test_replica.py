@@ -75,6 +75,21 @@ def test_the_replica_answers_only_to_its_own_name(group: ServedModels) -> None:
     assert other.status_code == 400 and "pinned to" in other.text
 
 
+def test_a_conversation_over_the_context_is_answered_without_reaching_the_server(group: ServedModels) -> None:
+    """``transformers serve`` would hang on it (and grow until it stops answering): the replica is published with its
+    tokenizer, and the model layer answers ``context_length_exceeded`` itself; the replica goes on answering."""
+    [replica] = group.replicas
+    starts = replica.starts
+    assert served.served_endpoint(EMBEDDED_MODEL).tokenizer == replica.served_name
+    model = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=16)
+    with usage_scope() as usage:
+        reply = model.chat_sync("word " * 9000)
+    assert reply.finish_reason == "context_length_exceeded" and reply.text == ""
+    assert EMBEDDED_MODEL not in usage or usage[EMBEDDED_MODEL].input_tokens == 0
+    assert "Paris" in model.chat_sync("What is the capital of France?").text
+    assert replica.starts == starts and group.failure is None
+
+
 def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels) -> None:
     [replica] = group.replicas
     old_pid, old_url = replica.process.pid, replica.base_url

@@ -1,0 +1,97 @@
+"""The context check of a served model whose server does not make it itself.
+
+vLLM and SGLang refuse a conversation longer than the model's context with a 400 that the model layer reads as the
+item's answer (``context_length_exceeded``). ``transformers serve`` with continuous batching does not: such a
+request never returns, and the server grows until it stops answering every other request (docs/models.md). For a
+replica of that engine the run therefore counts the prompt's tokens itself, with the model's own tokenizer and chat
+template, before the request is sent, and answers ``context_length_exceeded`` without sending it, as vLLM would:
+when the prompt's tokens plus the output allowed (``max_tokens``) exceed the context (vLLM's
+``OpenAIServing._validate_input``).
+
+The tokenizer is loaded once per process and tokenizer source (``transformers.AutoTokenizer``; the server has it on
+the node already, as it serves the same path or Hugging Face id); the context is the model's
+``max_position_embeddings`` (``AutoConfig``), else the tokenizer's ``model_max_length`` when it is a real bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+_UNBOUNDED = 10**9
+"""``model_max_length`` of a tokenizer that knows no bound (transformers' ``VERY_LARGE_INTEGER`` is 1e30)."""
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=8)
+def _counter(source: str) -> tuple[Any, int] | None:
+    """The tokenizer of ``source`` (a local model directory or a Hugging Face id) and the model's context in tokens,
+    or ``None`` when either cannot be had here (transformers missing, files unreadable): the check is then skipped
+    and logged once."""
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
+    except Exception as exc:  # noqa: BLE001 - any failure to load only turns the check off
+        structlog.get_logger("runner.models").warning("model.context_check_off", tokenizer=source,
+                                                      reason=f"{type(exc).__name__}: {exc}"[:300])
+        return None
+    if not isinstance(context, int) or context <= 0:
+        bound = getattr(tokenizer, "model_max_length", None)
+        context = bound if isinstance(bound, int) and 0 < bound < _UNBOUNDED else None
+    if context is None:
+        structlog.get_logger("runner.models").warning("model.context_check_off", tokenizer=source,
+                                                      reason="the model's context is not in its config")
+        return None
+    return tokenizer, context
+
+
+def context_tokens(source: str) -> int | None:
+    """The context, in tokens, of the model whose tokenizer is at ``source``; ``None`` when it cannot be known."""
+    with _lock:
+        found = _counter(source)
+    return None if found is None else found[1]
+
+
+def prompt_tokens(source: str, messages: Sequence[Mapping[str, Any]],
+                  tools: Sequence[Mapping[str, Any]] | None = None) -> int | None:
+    """Tokens of the prompt the server builds from ``messages`` (OpenAI chat messages) and ``tools`` (OpenAI tool
+    definitions): the model's chat template with the generation prompt, tokenized. A template that cannot take these
+    messages (some refuse tool calls or tool messages) falls back to the tokens of the messages' JSON, which is
+    longer than any template's rendering of them. ``None`` when the tokenizer cannot be loaded."""
+    with _lock:
+        found = _counter(source)
+    if found is None:
+        return None
+    tokenizer = found[0]
+    try:
+        ids = tokenizer.apply_chat_template(list(messages), tools=list(tools) if tools else None,
+                                            add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, Mapping) or hasattr(ids, "keys"):  # a BatchEncoding in some versions
+            ids = ids["input_ids"]
+        return len(ids)
+    except Exception:  # noqa: BLE001 - the template's own refusal; count the raw conversation instead
+        text = json.dumps({"messages": list(messages), "tools": list(tools or [])}, ensure_ascii=False, default=str)
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+
+def exceeds(source: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
+            max_tokens: int | None) -> str | None:
+    """Why a request does not fit the context of the model whose tokenizer is at ``source`` (one line naming the
+    counts), or ``None`` when it fits or cannot be counted. It does not fit when its prompt's tokens plus
+    ``max_tokens`` (0 when not given) exceed the context (vLLM's rule)."""
+    context = context_tokens(source)
+    if context is None:
+        return None
+    prompt = prompt_tokens(source, messages, tools)
+    if prompt is None or prompt + (max_tokens or 0) <= context:
+        return None
+    return (f"this model's maximum context length is {context} tokens; the request has {prompt} in its prompt "
+            f"and asks for {max_tokens or 0} more (counted before sending: the server does not refuse it)")
