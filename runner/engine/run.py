@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -34,9 +34,11 @@ from runner.engine.request import RunRequest
 from runner.traffic.control import TrafficControl
 from runner.storage import lease
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
-from runner.storage.compaction import Compactor
 from runner.storage.probe import check_conditional_writes
 from runner.storage.store import PROGRESS_FILE
+
+if TYPE_CHECKING:
+    from runner.storage.compaction import Compactor
 
 
 class Executor(Protocol):
@@ -353,6 +355,8 @@ def _compactor(request: RunRequest, keeper: LeaseKeeper) -> Compactor | None:
     store, mode = request.store, request.settings.shards
     if mode == "off" or (mode == "auto" and (store.is_local or store.is_process_local)):
         return None
+    from runner.storage.compaction import Compactor  # pyarrow, loaded only by a run that writes shards
+
     return Compactor(store, headline=request.benchmark.headline_metrics, check=keeper.check)
 
 

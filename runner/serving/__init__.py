@@ -13,25 +13,41 @@ ReplicaFailed` (exit 3, past the restarts). ``docs/models.md`` ("Models served b
 May import ``runner.core`` only; never Ray, the engine or a plug-in.
 """
 
-from runner.core.errors import ReplicaFailed, ReplicaStartError
-from runner.serving.engines import ENGINES, Launch, default_concurrency, model_environment
-from runner.serving.replica import Health, Replica
-from runner.serving.spec import ReplicaSpec, replica_specs, served_models, settings_replicas
-from runner.serving.supervisor import ReplicaStatus, ServedModels
+from __future__ import annotations
 
-__all__ = [
-    "ENGINES",
-    "Health",
-    "Launch",
-    "Replica",
-    "ReplicaFailed",
-    "ReplicaSpec",
-    "ReplicaStartError",
-    "ReplicaStatus",
-    "ServedModels",
-    "default_concurrency",
-    "model_environment",
-    "replica_specs",
-    "served_models",
-    "settings_replicas",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runner.core.errors import ReplicaFailed, ReplicaStartError
+    from runner.serving.engines import ENGINES, Launch, default_concurrency, model_environment
+    from runner.serving.replica import Health, Replica
+    from runner.serving.spec import ReplicaSpec, replica_specs, served_models, settings_replicas
+    from runner.serving.supervisor import ReplicaStatus, ServedModels
+
+# Names are imported on first use: a run that serves no model (and the CLI's start) never loads the supervisor's
+# HTTP client and process tools.
+_EXPORTS = {
+    "ENGINES": "runner.serving.engines",
+    "Health": "runner.serving.replica",
+    "Launch": "runner.serving.engines",
+    "Replica": "runner.serving.replica",
+    "ReplicaFailed": "runner.core.errors",
+    "ReplicaSpec": "runner.serving.spec",
+    "ReplicaStartError": "runner.core.errors",
+    "ReplicaStatus": "runner.serving.supervisor",
+    "ServedModels": "runner.serving.supervisor",
+    "default_concurrency": "runner.serving.engines",
+    "model_environment": "runner.serving.engines",
+    "replica_specs": "runner.serving.spec",
+    "served_models": "runner.serving.spec",
+    "settings_replicas": "runner.serving.spec",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

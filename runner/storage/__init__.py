@@ -4,10 +4,16 @@ driver's :class:`Compactor`, resume from one listing, and a run manifest.
 May import ``runner.core`` only; the engine, the report and the faces import it.
 """
 
-from runner.storage.compaction import Compactor
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from runner.storage.keys import decode_key, encode_key
 from runner.storage.manifest import BenchmarkInfo, RunManifest, new_run_id, utc_now
 from runner.storage.store import ResultStore, normalize_uri
+
+if TYPE_CHECKING:
+    from runner.storage.compaction import Compactor
 
 
 class FileEvaluatorStorage(ResultStore):
@@ -20,6 +26,16 @@ class FileEvaluatorStorage(ResultStore):
 
     def __init__(self, save_dir: str | None = None, storage_options: dict | None = None) -> None:
         super().__init__(save_dir, storage_options)
+
+
+def __getattr__(name: str) -> Any:
+    # The compactor is imported on first use: it loads pyarrow (and numpy), which a run without shards and the
+    # CLI's start do not need.
+    if name == "Compactor":
+        from runner.storage.compaction import Compactor
+
+        return Compactor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

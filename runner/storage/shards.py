@@ -18,19 +18,20 @@ that make a crash at any point lose and double-count nothing are in docs/storage
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import io
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from runner.core.metric import MetricType, number
 from runner.core.record import TaskRecord
 from runner.storage.keys import encode_key
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from runner.storage.store import ResultStore
 
 SHARDS = "shards"
@@ -50,57 +51,78 @@ ROW_GROUP_ROWS = 1000
 SLIM_FIELDS = ("input", "output", "trajectory", "solution_meta")
 """The fields a row leaves out of a large record's JSON (its ``record_path`` object keeps them)."""
 
-METRIC = pa.struct([
-    pa.field("name", pa.string()),
-    pa.field("value", pa.float64()),
-    pa.field("label", pa.string()),
-    pa.field("error", pa.string()),
-])
-USAGE = pa.struct([
-    pa.field("model", pa.string()),
-    pa.field("input_tokens", pa.int64()),
-    pa.field("output_tokens", pa.int64()),
-    pa.field("calls", pa.int64()),
-    pa.field("cached_calls", pa.int64()),
-])
-_TIME = pa.timestamp("ms", tz="UTC")
-SCHEMA = pa.schema(
-    [
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("repeat", pa.int32(), nullable=False),
-        pa.field("task_index", pa.int64()),
-        pa.field("category", pa.string()),
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("score", pa.float64()),
-        pa.field("score_metric", pa.string()),
-        pa.field("metrics", pa.list_(METRIC)),
-        pa.field("error_type", pa.string()),
-        pa.field("error_code", pa.string()),
-        pa.field("error_message", pa.string()),
-        pa.field("attempt", pa.int32()),
-        pa.field("tries", pa.int32()),
-        pa.field("solution_s", pa.float64()),
-        pa.field("metrics_s", pa.float64()),
-        pa.field("total_s", pa.float64()),
+KEY_COLUMNS = ("task_key", "repeat")
+
+
+def _arrow() -> tuple[Any, Any]:
+    """pyarrow and pyarrow.parquet, imported on first use: a store that only lists and writes records (and the CLI's
+    start) never loads them and numpy (0.2 s and 90 MB)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    return pyarrow, pyarrow.parquet
+
+
+@functools.cache
+def schema() -> pa.Schema:
+    """The columns of a shard (see docs/storage.md for each one's meaning); also ``shards.SCHEMA``."""
+    pa, _ = _arrow()
+    metric_type = pa.struct([
+        pa.field("name", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("label", pa.string()),
+        pa.field("error", pa.string()),
+    ])
+    usage_type = pa.struct([
+        pa.field("model", pa.string()),
         pa.field("input_tokens", pa.int64()),
         pa.field("output_tokens", pa.int64()),
-        pa.field("model_calls", pa.int64()),
+        pa.field("calls", pa.int64()),
         pa.field("cached_calls", pa.int64()),
-        pa.field("usage", pa.list_(USAGE)),
-        pa.field("started_at", _TIME),
-        pa.field("finished_at", _TIME),
-        pa.field("tags", pa.map_(pa.string(), pa.string())),
-        pa.field("worker_host", pa.string()),
-        pa.field("run_id", pa.string()),
-        pa.field("task_key", pa.string(), nullable=False),
-        pa.field("write_id", pa.string()),
-        pa.field("record_path", pa.string()),
-        pa.field("record", pa.string(), nullable=False),
-    ],
-    metadata={"runner.shard_schema": SHARD_SCHEMA_VERSION},
-)
-"""The columns of a shard (see docs/storage.md for each one's meaning)."""
-KEY_COLUMNS = ("task_key", "repeat")
+    ])
+    time_type = pa.timestamp("ms", tz="UTC")
+    shard_schema = pa.schema(
+        [
+            pa.field("task_id", pa.string(), nullable=False),
+            pa.field("repeat", pa.int32(), nullable=False),
+            pa.field("task_index", pa.int64()),
+            pa.field("category", pa.string()),
+            pa.field("status", pa.string(), nullable=False),
+            pa.field("score", pa.float64()),
+            pa.field("score_metric", pa.string()),
+            pa.field("metrics", pa.list_(metric_type)),
+            pa.field("error_type", pa.string()),
+            pa.field("error_code", pa.string()),
+            pa.field("error_message", pa.string()),
+            pa.field("attempt", pa.int32()),
+            pa.field("tries", pa.int32()),
+            pa.field("solution_s", pa.float64()),
+            pa.field("metrics_s", pa.float64()),
+            pa.field("total_s", pa.float64()),
+            pa.field("input_tokens", pa.int64()),
+            pa.field("output_tokens", pa.int64()),
+            pa.field("model_calls", pa.int64()),
+            pa.field("cached_calls", pa.int64()),
+            pa.field("usage", pa.list_(usage_type)),
+            pa.field("started_at", time_type),
+            pa.field("finished_at", time_type),
+            pa.field("tags", pa.map_(pa.string(), pa.string())),
+            pa.field("worker_host", pa.string()),
+            pa.field("run_id", pa.string()),
+            pa.field("task_key", pa.string(), nullable=False),
+            pa.field("write_id", pa.string()),
+            pa.field("record_path", pa.string()),
+            pa.field("record", pa.string(), nullable=False),
+        ],
+        metadata={"runner.shard_schema": SHARD_SCHEMA_VERSION},
+    )
+    return shard_schema
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCHEMA":
+        return schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ShardUnreadable(ValueError):
@@ -194,14 +216,16 @@ def _time(text: str) -> _dt.datetime | None:
 
 def table(rows: Sequence[dict[str, Any]]) -> pa.Table:
     """The rows (from :func:`row`) as a table of :data:`SCHEMA`."""
-    return pa.Table.from_pylist(list(rows), schema=SCHEMA)
+    pa, _ = _arrow()
+    return pa.Table.from_pylist(list(rows), schema=schema())
 
 
 def encode(tables: Iterable[pa.Table]) -> bytes:
     """``tables`` (of :data:`SCHEMA`) as one Parquet file: zstd-compressed, row groups of at most
     :data:`ROW_GROUP_ROWS` rows."""
+    _, pq = _arrow()
     buffer = io.BytesIO()
-    with pq.ParquetWriter(buffer, SCHEMA, compression="zstd") as writer:
+    with pq.ParquetWriter(buffer, schema(), compression="zstd") as writer:
         for part in tables:
             writer.write_table(part, row_group_size=ROW_GROUP_ROWS)
     return buffer.getvalue()
@@ -228,11 +252,12 @@ def parse(data: bytes) -> pq.ParquetFile:
     Raises:
         ShardUnreadable: ``data`` is no Parquet file, or one without this runner's shard columns.
     """
+    pa, pq = _arrow()
     try:
         parsed = pq.ParquetFile(pa.BufferReader(data))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise ShardUnreadable(f"not a Parquet file ({type(exc).__name__}: {exc})") from None
-    missing = [column for column in SCHEMA.names if column not in parsed.schema_arrow.names]
+    missing = [column for column in schema().names if column not in parsed.schema_arrow.names]
     if missing:
         raise ShardUnreadable(f"no column {missing[0]!r}: not a shard of this runner")
     return parsed
@@ -248,6 +273,7 @@ def batches(store: ResultStore, path: str, columns: Sequence[str]) -> Iterator[l
         Exception: whatever the store raises.
     """
     parsed = parse(store.fs.cat_file(path))
+    pa, _ = _arrow()
     try:
         for group in range(parsed.num_row_groups):
             yield parsed.read_row_group(group, columns=list(columns)).to_pylist()
@@ -262,6 +288,7 @@ def read(store: ResultStore, path: str) -> pa.Table:
         FileNotFoundError, ShardUnreadable, Exception: as :func:`batches`.
     """
     parsed = parse(store.fs.cat_file(path))
+    pa, _ = _arrow()
     try:
         return parsed.read()
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -36,7 +36,7 @@ import structlog
 
 from runner.core.errors import RunStopped, StorageError, exception_line
 from runner.core.record import TaskRecord
-from runner.storage import compaction, deadline, local, reading, shards
+from runner.storage import deadline, local, reading, shards
 from runner.storage.faults import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
@@ -530,6 +530,8 @@ class ResultStore:
         Raises:
             StorageError: the store failed (the same command resumes the retirement).
         """
+        from runner.storage import compaction  # pyarrow, loaded only where shards are rewritten
+
         compaction.retire(self, set(items), utc_now().replace(":", "").replace("-", ""))
 
     # -- start over -------------------------------------------------------------------------------------------

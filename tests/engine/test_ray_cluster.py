@@ -22,6 +22,15 @@ def test_importing_runner_does_not_import_ray() -> None:
     assert out.strip() == "False"
 
 
+def test_the_command_line_starts_without_ray_pyarrow_or_the_model_clients() -> None:
+    """``python -m runner --help``, a status or a refused flag load none of the heavy libraries: Ray (the Ray
+    executor), pyarrow and numpy (result shards), httpx and openai (model calls), each imported where it is used."""
+    heavy = ("ray", "pyarrow", "numpy", "httpx", "openai", "torch")
+    code = f"import sys; from runner.cli import main; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 @pytest.mark.parametrize(
     ("spec", "nodes", "expected"),
     [
