@@ -167,6 +167,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # An answer's headers and body go out in two writes: with Nagle's algorithm on, the body waits for the client's
+    # delayed ACK of the headers, 40 ms a request on Linux (a GET through the proxy took 62 ms against 14 ms direct).
+    disable_nagle_algorithm = True
     server: _Server
 
     def setup(self) -> None:
