@@ -162,3 +162,23 @@ def number(value: Any, infinite_ok: bool = False) -> float | None:
     if math.isnan(result) or (math.isinf(result) and not infinite_ok):
         return None
     return result
+
+
+Z_95 = 1.959963984540054
+"""The two-sided 95 % quantile of the standard normal distribution."""
+
+
+def mean_interval(mean: float | None, stderr: float | None, low: float | None = None,
+                  high: float | None = None) -> tuple[float, float] | None:
+    """The 95 % interval of a mean, ``mean ± Z_95 * stderr`` (the normal approximation), cut at ``low`` and ``high``:
+    the smallest and largest value the mean is over (a mean cannot leave them; the report's charts cut their
+    whiskers there too). So a 0/1 metric's interval stays within [0, 1]: 1 right answer in 7 gives [0, 0.423], not
+    [-0.137, 0.423]. ``None`` without a mean or a standard error (fewer than 2 values)."""
+    if mean is None or stderr is None:
+        return None
+    start, end = mean - Z_95 * stderr, mean + Z_95 * stderr
+    if low is not None and not math.isinf(low):
+        start = max(start, low)
+    if high is not None and not math.isinf(high):
+        end = min(end, high)
+    return start, end

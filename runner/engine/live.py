@@ -6,7 +6,8 @@ the sum of squared deviations (B. P. Welford, "Note on a method for calculating 
 products", Technometrics 4(3), 1962), and per category and metric a count and a sum.
 
 The interval is the normal one, mean ± 1.96 standard errors of the items seen so far (items as independent draws;
-the final ``summary.json`` clusters the standard error by task when tasks repeat, see :mod:`runner.report.stats`).
+the final ``summary.json`` clusters the standard error by task when tasks repeat, see :mod:`runner.report.stats`),
+cut at the smallest and largest value seen (:func:`runner.core.metric.mean_interval`).
 """
 
 from __future__ import annotations
@@ -17,23 +18,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.core.metric import number
-
-Z_95 = 1.959963984540054
-"""The two-sided 95 % quantile of the standard normal distribution."""
+from runner.core.metric import mean_interval, number
 
 
 @dataclass
 class Running:
-    """A running mean and variance (Welford's update): ``n`` values, their ``mean`` and ``m2`` (the sum of squared
-    deviations from the mean)."""
+    """A running mean and variance (Welford's update): ``n`` values, their ``mean``, ``m2`` (the sum of squared
+    deviations from the mean), and the smallest and largest value (``low``, ``high``)."""
 
     n: int = 0
     mean: float = 0.0
     m2: float = 0.0
+    low: float = math.inf
+    high: float = -math.inf
 
     def add(self, value: float) -> None:
         """Account for one more value."""
+        self.low, self.high = min(self.low, value), max(self.high, value)
         self.n += 1
         delta = value - self.mean
         self.mean += delta / self.n
@@ -47,11 +48,9 @@ class Running:
         return math.sqrt(self.m2 / (self.n - 1) / self.n)
 
     def interval(self) -> tuple[float, float] | None:
-        """The normal 95 % interval of the mean, ``(low, high)`` (``None`` under 2 values)."""
-        error = self.stderr
-        if error is None:
-            return None
-        return self.mean - Z_95 * error, self.mean + Z_95 * error
+        """The normal 95 % interval of the mean, ``(low, high)``, cut at the values' range (``None`` under 2
+        values)."""
+        return mean_interval(self.mean, self.stderr, self.low, self.high)
 
 
 @dataclass

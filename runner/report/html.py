@@ -20,7 +20,7 @@ from typing import Any
 
 from runner._version import __version__
 from runner.core.errors import StorageError
-from runner.core.metric import MetricType
+from runner.core.metric import MetricType, mean_interval
 from runner.report import plots
 from runner.report.compare import Comparison
 from runner.report.items import ItemTable, item_table
@@ -30,7 +30,6 @@ from runner.report.table import format_seconds
 from runner.storage.manifest import RunManifest
 from runner.storage.store import ResultStore
 
-Z_95 = 1.959963984540054  # the standard normal's 97.5th percentile: mean ± Z_95 stderr is a 95 % interval
 CATEGORY_CHARTS = 4  # numerical metrics charted by category (the others are in the table)
 CHART_CATEGORIES = 40  # categories in one chart (the largest); all are in the table
 
@@ -71,10 +70,10 @@ def _num(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _ci(mean: float | None, stderr: float | None) -> tuple[float, float] | None:
-    if mean is None or stderr is None:
-        return None
-    return mean - Z_95 * stderr, mean + Z_95 * stderr
+def _ci(mean: float | None, stderr: float | None,
+        bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
+    """The 95 % interval of a mean, cut at the metric's range over the run (:func:`runner.core.metric.mean_interval`)."""
+    return mean_interval(mean, stderr, *(bounds or (None, None)))
 
 
 def _duration(seconds: float | None) -> str:
@@ -110,7 +109,8 @@ def _headline(summary: Summary) -> dict[str, Any]:
         return {"label": "score", "value": summary.score, "ci": None, "detail": parts, "partial": partial}
     for name in _numerical(summary):
         metric = summary.metrics[name]
-        return {"label": f"{name} (mean)", "value": metric.mean, "ci": _ci(metric.mean, metric.stderr), "detail": "",
+        return {"label": f"{name} (mean)", "value": metric.mean,
+                "ci": _ci(metric.mean, metric.stderr, _bounds(summary, name)), "detail": "",
                 "partial": partial}
     return {"label": "score", "value": None, "ci": None, "detail": "", "partial": partial}
 
@@ -128,7 +128,8 @@ def _kpis(summary: Summary) -> list[dict[str, str]]:
 
 
 def _metric_rows(summary: Summary) -> list[dict[str, Any]]:
-    return [{"name": name, **m.model_dump(), "ci": _ci(m.mean, m.stderr)} for name, m in summary.metrics.items()]
+    return [{"name": name, **m.model_dump(), "ci": _ci(m.mean, m.stderr, _bounds(summary, name))}
+            for name, m in summary.metrics.items()]
 
 
 def _categories(summary: Summary) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
@@ -139,7 +140,8 @@ def _categories(summary: Summary) -> tuple[list[dict[str, Any]], dict[str, Any],
         cells = []
         for name in names:
             entry = group.get(name)
-            cells.append({"mean": entry["mean"], "n": entry.get("n"), "ci": _ci(entry["mean"], entry.get("stderr"))}
+            cells.append({"mean": entry["mean"], "n": entry.get("n"),
+                          "ci": _ci(entry["mean"], entry.get("stderr"), _bounds(summary, name))}
                          if entry and entry.get("mean") is not None else None)
         table["rows"].append({"category": category, "cells": cells})
     charts, left_out = [], ""
@@ -163,7 +165,8 @@ def _repeats(summary: Summary) -> dict[str, Any]:
         return {"repeat_svg": None, "passk_svg": None, "passk_table": None}
     series: dict[str, Any] = {}
     for name in _numerical(summary)[: len(plots.SERIES)]:
-        points = [(int(r), e["mean"], _ci(e["mean"], e.get("stderr"))) for r, group in summary.by_repeat.items()
+        points = [(int(r), e["mean"], _ci(e["mean"], e.get("stderr"), _bounds(summary, name)))
+                  for r, group in summary.by_repeat.items()
                   if (e := group.get(name)) and e.get("mean") is not None]
         if points:
             series[name] = (sorted(points), _bounds(summary, name))

@@ -5,7 +5,8 @@ import statistics
 
 import pytest
 
-from runner.engine.live import Z_95, LiveStats, Running, usable_scores
+from runner.core.metric import Z_95
+from runner.engine.live import LiveStats, Running, usable_scores
 
 
 def test_running_mean_and_interval_equal_the_batch_computation():
@@ -46,3 +47,16 @@ def test_only_values_a_mean_can_use_are_kept():
     scores = usable_scores([("ok", 0.5), ("flag", True), ("nan", math.nan), ("inf", math.inf), ("label", "long"),
                             ("none", None), ("int", 2)])
     assert scores == {"ok": 0.5, "flag": 1.0, "int": 2.0}
+
+
+def test_the_interval_of_a_0_1_metric_stays_within_0_and_1():
+    """1 right answer in 7: the normal interval, 0.143 ± 0.280, would start at -0.137; a mean of 0/1 values cannot."""
+    running = Running()
+    for value in [1.0] + [0.0] * 6:
+        running.add(value)
+    low, high = running.interval()
+    assert low == 0.0 and high == pytest.approx(1 / 7 + Z_95 * running.stderr) and high < 1
+    live = LiveStats()
+    for value in [1.0] * 6 + [0.0]:
+        live.add({"accuracy": value})
+    assert live.line() == "accuracy 0.857 [0.577, 1.000]"
