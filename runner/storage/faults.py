@@ -123,6 +123,8 @@ def fault_kind(exc: BaseException) -> FaultKind:
             return FaultKind(network)
         if isinstance(error, PermissionError) or (type(error) is OSError and str(error).startswith(_GCSFS_FORBIDDEN)):
             return FaultKind.DENIED
+        if any(base.__name__ == "ClientAuthenticationError" for base in type(error).__mro__):
+            return FaultKind.DENIED  # azure-identity: no credential gave a token (no HTTP status: nothing was sent)
         if isinstance(error, FileNotFoundError):
             return FaultKind.MISSING
         if isinstance(error, ConnectionRefusedError):

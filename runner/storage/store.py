@@ -36,7 +36,7 @@ import structlog
 
 from runner.core.errors import RunStopped, StorageError, exception_line
 from runner.core.record import TaskRecord
-from runner.storage import deadline, local, reading, shards
+from runner.storage import credentials, deadline, local, reading, shards
 from runner.storage.faults import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
@@ -145,10 +145,12 @@ class ResultStore:
         """The filesystem (created on first use)."""
         if self._fs is None:
             try:
-                self._fs, self._root = fsspec.url_to_fs(self.uri, **self.storage_options)
+                fs, root = fsspec.url_to_fs(self.uri, **self.storage_options)
             except Exception as exc:  # noqa: BLE001 - a missing backend, a bad option, a server that refuses: one line
                 opened = f"the {self.flag} storage" if self.flag else "storage"
                 raise StorageError(self.explain(f"cannot open {opened}", exc)) from None
+            credentials.check(fs, mask(self.uri))
+            self._fs, self._root = fs, root
         return self._fs
 
     @property
