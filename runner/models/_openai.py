@@ -18,6 +18,7 @@ import httpx
 import openai
 import structlog
 
+from runner.core.config import SERVABLE_PROVIDERS
 from runner.core.errors import ConfigError
 from runner.core.limits import Answer, Endpoint, estimate_tokens, request_slot
 from runner.core.secrets import mask
@@ -442,9 +443,11 @@ class OpenAICompatibleModel(ChatModel):
             return self._timeout_error(attempts)
         tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
         cause = one_line(exc.__cause__ or exc, 120)
+        serve = ("; or have the run start it on its workers: --serve "
+                 f"{self.name}") if self.provider in SERVABLE_PROVIDERS and not self._pinned else ""
         return ModelError(
             f"{self.name}: cannot connect to the model server at {self.url}{tries} ({cause}); "
-            f"start the server or point --model-base-url at it{self._env_hint('base')}",
+            f"start the server or point --model-base-url at it{self._env_hint('base')}{serve}",
             retryable=True,
         )
 

@@ -121,8 +121,19 @@ def test_a_refused_connection_is_one_line_naming_the_url_and_the_fix(refused_url
         _chat(refused_url, RetryPolicy(max_attempts=2, initial_delay=0.25, jitter=0.0))
     message = str(err.value)
     assert f"cannot connect to the model server at {refused_url} after 2 attempt(s)" in message
-    assert "start the server or point --model-base-url at it (or set VLLM_BASE_URL)" in message
+    assert message.endswith("start the server or point --model-base-url at it (or set VLLM_BASE_URL)")
     assert "\n" not in message and waits == [0.25]
+
+
+def test_a_servable_model_without_a_url_is_told_the_run_can_serve_it(
+        refused_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --model-base-url: a vllm:, sglang: or transformers: model is looked for at its provider's default URL,
+    and the line says the other way out, --serve (a model given a URL is the user's server: no such hint)."""
+    monkeypatch.setenv("TRANSFORMERS_BASE_URL", refused_url)
+    model = ChatModel.from_name("transformers:no-such-model", retry=RetryPolicy(max_attempts=1))
+    with pytest.raises(ModelError) as err:
+        model.chat_sync("hello")
+    assert str(err.value).endswith("; or have the run start it on its workers: --serve transformers:no-such-model")
 
 
 def test_a_request_past_the_timeout_is_a_model_error(model_server: ScriptedModelServer) -> None:
