@@ -86,6 +86,7 @@ class Progress:
         self.duplicates = 0
         self.started = time.monotonic()
         self._first_done: float | None = None
+        self._first_sent: float | None = None
         self.interval = interval
         self._last_event = self.started
         self._log = structlog.get_logger("runner")
@@ -124,7 +125,9 @@ class Progress:
         """``item`` went out to be executed (again: its clock restarts)."""
         with self._lock:
             self._in_flight.pop(item, None)
-            self._in_flight[item] = time.monotonic()
+            self._in_flight[item] = now = time.monotonic()
+            if self._first_sent is None:
+                self._first_sent = now
 
     def returned(self, item: Key) -> None:
         """``item`` is no longer in flight without being done (it waits for a retry)."""
@@ -192,12 +195,18 @@ class Progress:
     def snapshot(self) -> dict[str, Any]:
         """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``).
 
-        The rate counts from the first finished item, so start-up time (a Ray cluster, model loading) does not
-        make the first estimates absurd.
+        The rate counts the items done since the first one went out to be executed (:meth:`sent`), so a Ray
+        cluster's start does not count, and it is the run's own throughput at its end. Counting from the first
+        item *done* instead, as this did, read 0.99 items/s for 20 items in 58 s: with 16 in flight, items of one
+        minute all finish in the last twenty seconds. Without a :meth:`sent` (a caller that does not report it), it
+        counts from the first item done.
         """
         rate = None
-        if self._first_done is not None and self.done > 1:
-            rate = (self.done - 1) / max(time.monotonic() - self._first_done, 1e-9)
+        now = time.monotonic()
+        if self._first_sent is not None and self.done > 0 and now > self._first_sent:
+            rate = self.done / (now - self._first_sent)
+        elif self._first_done is not None and self.done > 1:
+            rate = (self.done - 1) / max(now - self._first_done, 1e-9)
         eta = (self.total - self.done) / rate if self.total is not None and rate else None
         return {
             "done": self.done,
