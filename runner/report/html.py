@@ -72,7 +72,8 @@ def _num(value: Any, digits: int = 3) -> str:
 
 def _ci(mean: float | None, stderr: float | None,
         bounds: tuple[float, float] | None = None) -> tuple[float, float] | None:
-    """The 95 % interval of a mean, cut at the metric's range over the run (:func:`runner.core.metric.mean_interval`)."""
+    """The 95 % interval of a mean, cut at the metric's range over the run
+    (:func:`runner.core.metric.mean_interval`)."""
     return mean_interval(mean, stderr, *(bounds or (None, None)))
 
 
