@@ -89,6 +89,7 @@ class OutageGuard:
         while True:
             if self._gave_up is not None:
                 raise self._gave_up
+            sent = self._clock()
             try:
                 result = fn()
             except Exception as exc:
@@ -103,7 +104,7 @@ class OutageGuard:
                 self._sleep(min(backoff(attempt), self.limit_s - elapsed))
                 attempt += 1
                 continue
-            self._succeeded()
+            self._succeeded(sent)
             return result
 
     async def wait(self) -> None:
@@ -131,12 +132,16 @@ class OutageGuard:
                              f"retry with backoff and new items wait, for up to {self.limit_s:g} s")
             return self._since
 
-    def _succeeded(self) -> None:
-        """A write went through: log ``storage.recovered`` if it ends an outage."""
+    def _succeeded(self, sent: float) -> None:
+        """A write sent at ``sent`` (monotonic s) went through: log ``storage.recovered`` if it ends an outage.
+
+        Only a write sent after the outage's first failure ends it: one sent before, whose answer arrives after that
+        failure (several writes are in flight at once), says nothing about the store now, and counting it logged
+        the outage as over and begun again within a second."""
         if self._since is None:
             return
         with self._lock:
-            if self._since is None:
+            if self._since is None or sent < self._since:
                 return
             seconds = self._clock() - self._since
             _log.info("storage.recovered", seconds=round(seconds, 3), failed_tries=self._failures,

@@ -92,12 +92,13 @@ def test_an_outage_longer_than_the_limit_exits_3_and_the_same_command_resumes(cl
 
 
 def test_an_outage_on_ray_workers_stops_the_run_with_exit_3(cli, storage, s3_proxy, proxied_s3_env, ray_session):
-    """Ray workers write the records: the outage they meet reaches the driver, which stops the run."""
+    """Ray workers write the records: the outage they meet reaches the driver, which stops the run. A 3 s limit: it
+    is also each request's deadline, and 1 s was shorter than the first probe write's turn on a loaded machine."""
     s3_proxy.inject("html503", op="write", path="/records/")
     options = {**json.loads(NO_CLIENT_RETRIES), "endpoint_url": s3_proxy.url,
                "key": proxied_s3_env["AWS_ACCESS_KEY_ID"], "secret": proxied_s3_env["AWS_SECRET_ACCESS_KEY"]}
     result = cli("--benchmark", "toy", "--solution", "calculator", "--limit", "10", "--workers", "1",
-                 "--storage", storage, "--storage-options", json.dumps(options), "--storage-outage", "1",
+                 "--storage", storage, "--storage-options", json.dumps(options), "--storage-outage", "3",
                  env={"RAY_ADDRESS": ""})
     assert result.returncode == 3, result.stderr
     last = result.lines()[-1]

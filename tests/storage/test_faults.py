@@ -204,6 +204,25 @@ def test_the_guard_backs_off_with_jitter_and_gives_up_at_its_limit():
         guard.call("write z", _Flaky())
 
 
+def test_a_write_sent_before_the_outage_began_does_not_end_it():
+    """Several writes in flight: one sent before the first failure answers after it. That answer says nothing about
+    the store now, so the outage goes on, and is logged once each way (it was logged over and begun again)."""
+    clock = FakeClock()
+    guard = OutageGuard(30, clock=clock, sleep=clock.sleep)
+
+    def sent_then_answered_late() -> str:
+        clock.now += 0.5                                    # in flight while another write fails
+        guard._failed("write a", ConnectionResetError("reset"))  # another writer's failure: the outage begins
+        return "done"
+
+    with structlog.testing.capture_logs() as logs:
+        assert guard.call("write b", sent_then_answered_late) == "done"
+        assert guard.in_outage                              # b was sent before a failed: no recovery
+        assert guard.call("write c", _Flaky(ConnectionResetError("reset"))) == "done"
+    assert not guard.in_outage
+    assert [e["event"] for e in logs] == ["storage.outage", "storage.recovered"]
+
+
 def test_the_guard_gives_up_at_its_limit_despite_the_clocks_rounding(monkeypatch):
     """An outage that starts at 7.3 s on the clock: its last wait, cut to the time left, ends a rounding error short
     of the limit; the guard gives up there instead of trying again after ever shorter waits."""
