@@ -26,11 +26,17 @@ class MetricType(str, Enum):
     """How a metric's results aggregate.
 
     ``NUMERICAL`` results are numbers (or booleans, read as 0/1) and aggregate to mean, standard error, min and max;
-    ``CATEGORY`` results are labels and aggregate to the share of each label.
+    ``CATEGORY`` results are labels and aggregate to the share of each label. ``CORPUS`` results are the per-item
+    inputs of an aggregate computed over the whole corpus at once, which no mean of per-item values equals (corpus
+    BLEU from ``(reference, prediction)`` pairs, F1 over all pairs, a perplexity from every item's log-likelihood and
+    length, lm-evaluation-harness's non-``mean`` aggregations): any JSON value, stored as it is, counted, and never
+    averaged; the benchmark's headline computes the aggregate (:meth:`BenchmarkBase.score
+    <runner.core.benchmark.BenchmarkBase.score>`, its ``by_category``).
     """
 
     CATEGORY = "category"
     NUMERICAL = "numerical"
+    CORPUS = "corpus"
 
 
 class MetricResult(BaseModel):

@@ -38,7 +38,8 @@ class ErrorInfo(BaseModel):
 
 class MetricRecord(BaseModel):
     """One metric's outcome: a ``result`` or an ``error`` (never both; ``metadata`` may come with either, e.g. the
-    judge's reply of a score out of range).
+    judge's reply of a score out of range). A ``CORPUS`` metric's result may be any JSON value (a list, an object);
+    the others' are a number, a boolean, a label or ``None``.
 
     ``allows_infinite`` repeats the metric's declaration (:class:`~runner.core.metric.MetricBase`) so that the
     report, which reads records only, knows that an infinite result is usable; it is left out of the JSON while
@@ -49,7 +50,7 @@ class MetricRecord(BaseModel):
 
     name: str
     type: MetricType = MetricType.NUMERICAL
-    result: bool | int | float | str | None = None
+    result: bool | int | float | str | list[Any] | dict[str, Any] | None = None
     message: str | None = None
     metadata: dict[str, Any] | None = None
     error: ErrorInfo | None = None

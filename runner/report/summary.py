@@ -35,6 +35,8 @@ class MetricSummary(BaseModel):
     ``NUMERICAL``: ``mean`` (each task weighs the same: the mean of the per-task means, see ``weighting`` in
     :class:`Summary`), ``stderr`` (clustered by task: that mean's standard error; see :mod:`runner.report.stats`),
     ``n`` (values), ``n_tasks``, ``min``, ``max``. ``CATEGORY``: ``distribution`` (label -> share) and ``n``.
+    ``CORPUS``: ``n`` and ``n_tasks`` only; no mean of per-item values stands in for the corpus-level aggregate,
+    which the benchmark's headline gives (``score_components``, ``by_category``).
     ``errors`` counts items where the metric raised (they are not in ``n``); ``unusable`` counts every result left
     out of ``n`` by reason (:data:`~runner.report.values.UNUSABLE_REASONS`, plus the codes of coded errors), so
     ``n`` plus its values is the number of items scored. ``clamped`` counts results the metric clamped into its
@@ -259,6 +261,8 @@ def _metric_summaries(collector: _Collector) -> dict[str, MetricSummary]:
             counts = Counter(str(v) for v in values)
             summary.distribution = {label: count / len(values) for label, count in sorted(counts.items())}
             summary.n_tasks = len({row.task_id for row in collector.rows if name in row.scores})
+        elif mtype is MetricType.CORPUS:
+            summary.n_tasks = len({row.task_id for row in collector.rows if name in row.scores})
         else:
             infinite_ok = name in collector.infinite_ok
             per_task: dict[str, list[float]] = defaultdict(list)
@@ -314,6 +318,9 @@ def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[
     items."""
     notes = []
     for name, metric in metrics.items():
+        if metric.type is MetricType.CORPUS:
+            notes.append(f"metric {name!r}: aggregated over the corpus by the benchmark, not averaged: see "
+                         "score_components and by_category")
         left_out = {reason: count for reason, count in metric.unusable.items() if count}
         if left_out:
             reasons = ", ".join(f"{count} {reason}" for reason, count in left_out.items())
@@ -353,7 +360,9 @@ def _grouped(collector: _Collector, key: Any) -> dict[str, dict[str, dict[str, A
     for group in sorted(groups):
         out[group] = {}
         for name, values in sorted(groups[group].items()):
-            if collector.types.get(name) is MetricType.CATEGORY:
+            if collector.types.get(name) is MetricType.CORPUS:
+                out[group][name] = {"n": len(values)}
+            elif collector.types.get(name) is MetricType.CATEGORY:
                 counts = Counter(str(v) for v in values)
                 out[group][name] = {
                     "distribution": {k: c / len(values) for k, c in sorted(counts.items())},

@@ -21,6 +21,7 @@ import datetime as _dt
 import functools
 import hashlib
 import io
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -187,12 +188,16 @@ def row(record: TaskRecord, data: bytes, record_path: str, headline: Sequence[st
 
 def _metric(metric: Any) -> dict[str, Any]:
     """A metric's entry in ``metrics``: ``value`` is the result as a float when it is a number or a boolean (NaN
-    and infinities kept as they are), ``label`` a ``CATEGORY`` or text result, ``error`` the type of what the
-    metric raised."""
+    and infinities kept as they are), ``label`` a ``CATEGORY`` or text result (a ``CORPUS`` metric's list or object
+    as its JSON text), ``error`` the type of what the metric raised."""
     result = metric.result
     value = float(result) if isinstance(result, (bool, int, float)) else None
-    label = str(result) if isinstance(result, str) or (metric.type is MetricType.CATEGORY and result is not None) \
-        else None
+    if isinstance(result, (list, dict)):
+        label: str | None = json.dumps(result, ensure_ascii=False)
+    elif isinstance(result, str) or (metric.type is MetricType.CATEGORY and result is not None):
+        label = str(result)
+    else:
+        label = None
     return {"name": metric.name, "value": value, "label": label,
             "error": metric.error.type if metric.error is not None else None}
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from runner.core.metric import MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
@@ -113,7 +114,9 @@ def acknowledgement(record: TaskRecord, verdict: Verdict, stored: bytes | None, 
                     keep_stored: bool = False) -> ItemResult:
     """The :class:`ItemResult` of a record: its status, whether this write stored it (``stored``: the JSON it
     stored, else ``None``), the cause of a failure, and its usable scores; with ``keep_stored``, the JSON too."""
-    scores = usable_scores((m.name, m.result) for m in record.metrics if m.error is None)
+    # A corpus metric's per-item value is no sample of its aggregate: no running mean of it.
+    scores = usable_scores((m.name, m.result) for m in record.metrics
+                           if m.error is None and m.type is not MetricType.CORPUS)
     return ItemResult(record.task_id, record.repeat, record.status, stored is not None, record.attempt, seconds,
                       verdict.cause, scores, record.tags.get("category"), stored if keep_stored else None)
 

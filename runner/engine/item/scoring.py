@@ -63,7 +63,7 @@ async def run_metric(metric: MetricBase, output: SolutionOutput, limit: float | 
         returned = await guarded(_call_metric(metric, output, in_thread), limit)
         result, message, metadata = (returned.result, returned.message, returned.metadata) \
             if isinstance(returned, MetricResult) else (returned, None, None)
-        result = plain_result(result)
+        result = corpus_value(result) if metric.metric_type is MetricType.CORPUS else plain_result(result)
         if metric.metric_type is MetricType.CATEGORY and metric.categories and result not in metric.categories:
             raise ValueError(f"result {result!r} is not one of the categories {metric.categories}")
         return MetricRecord(
@@ -81,6 +81,20 @@ async def run_metric(metric: MetricBase, output: SolutionOutput, limit: float | 
         metadata = to_jsonable_python(exc.metadata, fallback=repr) if isinstance(exc, MetricError) else None
         return MetricRecord(name=metric.name, type=metric.metric_type, error=error_info(exc), metadata=metadata,
                             allows_infinite=allows_infinite)
+
+
+def corpus_value(value: Any) -> Any:
+    """A ``CORPUS`` metric's result as plain JSON data: tuples and lists as lists, mappings as objects with string
+    keys, every scalar as :func:`plain_result` makes it (so ``(0.5, np.int64(3))`` is ``[0.5, 3]``).
+
+    Raises:
+        TypeError: a value with a part that is none of those (an object, a set).
+    """
+    if isinstance(value, (list, tuple)):
+        return [corpus_value(part) for part in value]
+    if isinstance(value, dict):
+        return {str(key): corpus_value(part) for key, part in value.items()}
+    return plain_result(value)
 
 
 def plain_result(value: Any) -> bool | int | float | str | None:
