@@ -317,10 +317,12 @@ def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[
     whose results were clamped, or whose judge replies gave several different scores; and one about retried
     items."""
     notes = []
+    corpus = [name for name, metric in metrics.items() if metric.type is MetricType.CORPUS]
+    if corpus:
+        names = ", ".join(repr(name) for name in corpus)
+        notes.append(f"metric{'s' if len(corpus) > 1 else ''} {names}: aggregated over the corpus by the benchmark, "
+                     "not averaged: see score_components and by_category")
     for name, metric in metrics.items():
-        if metric.type is MetricType.CORPUS:
-            notes.append(f"metric {name!r}: aggregated over the corpus by the benchmark, not averaged: see "
-                         "score_components and by_category")
         left_out = {reason: count for reason, count in metric.unusable.items() if count}
         if left_out:
             reasons = ", ".join(f"{count} {reason}" for reason, count in left_out.items())

@@ -118,6 +118,9 @@ class ScriptedModelServer:
         latency: seconds each chat request within the rate limit waits before its answer (a model's work).
         rate_limited: chat requests answered 429 by :meth:`limit_rate`.
         max_in_flight: the most chat requests waiting out their :attr:`latency` at once.
+        completions: answers ``POST /v1/completions`` (the legacy completions API, which lm-eval's
+            ``local-completions`` speaks): ``completions(body)`` returns the answer's JSON body, or a
+            :class:`RawAnswer`; ``None``: that route answers 404.
         strict_tool_arguments: answer 400 to a chat request whose assistant messages carry a tool call whose
             ``function.arguments`` is not a string holding a JSON object (``" "``, ``""``, ``null``, broken JSON), as
             vLLM does (its chat template decodes every earlier call's arguments: vllm-project/vllm#19419).
@@ -139,6 +142,7 @@ class ScriptedModelServer:
         self.rate_limited = 0
         self.max_in_flight = 0
         self.strict_tool_arguments = False
+        self.completions: Callable[[Any], dict[str, Any] | RawAnswer] | None = None
         self._in_flight = 0
         self._rate: tuple[float, str] | None = None
         self._full_at = 0.0
@@ -403,6 +407,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         fault = self.owner._record(RecordedRequest("POST", self.path, headers, body))
         self.drip = self.owner._take_drip("chat") if self.path.rstrip("/").endswith("/chat/completions") else None
+        if self.path.rstrip("/").endswith("/v1/completions") and self.owner.completions is not None:
+            answered = self.owner.completions(body)
+            self._send_raw(answered) if isinstance(answered, RawAnswer) else self._send(200, answered)
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._error(404, f"no route {self.path}")
             return
