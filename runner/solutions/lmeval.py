@@ -243,7 +243,9 @@ def _embedded_folder() -> str:
     return str(embedded.model_dir())
 
 
-def _build_http(route: Route, benchmark: Any, loop: asyncio.AbstractEventLoop) -> _Model:
+def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractEventLoop]) -> _Model:
+    """lm-eval's ``local-completions`` (or ``local-chat-completions``) over the runner's HTTP path; its requests run
+    on the worker's event loop (``loops["worker"]``, set by the first document), from the model call's thread."""
     from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
 
     from runner.models import ChatModel, post_json
@@ -252,16 +254,16 @@ def _build_http(route: Route, benchmark: Any, loop: asyncio.AbstractEventLoop) -
     path = "chat/completions" if route.kind == "chat" else "completions"
 
     def transport(payload: dict[str, Any]) -> dict[str, Any]:
-        return asyncio.run_coroutine_threadsafe(post_json(model, path, payload), loop).result()  # type: ignore[arg-type]
+        call = post_json(model, path, payload)  # type: ignore[arg-type]
+        return asyncio.run_coroutine_threadsafe(call, loops["worker"]).result()
 
     base = LocalChatCompletion if route.kind == "chat" else LocalCompletionsAPI
-    tokenizer = None if route.kind == "chat" else (route.source or _embedded_folder())
-    options: dict[str, Any] = {"max_retries": 1, "num_concurrent": 1, "batch_size": benchmark.batch_size,
-                               **benchmark.model_args}
+    options: dict[str, Any] = {"max_retries": 1, "num_concurrent": 1, "batch_size": benchmark.batch_size}
     if route.kind != "chat":
-        options.update(tokenizer=tokenizer, tokenizer_backend="huggingface",
-                       tokenized_requests=route.token_prompts,
+        tokenizer = benchmark.model_args.get("tokenizer") or route.source or _embedded_folder()
+        options.update(tokenizer=tokenizer, tokenizer_backend="huggingface", tokenized_requests=route.token_prompts,
                        max_length=benchmark.max_length or _context_length(model, tokenizer))
+    options.update(benchmark.model_args)
     lm = _over_transport(base)(transport, model=route.model, base_url="runner://model-layer", **options)
     if route.kind == "chat":
         return _Model(lm, route, lambda text: None)
@@ -343,30 +345,24 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
     torch_seed = benchmark.options.seeds[2]
     if torch_seed is not None:
         set_torch_seed(torch_seed)
-    state: dict[str, Any] = {}
-
-    def batcher() -> DocumentBatcher:
-        if "batcher" not in state:
-            loop = asyncio.get_running_loop()
-            built = _build_hf(route, benchmark) if route.kind == "hf" else _build_http(route, benchmark, loop)
-            state["model"] = built
-            state["batcher"] = DocumentBatcher(built.call, max_calls=1 if route.kind == "hf" else
-                                               benchmark.num_concurrent,
-                                               max_requests=None if route.kind == "hf" else benchmark.batch_size)
-        return state["batcher"]
-
+    loops: dict[str, asyncio.AbstractEventLoop] = {}
+    # Built once, now: the worker reports ready with its model loaded, and a model that cannot be built (weights,
+    # tokenizer) stops the run before it writes anything, rather than failing every document.
     if route.kind == "hf":
-        # Loaded once, now: the worker reports ready with its model in memory (and a load failure is the worker's).
-        state["model"] = _build_hf(route, benchmark)
-        state["batcher"] = DocumentBatcher(state["model"].call)
+        built = _build_hf(route, benchmark)
+        batcher = DocumentBatcher(built.call)
+    else:
+        built = _build_http(route, benchmark, loops)
+        batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size)
 
     async def solve(task: Task) -> SolutionOutput:
+        loops.setdefault("worker", asyncio.get_running_loop())
         document = task.input
         instances = [Instance(request_type=request["request_type"], doc=document["doc"],
                               arguments=request["arguments"], idx=request["idx"],
                               metadata=(document["task"], document["doc_id"], request["repeats"]))
                      for request in document["requests"]]
-        resps, usage = await batcher().submit(instances)
+        resps, usage = await batcher.submit(instances)
         for input_tokens, output_tokens in usage:
             record_usage(route.model, input_tokens, output_tokens)
             spend(route.model, input_tokens or 0, output_tokens or 0)

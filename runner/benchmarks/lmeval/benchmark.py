@@ -168,7 +168,8 @@ class LMEvalBenchmark(BenchmarkBase):
                                          "metadata": {**described, **self.model_args,
                                                       **(_parse_kwargs(self._metadata, "metadata") or {})}})
         self.options = options
-        loaded = loading.prepare(options, lambda: routes.chat_template(route, _embedded_folder))
+        tokenizer = self.model_args.get("tokenizer")
+        loaded = loading.prepare(options, lambda: routes.chat_template(route, _embedded_folder, tokenizer))
         route.refuse_logprob_tasks(routes.output_types(loaded.tasks.values()))
         self._scorers = {name: TaskScorer(task) for name, task in loaded.tasks.items()}
         self._loaded = loaded

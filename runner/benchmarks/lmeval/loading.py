@@ -127,18 +127,23 @@ class LoadedTasks:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """lm-eval's per-task progress bars off and its INFO lines dropped while the driver builds requests (57 bars for
-    MMLU); its warnings still show."""
+    """lm-eval's per-task progress bars and the ``datasets`` library's (``Generating test split``) off, and lm-eval's
+    INFO lines dropped, while the driver loads tasks and builds requests (57 of each for MMLU); warnings still show."""
+    import datasets
     import lm_eval.api.task as task_module
     from tqdm import tqdm
 
     logger = logging.getLogger("lm_eval")
     level, bar = logger.level, task_module.tqdm
+    bars = not datasets.are_progress_bars_disabled()
     logger.setLevel(max(level, logging.WARNING))
     task_module.tqdm = functools.partial(tqdm, disable=True)  # type: ignore[assignment]
+    datasets.disable_progress_bars()
     try:
         yield
     finally:
+        if bars:
+            datasets.enable_progress_bars()
         task_module.tqdm = bar  # type: ignore[assignment]
         logger.setLevel(level)
 

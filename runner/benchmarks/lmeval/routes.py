@@ -135,12 +135,12 @@ def route(model: str, base_url: str | None = None, endpoint: str = "completions"
     return Route(model, "completions", name, base_url, engine, True, True)
 
 
-def tokenizer_source(route_: Route, resolve_embedded: Callable[[], str]) -> str | None:
-    """Where the route's tokenizer loads from: its source, the embedded model's folder (``resolve_embedded()``), or
-    ``None`` for a chat endpoint (prompts are messages)."""
+def tokenizer_source(route_: Route, resolve_embedded: Callable[[], str], tokenizer: str | None = None) -> str | None:
+    """Where the route's tokenizer loads from: ``tokenizer`` (``-B model_args=tokenizer=...``), its source, the
+    embedded model's folder (``resolve_embedded()``), or ``None`` for a chat endpoint (prompts are messages)."""
     if route_.kind == "chat":
         return None
-    return route_.source or resolve_embedded()
+    return tokenizer or route_.source or resolve_embedded()
 
 
 @functools.cache
@@ -150,7 +150,8 @@ def _tokenizer(source: str) -> Any:
     return AutoTokenizer.from_pretrained(source)
 
 
-def chat_template(route_: Route, resolve_embedded: Callable[[], str]) -> Callable[..., Any]:
+def chat_template(route_: Route, resolve_embedded: Callable[[], str], tokenizer: str | None = None
+                  ) -> Callable[..., Any]:
     """The ``chat_template`` callable lm-eval's ``Task.build_all_requests`` takes, rendering as the worker's model
     class will: ``HFLM.apply_chat_template`` and ``TemplateAPI.apply_chat_template`` (lm-eval's own methods, run with
     the model's tokenizer only, so the driver loads no weights).
@@ -162,17 +163,17 @@ def chat_template(route_: Route, resolve_embedded: Callable[[], str]) -> Callabl
     from lm_eval.models.api_models import TemplateAPI
     from lm_eval.models.huggingface import HFLM
 
-    source = tokenizer_source(route_, resolve_embedded)
+    source = tokenizer_source(route_, resolve_embedded, tokenizer)
     try:
-        tokenizer = _tokenizer(source) if source is not None else None
+        loaded = _tokenizer(source) if source is not None else None
     except Exception as exc:  # noqa: BLE001 - any loading failure is one line naming the model
         raise BenchmarkError(f"apply_chat_template needs {route_.model}'s tokenizer ({source}), which cannot be "
                              f"loaded ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}); "
                              "set HF_TOKEN for a gated model, or point HF_HOME at a cache that holds it") from None
     if route_.kind == "hf":
-        holder: Any = _Holder(tokenizer=tokenizer, chat_template_args={})
+        holder: Any = _Holder(tokenizer=loaded, chat_template_args={})
         return functools.partial(HFLM.apply_chat_template, holder)
-    holder = _Holder(tokenizer=tokenizer, tokenizer_backend="huggingface" if tokenizer is not None else None,
+    holder = _Holder(tokenizer=loaded, tokenizer_backend="huggingface" if loaded is not None else None,
                      tokenized_requests=route_.token_prompts)
     return functools.partial(TemplateAPI.apply_chat_template, holder)
 
