@@ -79,6 +79,19 @@ def test_a_tool_call_round_trip(model_server: ScriptedModelServer) -> None:
                     "content": '{"paragraph": "American director"}'}
 
 
+def test_a_server_that_ignores_stop_gets_its_reply_cut_here(model_server: ScriptedModelServer) -> None:
+    """``transformers serve`` with continuous batching ignores ``stop`` (6 of 6 answers ran past "\n"): the reply is
+    what a server that applies it sends, the stop sequence left out; a reply without it is left whole."""
+    model = "transformers:smollm2-135m-instruct"
+    model_server.set_policy(["Paris\nQuestion: and then more"])
+    cut = using(_model(model_server, model), lambda m: m.chat("Capital of France?", stop=["Question:", "\n"]))
+    model_server.set_policy(["no stop sequence here"])
+    whole = using(_model(model_server, model), lambda m: m.chat("Again?", stop="\n"))
+    assert (cut.content, cut.finish_reason) == ("Paris", "stop")
+    assert whole.content == "no stop sequence here"
+    assert model_server.chat_requests[0].stop == ["Question:", "\n"]  # still sent, for servers that apply it
+
+
 def test_forcing_a_tool_and_malformed_arguments(model_server: ScriptedModelServer) -> None:
     model_server.set_policy([{"tool_calls": [{"name": "lookup", "arguments": "{'title': broken"}]}])
     reply = using(_model(model_server), lambda m: m.chat("look", tools=[LOOKUP], tool_choice="lookup"))
