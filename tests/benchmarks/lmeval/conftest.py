@@ -158,8 +158,10 @@ metadata:
 """
 
 
-def write_tasks(folder: Path, shared: Path) -> Path:
-    """The task folder (YAMLs, ``utils.py``, ``data/``) from the shared HotpotQA files."""
+def write_tasks(folder: Path, shared: Path, sizes: dict[str, int] | None = None) -> Path:
+    """The task folder (YAMLs, ``utils.py``, ``data/``) from the shared HotpotQA files, with ``sizes`` documents per
+    task (default :data:`N_DOCS`; ``scripts/bench_w9.py`` takes more)."""
+    sizes = {**N_DOCS, **(sizes or {})}
     data = folder / "data"
     data.mkdir(parents=True, exist_ok=True)
     simplified = json.loads((shared / "hotpotqa_dev_sample" / "hotpot_dev_v1_simplified.json").read_text())
@@ -170,15 +172,15 @@ def write_tasks(folder: Path, shared: Path) -> Path:
     comparisons = [record for record in spans if record["type"] == "comparison"]
     files: dict[str, Any] = {
         "gen_train.json": spans[:40],
-        "gen_test.json": spans[40:40 + N_DOCS["hotpot_gen"]],
-        "yesno_test.json": yesno[:N_DOCS["hotpot_yesno"]],
+        "gen_test.json": spans[40:40 + sizes["hotpot_gen"]],
+        "yesno_test.json": yesno[:sizes["hotpot_yesno"]],
         "type_test.json": [record for pair in zip(bridges[100:], comparisons[100:]) for record in pair][
-            :N_DOCS["hotpot_type"]],
+            :sizes["hotpot_type"]],
     }
     distractor = json.loads((shared / "hotpotqa_dev_sample" / "hotpot_dev_distractor_v1_100.json").read_text())
     files["ppl_test.json"] = [{"title": title, "text": " ".join(sentences)}
-                              for record in distractor[:2] for title, sentences in record["context"][:3]][
-        :N_DOCS["hotpot_ppl"]]
+                              for record in distractor[:10] for title, sentences in record["context"][:3]][
+        :sizes["hotpot_ppl"]]
     for name, records in files.items():
         (data / name).write_text(json.dumps(records))
     for name, text in (("hotpot_gen.yaml", GEN), ("hotpot_yesno.yaml", YESNO), ("hotpot_type.yaml", TYPE),
