@@ -65,7 +65,9 @@ def replica_specs(config: RunConfig, in_process: tuple[str, ...] = ()) -> list[R
 
     Raises:
         ConfigError: a bare ``--serve`` without a model, a served model that is none of the run's models, a
-            fractional ``--num-gpus`` above 1, ``--serve`` of a model the solution runs in its own process.
+            fractional ``--num-gpus`` above 1, ``--serve`` of a model the solution runs in its own process, an
+            engine flag that takes over what the runner manages (its host, port, served name, model, tensor-parallel
+            size or device: :meth:`Engine.refuse_managed <runner.serving.engines.Engine.refuse_managed>`).
     """
     agent = model_key(config.model) if config.model else None
     loaded_here = agent if agent is not None and agent.partition(":")[0] in in_process else None
@@ -96,7 +98,8 @@ def settings_replicas(settings: RunSettings) -> list[ReplicaSpec]:
     settings name each served model (no ``--model`` stands in for a bare entry there).
 
     Raises:
-        ConfigError: an entry without a model, or a fractional ``num_gpus`` above 1.
+        ConfigError: an entry without a model, a fractional ``num_gpus`` above 1, or an engine flag that takes over
+            what the runner manages.
     """
     chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
     for entry in settings.serve:
@@ -110,6 +113,8 @@ def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_
            restarts: int) -> list[ReplicaSpec]:
     """One :class:`ReplicaSpec` per chosen model (``provider:model`` key -> (name, engine arguments)), sharing the
     worker's ``gpus``."""
+    from runner.serving.engines import ENGINES  # engines.py imports this module
+
     if gpus > 1 and gpus != int(gpus):
         raise ConfigError(f"--num-gpus {gpus:g} is a fraction above 1, which cannot be a tensor-parallel size; give "
                           "each worker a whole number of GPUs, or a fraction of one")
@@ -118,6 +123,7 @@ def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_
     for key, (name, engine_args) in chosen.items():
         engine, _, source = key.partition(":")
         assert engine in SERVABLE_PROVIDERS  # ServeSpec validated it
+        ENGINES[engine].refuse_managed(name, engine_args)
         embedded = key == EMBEDDED_MODEL
         specs.append(ReplicaSpec(model=name, engine=engine, source="" if embedded else name.partition(":")[2].strip(),
                                  engine_args=engine_args, gpu_share=share, startup_timeout=startup_timeout,
