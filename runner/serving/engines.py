@@ -21,9 +21,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.core.errors import ConfigError, ReplicaStartError
-from runner.serving.spec import ReplicaSpec
+
+if TYPE_CHECKING:
+    # spec.py checks each spec's engine flags with its engine (Engine.refuse_managed), so it imports this module.
+    from runner.serving.spec import ReplicaSpec
 
 HOST = "127.0.0.1"
 """Every replica listens on loopback only: its clients are the worker's own solutions."""

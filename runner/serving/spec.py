@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig, RunSettings
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
+from runner.serving.engines import ENGINES
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,6 @@ def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_
            restarts: int) -> list[ReplicaSpec]:
     """One :class:`ReplicaSpec` per chosen model (``provider:model`` key -> (name, engine arguments)), sharing the
     worker's ``gpus``."""
-    from runner.serving.engines import ENGINES  # engines.py imports this module
-
     if gpus > 1 and gpus != int(gpus):
         raise ConfigError(f"--num-gpus {gpus:g} is a fraction above 1, which cannot be a tensor-parallel size; give "
                           "each worker a whole number of GPUs, or a fraction of one")
