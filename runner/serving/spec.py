@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig, RunSettings
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
+from runner.serving.engines import ENGINES
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ def replica_specs(config: RunConfig, in_process: tuple[str, ...] = ()) -> list[R
 
     Raises:
         ConfigError: a bare ``--serve`` without a model, a served model that is none of the run's models, a
-            fractional ``--num-gpus`` above 1, ``--serve`` of a model the solution runs in its own process.
+            fractional ``--num-gpus`` above 1, ``--serve`` of a model the solution runs in its own process, an
+            engine flag that takes over what the runner manages (its host, port, served name, model, tensor-parallel
+            size or device: :meth:`Engine.refuse_managed <runner.serving.engines.Engine.refuse_managed>`).
     """
     agent = model_key(config.model) if config.model else None
     loaded_here = agent if agent is not None and agent.partition(":")[0] in in_process else None
@@ -96,7 +99,8 @@ def settings_replicas(settings: RunSettings) -> list[ReplicaSpec]:
     settings name each served model (no ``--model`` stands in for a bare entry there).
 
     Raises:
-        ConfigError: an entry without a model, or a fractional ``num_gpus`` above 1.
+        ConfigError: an entry without a model, a fractional ``num_gpus`` above 1, or an engine flag that takes over
+            what the runner manages.
     """
     chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
     for entry in settings.serve:
@@ -118,6 +122,7 @@ def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_
     for key, (name, engine_args) in chosen.items():
         engine, _, source = key.partition(":")
         assert engine in SERVABLE_PROVIDERS  # ServeSpec validated it
+        ENGINES[engine].refuse_managed(name, engine_args)
         embedded = key == EMBEDDED_MODEL
         specs.append(ReplicaSpec(model=name, engine=engine, source="" if embedded else name.partition(":")[2].strip(),
                                  engine_args=engine_args, gpu_share=share, startup_timeout=startup_timeout,
