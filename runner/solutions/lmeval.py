@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ class DocumentBatcher:
         self._running = 0
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def submit(self, instances: list[Any]) -> tuple[list[list[Any]], list[tuple[int | None, int | None]]]:
         """The responses of one document's ``instances`` (a list of ``repeats`` responses per instance, in order)
@@ -78,7 +80,10 @@ class DocumentBatcher:
             Exception: what the model class raised on this document's requests alone.
         """
         loop = asyncio.get_running_loop()
-        if self._dispatcher is None or self._dispatcher.done():
+        if self._loop is not loop or self._dispatcher is None or self._dispatcher.done():
+            # First use, or another event loop (the sequential executor gives each item a loop of its own when a
+            # time limit is set, and abandons a blocked item's): a queue and a dispatcher of this loop.
+            self._loop, self._queue, self._running = loop, deque(), 0
             self._wake = asyncio.Event()
             self._dispatcher = loop.create_task(self._dispatch(), name="lm-eval batcher")
         by_type: dict[str, list[int]] = {}
@@ -200,10 +205,8 @@ class _Model:
         """``lm.<request_type>(instances)``, its generations cut at their stop sequences for an HTTP model, and each
         instance's (input, output) tokens by the model's tokenizer."""
         method = getattr(self.lm, "loglikelihood" if request_type == "multiple_choice" else request_type)
-        try:
-            answers = list(method(instances, disable_tqdm=True))
-        except TypeError:
-            answers = list(method(instances))
+        quiet = {"disable_tqdm": True} if "disable_tqdm" in inspect.signature(method).parameters else {}
+        answers = list(method(instances, **quiet))
         if request_type == "generate_until" and self.route.kind != "hf":
             from lm_eval.models.utils import handle_stop_sequences
 
@@ -356,7 +359,7 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
         batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size)
 
     async def solve(task: Task) -> SolutionOutput:
-        loops.setdefault("worker", asyncio.get_running_loop())
+        loops["worker"] = asyncio.get_running_loop()  # where this document's HTTP requests run
         document = task.input
         instances = [Instance(request_type=request["request_type"], doc=document["doc"],
                               arguments=request["arguments"], idx=request["idx"],

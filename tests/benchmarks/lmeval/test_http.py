@@ -104,3 +104,18 @@ def test_a_document_whose_request_fails_is_its_own_error_record(cli, lm_tasks: P
                for key in failed)
     assert any(len(body["prompt"]) > 1 for body in completions.bodies)  # documents were batched
     assert "HTTP 400" in records[sorted(failed)[0]]["error"]["message"]
+
+
+def test_items_on_loops_of_their_own_are_answered(cli, lm_tasks: Path, embedded_dir: Path, vllm_like,
+                                                  tmp_path: Path) -> None:
+    """With a time limit the sequential executor runs the items on an event loop of its own (a fresh one after it
+    abandons a blocked item's): the batcher and its HTTP requests run on the items' loop, not the one the solution
+    was built on."""
+    server, completions = vllm_like
+    done = cli("-b", "lm-eval", "-B", "tasks=hotpot_yesno", "-B", f"include_path={lm_tasks}", "-B",
+               f"model_args=tokenizer={embedded_dir}", "--model", "vllm:scripted", "--model-base-url", server.url,
+               "--sequential", "--timeout", "120", "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["completed"], summary["errors"]) == (N_DOCS["hotpot_yesno"], 0)
+    assert len(completions.bodies) == 2 * N_DOCS["hotpot_yesno"]
