@@ -148,9 +148,9 @@ def quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def task_manager(options: TaskOptions) -> Any:
-    """lm-eval's ``TaskManager`` with the run's ``include_path`` and metadata (it indexes every built-in task YAML:
-    about 7 s on 2 cores).
+def task_manager(options: TaskOptions, include_defaults: bool = True) -> Any:
+    """lm-eval's ``TaskManager`` with the run's ``include_path`` and metadata; with ``include_defaults`` it indexes
+    every built-in task YAML too (about 7 s on 2 cores), as ``lm_eval`` always does.
 
     Raises:
         BenchmarkError: an ``include_path`` that is not a folder.
@@ -161,7 +161,46 @@ def task_manager(options: TaskOptions) -> Any:
         raise BenchmarkError(f"-B include_path={options.include_path}: no such folder; point it at the folder of "
                              "your task YAMLs (as lm_eval --include_path)")
     include = str(Path(options.include_path).expanduser()) if options.include_path else None
-    return TaskManager(include_path=include, metadata=dict(options.metadata))
+    return TaskManager(include_path=include, include_defaults=include_defaults, metadata=dict(options.metadata))
+
+
+def _own_tasks_only(options: TaskOptions) -> tuple[Any, list[Any]] | None:
+    """The ``include_path``'s own index and specs when every requested name is a task or group defined there (no tag,
+    which may gather built-in tasks too, and no pattern): lm-eval's result is the same without its built-in index,
+    since a name of the include path wins over a built-in one; ``None`` otherwise. A group of the folder that names a
+    built-in task then fails to load, and :func:`prepare` falls back to the full index."""
+    from lm_eval.tasks._index import Kind
+
+    if options.include_path is None:
+        return None
+    names = [name.strip() for entry in options.tasks for name in str(entry).split(",") if name.strip()]
+    if not names or any(name.endswith(".yaml") or any(c in name for c in "*?[") for name in names):
+        return None
+    own = task_manager(options, include_defaults=False)
+    if not all(_covered(own, name, Kind) for name in names):
+        return None
+    return own, list(dict.fromkeys(names))
+
+
+def _covered(own: Any, name: str, kind: Any, depth: int = 0) -> bool:
+    """Whether ``name`` is a task of ``own``'s index, or a group of it whose children (their groups' too) all are."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    entry = own.task_index.get(name)
+    if entry is None or depth > 16:
+        return False
+    if entry.kind in (kind.TASK, kind.PY_TASK):
+        return True
+    if entry.kind is not kind.GROUP or not getattr(entry, "yaml_path", None):
+        return False
+    children = load_yaml(entry.yaml_path, resolve_func=False).get("task") or []
+    for child in children if isinstance(children, list) else [children]:
+        if isinstance(child, dict):
+            if "dataset_path" not in child and not _covered(own, str(child.get("task", "")), kind, depth + 1):
+                return False
+        elif not _covered(own, str(child), kind, depth + 1):
+            return False
+    return True
 
 
 def resolve_names(manager: Any, names: tuple[str, ...]) -> list[Any]:
@@ -305,6 +344,16 @@ def build(tasks: dict[str, Any], options: TaskOptions, chat_template: Callable[.
     return documents
 
 
+def _seed(random_seed: int | None, numpy_seed: int | None) -> None:
+    """Python's and numpy's global seeds, as ``simple_evaluate`` sets them before it loads tasks."""
+    import numpy
+
+    if random_seed is not None:
+        random.seed(random_seed)
+    if numpy_seed is not None:
+        numpy.random.seed(numpy_seed)
+
+
 def prepare(options: TaskOptions, chat_template: Callable[[], Callable[..., Any] | None]) -> LoadedTasks:
     """Resolve, load, configure and build, in ``simple_evaluate``'s order: the seeds of Python's ``random`` and numpy
     first (some tasks draw from them while loading), then the tasks, their options, their requests.
@@ -317,17 +366,17 @@ def prepare(options: TaskOptions, chat_template: Callable[[], Callable[..., Any]
     Raises:
         BenchmarkError: as :func:`resolve_names`, :func:`load`, :func:`configure` and :func:`build`.
     """
-    import numpy
-
     random_seed, numpy_seed, _, _ = options.seeds
     with quiet():
-        manager = task_manager(options)
-        specs = resolve_names(manager, options.tasks)
-        if random_seed is not None:
-            random.seed(random_seed)
-        if numpy_seed is not None:
-            numpy.random.seed(numpy_seed)
-        loaded = load(manager, specs)
+        own = _own_tasks_only(options)
+        if own is not None:
+            _seed(random_seed, numpy_seed)
+            loaded = load(*own)
+        else:
+            manager = task_manager(options)
+            specs = resolve_names(manager, options.tasks)
+            _seed(random_seed, numpy_seed)
+            loaded = load(manager, specs)
         tasks, groups = loaded["tasks"], loaded.get("groups", {})
         configure(tasks, options)
         documents = build(tasks, options, chat_template() if options.apply_chat_template else None)
