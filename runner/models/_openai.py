@@ -160,16 +160,22 @@ class OpenAICompatibleModel(ChatModel):
 
     def _http(self) -> openai.AsyncOpenAI:
         """The HTTP client of the running event loop (created on first use in that loop, and again when the base
-        URL moved: a served replica restarted on another port)."""
+        URL moved: a served replica restarted on another port).
+
+        A served replica's client ignores the proxy variables of the environment (``trust_env=False``): a proxy
+        cannot reach this machine's loopback (:mod:`runner.core.loopback`). Any other URL is reached as the
+        ``openai`` client and httpx do, ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` included."""
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
-        url = self.base_url
+        served = self.served
+        url = served.base_url if served is not None else self._base_url
         if client is not None and str(client.base_url).rstrip("/") != url:
             self._clients.pop(loop, None)
             client = None
         if client is None:
+            http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if served is not None else None
             client = openai.AsyncOpenAI(api_key=self._api_key, base_url=url, timeout=self.timeout,
-                                        max_retries=0)
+                                        max_retries=0, http_client=http_client)
             self._clients[loop] = client
             closer = loop.create_task(_close_when_the_loop_ends(client), name=f"close {self.name} client")
             _CLOSERS.add(closer)

@@ -19,6 +19,7 @@ from runner.core.cache import cache_key
 from runner.core.config import EMBEDDED_MODEL
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint
 from runner.models import ChatModel, ChatReply, _context
+from tests.support.http_proxy import ForwardProxy
 from tests.support.model_server import ScriptedModelServer
 
 
@@ -59,6 +60,46 @@ def test_a_model_unpickled_in_a_worker_finds_the_workers_replica_and_follows_a_r
         chat(judge)
         assert [request.model for request in second.chat_requests] == ["/w/smollm2-2"]
     assert [request.model for request in model_server.chat_requests] == ["/w/smollm2-1"]
+
+
+@pytest.fixture
+def proxy(monkeypatch: pytest.MonkeyPatch, model_server: ScriptedModelServer) -> Iterator[ForwardProxy]:
+    """A cluster's egress proxy in this process's environment, in every spelling (``HTTP_PROXY``, ``https_proxy``,
+    ``ALL_PROXY``...) and no ``NO_PROXY``; it forwards plain HTTP to the scripted server, as the way to a remote
+    endpoint."""
+    with ForwardProxy(upstream=model_server.url) as forward:
+        for name, value in forward.environment().items():
+            monkeypatch.setenv(name, value)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        yield forward
+
+
+def test_a_served_replica_is_reached_directly_whatever_proxy_the_environment_names(
+        model_server: ScriptedModelServer, proxy: ForwardProxy, table: None) -> None:
+    """Issue 27: with HTTP_PROXY and no NO_PROXY, the run's own replica on loopback must not be asked through the
+    proxy, which cannot reach it."""
+    served.publish(ServedEndpoint("vllm:Qwen/Qwen2.5-7B-Instruct", model_server.url, "qwen-0a1b2c3d"))
+    model_server.models = ["qwen-0a1b2c3d"]
+    model = ChatModel.from_name("vllm:Qwen/Qwen2.5-7B-Instruct")
+    assert chat(model).text
+    asyncio.run(model.check())
+    assert proxy.requests == []
+    assert [request.path for request in model_server.requests] == ["/v1/chat/completions", "/v1/models"]
+
+
+def test_a_remote_endpoint_still_goes_through_the_proxy(model_server: ScriptedModelServer, proxy: ForwardProxy,
+                                                        table: None) -> None:
+    """The neighbour: a URL the user gave is reached as the openai client and httpx do, through the proxy of the
+    environment (the gateway's name is resolved by the proxy alone), loopback included."""
+    remote = ChatModel.from_name("vllm:scripted", base_url="http://model-gateway.example:8000/v1")
+    assert chat(remote).text
+    local = ChatModel.from_name("vllm:scripted", base_url=model_server.url)
+    assert chat(local).text
+    assert proxy.requests[0].method == "POST"
+    assert [request.target for request in proxy.requests] == [
+        "http://model-gateway.example:8000/v1/chat/completions", f"{model_server.url}/chat/completions"]
+    assert len(model_server.chat_requests) == 2
 
 
 def test_a_model_given_a_url_ignores_the_table(model_server: ScriptedModelServer, table: None) -> None:
