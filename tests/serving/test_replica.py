@@ -1,6 +1,7 @@
-"""A real ``transformers serve`` with the real embedded model (SmolLM2-135M-Instruct) on the CPU: readiness, an answer
-through the model layer, a killed server restarted, a bad engine flag and a start-up timeout refused in one line, and
-no process left behind. One replica is shared by the module's tests (a start costs 30 to 90 s on 2 busy cores)."""
+"""A real ``transformers serve`` with the real embedded model (SmolLM2-135M-Instruct) on the CPU: readiness and answers
+past a proxy of the environment, an answer through the model layer, a killed server restarted, a bad engine flag and
+a start-up timeout refused in one line, and no process left behind. One replica is shared by the module's tests (a
+start costs 30 to 90 s on 2 busy cores)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from structlog.testing import capture_logs
 
@@ -21,6 +23,7 @@ from runner.core.usage import usage_scope
 from runner.models import ChatModel
 from runner.serving import Replica, ReplicaSpec, ServedModels, replica_specs, shepherd, supervisor
 from runner.core.config import RunConfig
+from tests.support.http_proxy import ForwardProxy
 
 
 # The first test converts the embedded model if this machine never did (about two minutes on 2 busy cores) and starts
@@ -35,10 +38,23 @@ def spec(source: Path, **changes: object) -> ReplicaSpec:
 
 
 @pytest.fixture(scope="module")
-def group(embedded_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModels]:
+def proxy() -> Iterator[ForwardProxy]:
+    """A cluster's egress proxy, which cannot reach this machine's loopback (it answers 502 to everything)."""
+    with ForwardProxy() as forward:
+        yield forward
+
+
+@pytest.fixture(scope="module")
+def group(embedded_dir: Path, tmp_path_factory: pytest.TempPathFactory,
+          proxy: ForwardProxy) -> Iterator[ServedModels]:
     """The embedded model's replica, started as a run starts it (from the run's configuration), watched every
-    0.5 s."""
+    0.5 s, with :func:`proxy` set in the environment in every spelling and no ``NO_PROXY`` (issue 27: the readiness
+    probe went to such a proxy until the start-up timeout)."""
     with pytest.MonkeyPatch.context() as patch:
+        for name, value in proxy.environment().items():
+            patch.setenv(name, value)
+        for name in ("NO_PROXY", "no_proxy"):
+            patch.delenv(name, raising=False)
         patch.setattr(supervisor, "CHECK_INTERVAL_S", 0.5)
         [replica_spec] = replica_specs(RunConfig(benchmark="toy", model=EMBEDDED_MODEL))
         assert replica_spec.embedded
@@ -66,10 +82,24 @@ def test_a_ready_replica_answers_through_the_model_layer(group: ServedModels) ->
     assert "CUDA_VISIBLE_DEVICES=''" in log.splitlines()[0]
 
 
+def test_the_replica_is_ready_and_answers_with_the_proxy_receiving_nothing(group: ServedModels,
+                                                                           proxy: ForwardProxy) -> None:
+    """The readiness probes, the supervisor's health checks (every 0.5 s here) and the model layer's calls reach the
+    replica directly; the proxy variables stay in the environment of the server, which gets loopback in NO_PROXY."""
+    [replica] = group.replicas
+    assert os.environ["HTTP_PROXY"] == os.environ["all_proxy"] == proxy.url
+    reply = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=8).chat_sync("Say hello.")
+    assert reply.text
+    assert replica.check(timeout=120, generate=True).ok
+    assert proxy.requests == []
+    environ = psutil.Process(replica.process.pid).environ()
+    assert environ["HTTPS_PROXY"] == proxy.url and "127.0.0.1" in environ["no_proxy"].split(",")
+
+
 def test_the_replica_answers_only_to_its_own_name(group: ServedModels) -> None:
     [replica] = group.replicas
     assert replica.check(timeout=120, generate=True).ok
-    other = httpx.post(f"{replica.base_url}/chat/completions", timeout=60,
+    other = httpx.post(f"{replica.base_url}/chat/completions", timeout=60, trust_env=False,
                        json={"model": "another-model", "messages": [{"role": "user", "content": "hi"}],
                              "max_tokens": 1})
     assert other.status_code == 400 and "pinned to" in other.text
@@ -90,7 +120,7 @@ def test_a_conversation_over_the_context_is_answered_without_reaching_the_server
     assert replica.starts == starts and group.failure is None
 
 
-def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels) -> None:
+def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels, proxy: ForwardProxy) -> None:
     [replica] = group.replicas
     old_pid, old_url = replica.process.pid, replica.base_url
     with capture_logs() as logs:
@@ -109,6 +139,7 @@ def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels
     reply = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=8).chat_sync("Say hello.")
     assert reply.text
     assert replica.log_path.read_text().count("=== runner: start") == 2
+    assert proxy.requests == []  # the restart's readiness probes too
 
 
 def test_a_bad_engine_flag_is_refused_with_the_servers_own_line(embedded_dir: Path, tmp_path: Path) -> None:
