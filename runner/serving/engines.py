@@ -79,12 +79,16 @@ class Engine:
             another model with 400, and its ``/v1/models`` lists the Hugging Face cache instead).
         checks_context: whether it refuses a conversation longer than the model's context (a 400 the model layer
             reads as the item's answer); otherwise the model layer counts the prompt's tokens before sending it.
+        cancels_on_disconnect: whether it stops generating for a plain (non-streamed) request whose client closed
+            the connection (vLLM: ``with_cancellation`` on its routes; SGLang: ``is_disconnected`` polled while it
+            waits; docs/models.md); otherwise the model layer streams every call, the one way such a server cancels.
     """
 
     name = ""
     needs_gpu = True
     lists_served_name = True
     checks_context = True
+    cancels_on_disconnect = True
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
@@ -230,6 +234,10 @@ class TransformersServe(Engine):
     lists_served_name = False
     checks_context = False
     """With continuous batching a prompt longer than the context never returns (docs/models.md)."""
+    cancels_on_disconnect = False
+    """Only a streamed answer's generation is cancelled when its client goes away (5.17,
+    ``cli/serving/chat_completion.py``: ``_streaming`` calls ``streamer.cancel()``; ``_non_streaming`` awaits the
+    whole generation)."""
     CPU_CACHE_SHARE = 0.1
     """The share of the machine's memory a replica on the CPU gives its KV cache. Continuous batching sizes the
     cache from the device's memory (``--cb-max-memory-percent``, default 0.9 of what is free): on a CPU that is the

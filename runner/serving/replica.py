@@ -25,7 +25,7 @@ import structlog
 
 from runner.core.errors import ReplicaStartError, one_line
 from runner.core.loopback import bypass_loopback
-from runner.core.served import ServedEndpoint
+from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint
 from runner.serving import embedded, shepherd
 from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
 from runner.serving.faults import classify, read_tail, tail_lines
@@ -139,9 +139,13 @@ class Replica:
 
     @property
     def endpoint(self) -> ServedEndpoint:
-        """What the model layer needs to reach it (:func:`runner.core.served.publish`)."""
+        """What the model layer needs to reach it (:func:`runner.core.served.publish`): its tokenizer when the engine
+        does not check the context, streamed calls when it cancels only streams, and the engine's default output
+        limit (:data:`~runner.core.served.SERVED_MAX_TOKENS`)."""
         return ServedEndpoint(model=self.spec.model, base_url=self.base_url, served_name=self.served_name,
-                              tokenizer=None if self.engine.checks_context else self.served_name)
+                              tokenizer=None if self.engine.checks_context else self.served_name,
+                              stream=not self.engine.cancels_on_disconnect,
+                              max_tokens=SERVED_MAX_TOKENS.get(self.spec.engine))
 
     @property
     def exit_status(self) -> int | None:

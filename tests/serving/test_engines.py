@@ -164,3 +164,21 @@ def test_a_replica_reaches_itself_past_a_proxy_of_the_environment_and_the_hub_th
 
     assert urllib.request.proxy_bypass_environment("127.0.0.1", {"no": env["no_proxy"]})
     assert not urllib.request.proxy_bypass_environment("huggingface.co", {"no": env["no_proxy"]})
+
+
+def test_a_replica_is_published_with_how_its_calls_are_cancelled_and_its_output_limit(tmp_path: Path) -> None:
+    """vLLM and SGLang abort a plain request whose client went away; ``transformers serve`` only a streamed one
+    (docs/models.md), so its replica's calls stream. Each engine's default output limit comes with it."""
+    from runner.core.served import SERVED_MAX_TOKENS
+    from runner.serving import Replica
+
+    assert [(name, engine.cancels_on_disconnect) for name, engine in ENGINES.items()] == [
+        ("vllm", True), ("sglang", True), ("transformers", False)]
+    published = {}
+    for engine in ENGINES:
+        replica = Replica(ReplicaSpec(model=f"{engine}:m", engine=engine, source="m"), [], tmp_path)
+        replica.port = 40000
+        published[engine] = replica.endpoint
+    assert {engine: (found.stream, found.max_tokens) for engine, found in published.items()} == {
+        "vllm": (False, 4096), "sglang": (False, 4096), "transformers": (True, 1024)}
+    assert SERVED_MAX_TOKENS == {"vllm": 4096, "sglang": 4096, "transformers": 1024}

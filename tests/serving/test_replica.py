@@ -1,10 +1,11 @@
 """A real ``transformers serve`` with the real embedded model (SmolLM2-135M-Instruct) on the CPU: readiness and answers
-past a proxy of the environment, an answer through the model layer, a killed server restarted, a bad engine flag and
-a start-up timeout refused in one line, and no process left behind. One replica is shared by the module's tests (a
-start costs 30 to 90 s on 2 busy cores)."""
+past a proxy of the environment, an answer through the model layer, an abandoned call whose generation stops, a
+killed server restarted, a bad engine flag and a start-up timeout refused in one line, and no process left behind.
+One replica is shared by the module's tests (a start costs 30 to 90 s on 2 busy cores)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -118,6 +119,52 @@ def test_a_conversation_over_the_context_is_answered_without_reaching_the_server
     assert EMBEDDED_MODEL not in usage or usage[EMBEDDED_MODEL].input_tokens == 0
     assert "Paris" in model.chat_sync("What is the capital of France?").text
     assert replica.starts == starts and group.failure is None
+
+
+def _cpu_share(process: psutil.Process, window_s: float = 0.5) -> float:
+    """The CPU ``process`` used over the next ``window_s`` seconds, in cores (its threads together)."""
+    before, started = process.cpu_times(), time.monotonic()
+    time.sleep(window_s)
+    after = process.cpu_times()
+    return (after.user + after.system - before.user - before.system) / (time.monotonic() - started)
+
+
+def test_an_abandoned_call_stops_generating_on_the_replica(group: ServedModels) -> None:
+    """Issue 27: ``transformers serve`` cancels a generation whose client went away only for a streamed answer; a
+    plain request went on generating after its timeout, and each retry added one more. The model layer streams to
+    this replica, so abandoning a call (cancelled here; a timeout closes it the same way) ends its generation: the
+    server's CPU, busy with a 2,000-token story, falls back to idle, and a 1-token probe is answered."""
+    [replica] = group.replicas
+    server = psutil.Process(replica.process.pid)
+    assert served.served_endpoint(EMBEDDED_MODEL).stream
+    model = ChatModel.from_name(EMBEDDED_MODEL, temperature=0.8, max_tokens=2000, timeout=600)
+    busy: list[float] = []
+    quiet: list[float] = []
+
+    async def main() -> None:
+        call = asyncio.ensure_future(model.chat("Write a very long story about a dragon, in many chapters."))
+        # The event: the server generates (its CPU over a window above a third of a core). 2,000 tokens take
+        # minutes here, so it still generates when the call is abandoned.
+        for _ in range(240):
+            busy.append(await asyncio.to_thread(_cpu_share, server))
+            if busy[-1] > 0.33 or call.done():
+                break
+        assert not call.done(), "the 2,000-token answer ended before the call was abandoned"
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        # From the event on: windows until one is idle, at most 20 (the story had minutes to go).
+        for _ in range(20):
+            quiet.append(await asyncio.to_thread(_cpu_share, server))
+            if quiet[-1] < 0.1:
+                break
+        await model.aclose()
+
+    asyncio.run(main())
+    assert busy[-1] > 0.33, busy
+    assert quiet[-1] < 0.1, quiet
+    assert replica.check(timeout=120, generate=True).ok
+    assert group.failure is None and replica.exit_status is None
 
 
 def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels, proxy: ForwardProxy) -> None:
