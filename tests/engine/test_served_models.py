@@ -6,6 +6,7 @@ restarts, and the item that was waiting for it is not an error)."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +23,13 @@ ASK = "tests.engine.served_solutions:ask"
 
 
 def _servers() -> set[int]:
-    """Every ``transformers serve`` process on this machine now."""
+    """Every ``transformers serve`` process of this Python environment now (a replica runs its console script,
+    ``<sys.prefix>/bin/transformers``): not those of another checkout's tests on a shared machine."""
     found = set()
     for process in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(process.info.get("cmdline") or [])
+        if sys.prefix not in cmdline:
+            continue
         if "transformers serve" in cmdline or cmdline.endswith("/transformers serve"):
             found.add(process.pid)
         elif "/bin/transformers" in cmdline and " serve " in f"{cmdline} ":
