@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "bfcl": "runner.benchmarks.bfcl:BFCLBenchmark",
     "gaia": "runner.benchmarks.gaia:GAIABenchmark",
     "hotpotqa": "runner.benchmarks.hotpotqa:HotpotQABenchmark",
+    "lm-eval": "runner.benchmarks.lmeval:LMEvalBenchmark",
     "toy": "runner.benchmarks.toy:ToyBenchmark",
 }
 """Built-in benchmarks: name -> import path."""
@@ -34,6 +35,7 @@ SOLUTIONS: dict[str, str] = {
     "gaia-agent": "runner.solutions.gaia:gaia_agent",
     "hotpotqa-agent": "runner.solutions.hotpotqa:hotpotqa_agent",
     "hotpotqa-reader": "runner.solutions.hotpotqa_reader:hotpotqa_reader",
+    "lm-eval": "runner.solutions.lmeval:lm_eval_model",
     "reference": "runner.solutions.reference:reference",
 }
 """Built-in solutions: name -> import path."""
@@ -134,8 +136,15 @@ def resolve(name: str, registry: dict[str, str], kind: str) -> tuple[Any, str]:
     return load_object(name, kind), name
 
 
-def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str | None = None) -> BenchmarkBase:
-    """Construct the benchmark ``name`` with ``args`` (and ``data_dir`` when given).
+RUN_MODEL_ARGS = ("model", "model_base_url")
+"""The run's settings a benchmark gets when its constructor names them (a harness's benchmark renders prompts with
+the model's own chat template and refuses tasks its engine cannot answer): ``--model`` and ``--model-base-url``."""
+
+
+def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str | None = None,
+                    run_models: dict[str, Any] | None = None) -> BenchmarkBase:
+    """Construct the benchmark ``name`` with ``args`` (and ``data_dir`` when given), and the run's model settings
+    (``run_models``: :data:`RUN_MODEL_ARGS` -> value) that its constructor names.
 
     Raises:
         PluginError: unknown name, bad import path, or not a :class:`BenchmarkBase`.
@@ -146,6 +155,15 @@ def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str
     kwargs = dict(args or {})
     if data_dir is not None:
         kwargs["data_dir"] = data_dir
+    for argument in RUN_MODEL_ARGS:
+        value = (run_models or {}).get(argument)
+        if not signature.names_parameter(target, argument):
+            continue
+        if argument in kwargs:
+            flag = "--" + argument.replace("_", "-")
+            raise BenchmarkError(f"benchmark {name!r} takes the run's {flag}; pass {flag} rather than -B {argument}")
+        if value is not None:
+            kwargs[argument] = value
     if not callable(target):
         raise PluginError(f"benchmark {name!r} is a {type(target).__name__}, not a benchmark class or factory")
     _check_kwargs(target, kwargs, f"benchmark {name!r}")

@@ -8,6 +8,8 @@
 #      started by runner.serving), (a) driven by a plain asyncio client, (b) through runner's model layer, the same
 #      prompts at the same concurrency: items/s and output tokens/s, and b/a.
 #
+#   4. lm-eval tasks (issue 26) where lm-eval and vLLM are installed: scripts/device_check_lmeval.py.
+#
 #   bash scripts/device_check.sh [WHEEL_DIR]     # default dist/device-wheels
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +37,14 @@ python -m pip install --quiet --no-index --find-links "$wheels" pydantic structl
 python -c "import runner.serving, runner.models; print('runner', runner.__version__)"
 
 timeout -s INT 420 python scripts/device_check.py "$work"
+
+# lm-eval on the GPU (issue 26): HFLM on cuda and vLLM replicas against the lm_eval command, the same values. It needs
+# lm-eval 0.4.13 and vLLM, which the lent GPU machine lacks (and whose wheels are over the 64 MiB that may be brought
+# to it): run it where they are installed, e.g. on the runner's vLLM image.
+echo "== lm-eval"
+if python -c "import lm_eval, vllm" 2>/dev/null; then
+  timeout -s INT 900 python scripts/device_check_lmeval.py "$work/lm-eval"
+else
+  echo "lm-eval check: not run here (needs lm_eval and vllm installed): python scripts/device_check_lmeval.py DIR"
+fi
 echo "== done in $(( $(date +%s) - start )) s"

@@ -25,7 +25,11 @@ class BenchmarkBase(ABC):
     - :meth:`reference`: the gold answer of a task, used by the built-in ``reference`` solution;
     - :meth:`score`: a headline score computed from aggregated results;
     - :meth:`report_files`: files written beside ``summary.json`` from the run's records (e.g. GAIA's leaderboard
-      submission).
+      submission);
+    - ``items_in_flight()``: the items each worker should hold in flight to fill the benchmark's model batches
+      (lm-eval's ``batch_size``), the default of ``--concurrency`` when the run sets none (``None``: no opinion).
+    - a constructor that names ``model`` or ``model_base_url`` gets the run's ``--model`` and ``--model-base-url``
+      (:data:`runner.registry.RUN_MODEL_ARGS`).
 
     Construction should be cheap (load data in :meth:`prepare` or on first iteration): ``python -m runner report``
     rebuilds the benchmark from the run manifest to compute its headline score.

@@ -24,6 +24,36 @@ _BUILTIN_RESOURCES = {"CPU": "--num-cpus (num_cpus)", "GPU": "--num-gpus (num_gp
                       "object_store_memory": "no per-worker setting (Ray sizes the object store per node)"}
 
 
+_BYTE_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10),
+               ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3))
+"""The units a byte count is printed in: those ``--memory`` takes (pydantic's ``ByteSize``), binary and decimal."""
+_MEMORY_RESOURCES = frozenset({"memory", "object_store_memory"})
+"""Ray's resources counted in bytes."""
+
+
+def bytes_text(amount: float) -> str:
+    """A number of bytes as ``--memory`` takes it: of its exact forms in one unit with fewer than five digits before
+    the point and at most three after, the one with the fewest digits, a binary unit first (``4TiB`` for
+    4398046511104, ``1.5GB``, ``512MiB``: what the user most likely wrote); else GiB with two decimals
+    (``11.50GiB``), else whole bytes (``512B``)."""
+    exact = []
+    for unit, size in _BYTE_UNITS:
+        count = round(amount / size, 3)
+        if 1 <= count < 10_000 and count * size == amount:
+            exact.append((f"{count:.3f}".rstrip("0").rstrip("."), unit))
+    if exact:
+        number, unit = min(exact, key=lambda form: len(form[0]))  # the fewest digits; binary first on a tie
+        return number + unit
+    return f"{amount / 2**30:.2f}GiB" if amount >= 2**30 else f"{amount:.0f}B"
+
+
+def resources_text(amounts: dict[str, float]) -> str:
+    """Ray resources as the run's messages print them: ``CPU=1, GPU=0.5, memory=8GiB`` (name ``=`` amount, in
+    order; the memory resources in bytes through :func:`bytes_text`, never ``4.39805e+12``)."""
+    return ", ".join(f"{name}={bytes_text(amount) if name in _MEMORY_RESOURCES else f'{amount:g}'}"
+                     for name, amount in amounts.items())
+
+
 DEFAULT_TIMEOUT_S = 3600.0
 """Seconds a solution (and each metric) may take on one item when ``--timeout`` is not given: an hour, far beyond a
 model call's deadline (each HTTP request is bounded by the model's own timeout) and an agent's usual episode, so

@@ -100,7 +100,9 @@ class ReplicaStartError(RunnerError):
         message: the line.
         log_path: the server's log (``None`` when it never started).
         cause: what the log says went wrong, one of ``out_of_memory``, ``weights``, ``architecture``,
-            ``context_length``, ``engine_flag``, ``no_gpu``, ``not_installed``, ``timeout``, ``exited``.
+            ``context_length``, ``engine_flag``, ``no_gpu``, ``not_installed``, ``chat_template``, ``port_taken``
+            (on every port tried), ``timeout`` (still loading), ``unreachable`` (its log says it listens, the
+            runner's probe did not pass), ``exited``.
     """
 
     def __init__(self, message: str, *, log_path: str | None = None, cause: str = "exited") -> None:

@@ -46,7 +46,7 @@ class MetricResult(BaseModel):
         name: the metric's name; it names the column in reports.
         result: a number (``NUMERICAL``; booleans count as 0/1) or a label (``CATEGORY``). Anything else is taken
             as it is and stored as the engine can (a NaN, ``None``, a numpy scalar: see
-            :func:`runner.engine.item.execute.plain_result`); the report counts what a mean cannot use, never hides it.
+            :func:`runner.engine.item.scoring.plain_result`); the report counts what a mean cannot use, never hides it.
         message: a short human-readable explanation (optional).
         metadata: any JSON-serialisable detail a reader of the record may want (optional).
         created_at: ISO-8601 UTC timestamp, filled in when omitted.
@@ -119,7 +119,9 @@ class MetricBase(ABC):
     A ``NUMERICAL`` result that is not a finite number (NaN, an infinity) is stored as it is and left out of the
     mean, counted per metric as ``non_finite``, unless the metric declares infinities legitimate values
     (``allows_infinite``; e.g. a perplexity or a count of turns that is infinite when the goal is never reached):
-    then they aggregate as such (a mean of ``inf``). NaN is never a usable result.
+    then they aggregate as such (a mean of ``inf``). NaN is never a usable result. An integer no float can hold
+    (beyond about ±1.8e308, such as ``abs(int(answer) - gold)`` for an answer of 400 nines) is stored exactly and
+    left out of the mean too, counted as ``too_large``; it never becomes an infinity.
 
     Args:
         name: unique within a task; names the metric in records and reports.
@@ -157,14 +159,18 @@ class MetricBase(ABC):
 
 
 def number(value: Any, infinite_ok: bool = False) -> float | None:
-    """A ``NUMERICAL`` result as a usable float (booleans as 0/1), or ``None``: not a number, NaN, or an infinity
-    the metric does not allow (``infinite_ok``). The one rule of which results a mean may use, for the report and
-    the live statistics alike."""
+    """A ``NUMERICAL`` result as a usable float (booleans as 0/1), or ``None``: not a number, NaN, an infinity
+    the metric does not allow (``infinite_ok``), or an integer no float can hold (beyond about ±1.8e308; the record
+    keeps it exactly, :func:`runner.core.storable.too_large`). The one rule of which results a mean may use, for the
+    report, the live statistics, the result shards and compare alike."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if not isinstance(value, (int, float)):
         return None
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:  # an int past a float's range: never rounded to an infinity it is not
+        return None
     if math.isnan(result) or (math.isinf(result) and not infinite_ok):
         return None
     return result

@@ -1,9 +1,20 @@
 """The record of one (task, repeat): the unit of storage, resume and reporting.
 
 Its JSON form is the log format: ``records/<task-key>/<repeat>.json`` holds exactly one ``TaskRecord``. Records stay
-valid JSON whatever a solution or metric returned: a number that is not finite is written as the string ``"NaN"``,
-``"Infinity"`` or ``"-Infinity"`` (the spellings of JavaScript and of Python's ``json`` module), and a
-``NUMERICAL`` metric's result in one of those spellings reads back as that float.
+valid JSON, which every reader takes, whatever a solution, a model, a tool or a metric returned:
+
+- a number that is not finite is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (the
+  spellings of JavaScript and of Python's ``json`` module), and a ``NUMERICAL`` metric's result in one of those
+  spellings reads back as that float;
+- text is made well-formed as the record is built (:func:`runner.core.storable.well_formed`): a surrogate pair is
+  joined, and each unpaired surrogate, which UTF-8 cannot encode, becomes U+FFFD;
+- an integer is kept exactly, however large (one no float can hold is counted by the report as ``too_large``); one
+  of more than 4,300 digits, which JSON readers refuse, as the text of its digits
+  (:func:`runner.core.storable.storable`).
+
+These rules apply to every field whose content came from user code (input, output, trajectory, solution metadata,
+tags, the worker's identity, metric names, results, messages and metadata, errors) when a record is built in Python;
+a record read from JSON holds nothing else, so reading leaves it as stored.
 """
 
 from __future__ import annotations
@@ -11,9 +22,11 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator,
+                      model_serializer, model_validator)
 
 from runner.core.metric import MetricType
+from runner.core.storable import storable
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -22,6 +35,12 @@ Status = Literal["ok", "error", "timeout"]
 
 NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 """How a record spells a number that is not finite (pydantic's ``ser_json_inf_nan="strings"``) -> the float."""
+
+
+def _storable_when_built(value: Any, info: ValidationInfo) -> Any:
+    """A field's value as a record stores it (:func:`runner.core.storable.storable`), when the record is built from
+    Python objects; JSON already read is left as it is (it cannot hold such values)."""
+    return storable(value) if info.mode == "python" else value
 
 
 class ErrorInfo(BaseModel):
@@ -34,6 +53,8 @@ class ErrorInfo(BaseModel):
     message: str
     traceback: str | None = None
     code: str | None = None
+
+    _storable = field_validator("type", "message", "traceback", "code")(_storable_when_built)
 
 
 class MetricRecord(BaseModel):
@@ -55,6 +76,8 @@ class MetricRecord(BaseModel):
     metadata: dict[str, Any] | None = None
     error: ErrorInfo | None = None
     allows_infinite: bool = False
+
+    _storable = field_validator("name", "result", "message", "metadata")(_storable_when_built)
 
     @model_validator(mode="after")
     def _read_non_finite(self) -> MetricRecord:
@@ -163,3 +186,7 @@ class TaskRecord(BaseModel):
     usage: dict[str, TokenUsage] = Field(default_factory=dict)
     worker: dict[str, Any] = Field(default_factory=dict)
     write_id: str | None = None
+
+    # Not the task id: it names the record's storage key, which the benchmark gave and the plan looks up as it is.
+    _storable = field_validator("tags", "input", "output", "trajectory", "solution_meta", "worker")(
+        _storable_when_built)

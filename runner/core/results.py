@@ -69,7 +69,8 @@ class ReportFile:
     <runner.core.benchmark.BenchmarkBase.report_files>`), written beside ``summary.json``.
 
     Args:
-        name: the file's name in the run directory (a plain name, no folder: ``submission.jsonl``).
+        name: the file's name in the run directory: a plain name (``submission.jsonl``), or one folder and a plain
+            name (``lm_eval/results.json``); no hidden parts, no ``..``.
         data: its bytes.
         note: what the file is, for ``summary.json``'s notes, the terminal and ``report.html``; the report writes
             ``<the file's URI>: <note>``.

@@ -125,6 +125,13 @@ class SolutionSpec:
         return self.is_recipe and not signature.split_kwargs(self.target, {name: None})[1]
 
     @property
+    def in_process_providers(self) -> tuple[str, ...]:
+        """Providers whose models the target loads in its own process rather than calling a server (its
+        ``in_process_providers`` attribute; e.g. ``("transformers",)`` for lm-eval's ``HFLM``): the run starts no
+        replica of the agent's model of such a provider."""
+        return tuple(getattr(self.target, "in_process_providers", ()) or ())
+
+    @property
     def display(self) -> str:
         """The solution's name for messages."""
         return self.name or describe(self.target)

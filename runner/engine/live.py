@@ -110,5 +110,5 @@ class LiveStats:
 def usable_scores(metrics: Iterable[tuple[str, Any]]) -> dict[str, float]:
     """The values a running mean can use, from ``(metric name, result)`` of one item: booleans as 0/1 and finite
     numbers (:func:`runner.core.metric.number`); NaN, infinities (even a metric's allowed ones: ``summary.json``
-    aggregates those), labels and missing results are left out."""
+    aggregates those), integers no float can hold, labels and missing results are left out."""
     return {name: value for name, result in metrics if (value := number(result)) is not None}

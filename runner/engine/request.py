@@ -17,6 +17,7 @@ from runner.core import signature
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunConfig, RunSettings
 from runner.core.errors import ConfigError
+from runner.core.limits import model_key
 from runner.core.solution import SolutionSpec
 from runner.serving import ReplicaSpec, default_concurrency, model_environment, replica_specs
 from runner.storage.store import ResultStore
@@ -93,14 +94,18 @@ class RunRequest:
             raise ConfigError(f"--max-cost needs a price for every model of the run, and {unpriced[0]} has none; add "
                               f"--price {unpriced[0]}=IN,OUT (USD per million input and output tokens)")
         benchmark = registry.build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)},
-                                             config.data_dir)
+                                             config.data_dir, run_models=run_models(config))
         spec = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,
                                       config.model_base_url, config.user_model, config.user_model_base_url)
-        replicas = tuple(replica_specs(config))
-        if replicas and "max_concurrency" not in config.worker.model_fields_set:
-            # Requests in flight that fill the engine's batch, not one at a time.
-            on_gpu = config.worker.num_gpus > 0
-            concurrency = max(default_concurrency(spec, on_gpu) for spec in replicas)
+        replicas = tuple(replica_specs(config, in_process=spec.in_process_providers))
+        on_gpu = config.worker.num_gpus > 0
+        # Items in flight that fill the engine's batch (and the benchmark's model batches), not one at a time.
+        wanted = [default_concurrency(replica, on_gpu) for replica in replicas]
+        hint = getattr(benchmark, "items_in_flight", None)
+        if callable(hint) and hint() is not None:
+            wanted.append(hint())
+        if wanted and "max_concurrency" not in config.worker.model_fields_set:
+            concurrency = max(wanted)
             config = config.model_copy(update={"worker": config.worker.model_copy(
                 update={"max_concurrency": concurrency})})
         settings = config.settings()
@@ -119,8 +124,12 @@ class RunRequest:
     def models(self) -> dict[str, str | None]:
         """The run's models and servers as its configuration settled them (:data:`MODEL_FIELDS`; ``None`` where
         unset), for a preflight check; a model the run serves itself is left out (its replicas start in the
-        workers, and are checked there before they take items)."""
+        workers, and are checked there before they take items), and so is one the solution loads in its own
+        process (:attr:`SolutionSpec.in_process_providers`)."""
         served = {spec.model for spec in self.replicas}
+        agent = self.config.get("model")
+        if agent and model_key(agent).partition(":")[0] in self.solution.in_process_providers:
+            served.add(agent)  # loaded by the solution in each worker: no server to check
         found = {name: self.config.get(name) for name in MODEL_FIELDS}
         for model, url in (("model", "model_base_url"), ("user_model", "user_model_base_url"),
                            ("judge_model", "judge_base_url")):
@@ -196,6 +205,13 @@ def with_judge_default(config: RunConfig, benchmark: Any) -> RunConfig:
     if base_url is None and judge == config.model:
         base_url = config.model_base_url
     return config.model_copy(update={"judge_model": judge or None, "judge_base_url": base_url})
+
+
+def run_models(config: RunConfig | dict[str, Any]) -> dict[str, Any]:
+    """The run's model settings a benchmark may take (:data:`runner.registry.RUN_MODEL_ARGS`), from a
+    :class:`RunConfig` or ``run.json``'s configuration."""
+    get = config.get if isinstance(config, dict) else lambda name: getattr(config, name, None)
+    return {name: get(name) for name in registry.RUN_MODEL_ARGS}
 
 
 def judge_args(config: RunConfig) -> dict[str, str]:

@@ -13,7 +13,8 @@ Every call's tokens are recorded for the current work item (``record.usage``, su
 ``docs/models.md`` describes providers, environment variables, retries and mock scripts.
 
 The ``openai`` package (about a second to import) is loaded only when an HTTP model is built or
-``OpenAICompatibleModel`` is asked for, so commands that use no model start fast.
+``OpenAICompatibleModel`` (or ``post_json``, a raw request for a harness's own model class) is asked for, so commands
+that use no model start fast.
 """
 
 from typing import Any
@@ -86,6 +87,7 @@ __all__ = [
     "model_from_name",
     "parse_json",
     "parse_model_name",
+    "post_json",
     "preflight",
     "preflight_models",
     "register_mock_policy",
@@ -102,4 +104,8 @@ def __getattr__(name: str) -> Any:
         from runner.models._openai import OpenAICompatibleModel
 
         return OpenAICompatibleModel
+    if name == "post_json":
+        from runner.models._completions import post_json
+
+        return post_json
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

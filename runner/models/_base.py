@@ -140,7 +140,9 @@ class ChatModel(ABC):
             response_format: ``"json"`` for any JSON object, a pydantic model class for JSON matching its schema,
                 an OpenAI response-format dict, or ``None``/``"text"``.
             seed: sampling seed, where the server supports one.
-            stop: stop sequence(s).
+            stop: stop sequence(s). The reply is also cut here at the first of them, the stop sequence left out
+                (OpenAI's rule): ``transformers serve`` with continuous batching ignores ``stop``, and a reply
+                must not depend on whether the server applied it.
             extra_body: extra request fields passed as they are (e.g. ``{"top_k": 20}`` for vLLM).
 
         Returns:
@@ -172,7 +174,7 @@ class ChatModel(ABC):
             record_usage(self.name, cache="hit")
             reply = cached
         else:
-            reply = await self._generate(request)
+            reply = cut_at_stop(await self._generate(request), request.stop)
             if cache is not None and key is not None:
                 await self._store(cache, key, reply)
             record_usage(self.name, reply.usage.input_tokens, reply.usage.output_tokens,
@@ -322,3 +324,15 @@ class ChatModel(ABC):
     @abstractmethod
     async def _generate(self, request: ChatRequest) -> ChatReply:
         """Answer one normalised request (retries included). Usage is recorded by :meth:`chat`, not here."""
+
+
+def cut_at_stop(reply: ChatReply, stop: str | list[str] | None) -> ChatReply:
+    """``reply`` with its text cut before the first occurrence of any of the ``stop`` sequences (and its
+    ``finish_reason`` then ``stop``), as a server that applies ``stop`` sends it; unchanged when none occurs."""
+    sequences = [stop] if isinstance(stop, str) else [term for term in stop or [] if term]
+    if not sequences or not reply.content:
+        return reply
+    cuts = [reply.content.find(term) for term in sequences if term in reply.content]
+    if not cuts:
+        return reply
+    return reply.model_copy(update={"content": reply.content[:min(cuts)], "finish_reason": "stop"})

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from runner.core.storable import storable
 from runner.models._errors import UnreadableReply, one_line
 
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -29,7 +30,9 @@ def media_type(response: httpx.Response) -> str:
 
 
 def json_body(response: httpx.Response) -> Any:
-    """The JSON value of ``response``'s body.
+    """The JSON value of ``response``'s body, its text well-formed (:func:`runner.core.storable.storable`): a
+    server may send half of a surrogate pair (``"\\ud835"``, valid JSON), which no request, record or file could
+    then encode as UTF-8; it becomes U+FFFD.
 
     Raises:
         UnreadableReply: the body is empty or not JSON; its ``shape`` says what it is (see :func:`describe`).
@@ -39,11 +42,11 @@ def json_body(response: httpx.Response) -> Any:
     if not data.strip():
         raise UnreadableReply(f"an empty body ({kind or 'no Content-Type'})")
     try:
-        return json.loads(data)
+        value = json.loads(data)
     except ValueError:
-        pass
-    shape, hint = describe(kind, data)
-    raise UnreadableReply(shape, hint)
+        shape, hint = describe(kind, data)
+        raise UnreadableReply(shape, hint) from None
+    return storable(value)
 
 
 def is_page(response: httpx.Response) -> bool:

@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from runner.core.storable import storable
+
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -15,7 +17,8 @@ def parse_json(text: str | None) -> Any:
 
     Tried in order: the whole text; the inside of the first Markdown code fence; the first JSON object or array
     that starts anywhere in the text (``json.JSONDecoder.raw_decode`` from each ``{`` or ``[``). A ``<think>...``
-    block (reasoning models) is removed first.
+    block (reasoning models) is removed first. Its text is well-formed (:func:`runner.core.storable.storable`: an
+    escaped half of a surrogate pair, ``"\\ud835"``, becomes U+FFFD), so it can be sent and stored.
 
     Raises:
         ValueError: no JSON value found (the message quotes the start of the text).
@@ -29,7 +32,7 @@ def parse_json(text: str | None) -> Any:
         candidates.append(fence.group(1).strip())
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return storable(json.loads(candidate))
         except ValueError:
             pass
     decoder = json.JSONDecoder()
@@ -38,7 +41,7 @@ def parse_json(text: str | None) -> Any:
             value, _ = decoder.raw_decode(stripped, match.start())
         except ValueError:
             continue
-        return value
+        return storable(value)
     preview = stripped[:120].replace("\n", " ")
     raise ValueError(f"no JSON value in the reply (it begins {preview!r})")
 

@@ -31,7 +31,7 @@ from runner.models._body import is_page, json_body, media_type
 from runner.models._context import fit
 from runner.models._options import ModelOptions
 from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
-                                   UnreadableReply, exceeds_context, one_line)
+                                   UnreadableReply, error_message, exceeds_context, one_line)
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
@@ -374,6 +374,10 @@ class OpenAICompatibleModel(ChatModel):
             ) from None
         except ErrorReply as exc:
             status = exc.status
+            if exceeds_context(exc.detail):
+                raise ModelError(f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with an "
+                                 f"error: {exc.detail}; the conversation is longer than the model's context",
+                                 status=status, error_code=CONTEXT_LENGTH_EXCEEDED) from None
             raise ModelError(
                 f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with an error"
                 f"{f' {status}' if status else ''}: {exc.detail}",
@@ -406,7 +410,8 @@ class OpenAICompatibleModel(ChatModel):
                             tokens: int = 0) -> R:
         """``await call(answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
         (an error body with such a code) per :attr:`retry`; not a 429 that says the quota is used up
-        (:data:`~runner.models._retry.QUOTA_CODES`).
+        (:data:`~runner.models._retry.QUOTA_CODES`), nor a refusal of a conversation longer than the model's context
+        whatever its status (:data:`~runner.models._errors.CONTEXT_REFUSALS`).
 
         A try past the model timeout is cancelled (its connection closed, so the server can stop generating for
         it) and counted in the item's usage (``timeouts``); a call to a replica the run serves fails after
@@ -440,7 +445,9 @@ class OpenAICompatibleModel(ChatModel):
                 status = exc.status_code
                 wait = retry_after_seconds(exc.response.headers)
                 quota = status == 429 and refusal_cause(exc.body)[1]
-                if not is_retryable_status(status) or attempt == attempts or quota:
+                # A refusal for the context's length, whatever its status (Xinference sends vLLM's as a 500).
+                over = exceeds_context(exc.message, exc.body)
+                if not is_retryable_status(status) or attempt == attempts or quota or over:
                     raise self._status_error(exc, attempt, uses_tools) from exc
                 if wait is not None and wait > self.retry.max_retry_after:
                     raise ModelError(
@@ -561,6 +568,10 @@ class OpenAICompatibleModel(ChatModel):
             except UnreadableReply as unreadable:
                 detail = unreadable.shape
         where = f"{self.name} at {self.url}"
+        if exceeds_context(exc.message, body):
+            said = one_line(error_message(body) or detail, 200)
+            return ModelError(f"{where}: HTTP {status}: {said}; the conversation is longer than the model's context",
+                              status=status, error_code=CONTEXT_LENGTH_EXCEEDED)
         if status == 429:
             return self._refusal(exc, detail, attempts)
         if status in (401, 403):
@@ -573,9 +584,6 @@ class OpenAICompatibleModel(ChatModel):
                    "(--max-rpm, --concurrency), or resume the run once it is healthy")
         elif is_retryable_status(status):
             fix = f"the server failed {_tries(attempts)}; check the server's logs, or resume the run once it is healthy"
-        elif status in (400, 413) and exceeds_context(detail, exc.body):
-            return ModelError(f"{where}: HTTP {status}: {detail}; the conversation is longer than the model's "
-                              "context", status=status, error_code=CONTEXT_LENGTH_EXCEEDED)
         elif uses_tools and any(word in detail.lower() for word in ("tool choice", "tool_choice", "tool-call-parser")):
             # vLLM without tool calling: '"auto" tool choice requires --enable-auto-tool-choice and
             # --tool-call-parser to be set'; not any 400 that names a tool (a refused history, a bad schema).

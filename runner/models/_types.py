@@ -11,7 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from runner.core.storable import storable
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -85,10 +87,12 @@ class ToolCall(BaseModel):
         A mapping is taken as already parsed; ``None``, ``""`` or only whitespace (``" "``, ``"\\n"``) as ``{}``;
         a JSON string that decodes to a string
         holding a JSON object (arguments encoded twice, as some servers send them) as that object; any other value
-        (a list, a number) as that JSON value, which is not an object (:attr:`parse_error` says so).
+        (a list, a number) as that JSON value, which is not an object (:attr:`parse_error` says so). The
+        arguments' text is well-formed (:func:`runner.core.storable.storable`: an escaped half of a surrogate pair
+        becomes U+FFFD), so a tool can pass it on and the record can store it.
         """
         if isinstance(raw_arguments, Mapping):
-            arguments = dict(raw_arguments)
+            arguments = storable(dict(raw_arguments))
             return cls(id=id, name=name, arguments=arguments, raw_arguments=json.dumps(arguments, ensure_ascii=False))
         if raw_arguments is not None and not isinstance(raw_arguments, str):
             raw_arguments = json.dumps(raw_arguments, ensure_ascii=False)
@@ -96,9 +100,9 @@ class ToolCall(BaseModel):
         if not raw.strip():
             return cls(id=id, name=name, arguments={}, raw_arguments=raw or "{}")
         try:
-            value = json.loads(raw)
+            value = storable(json.loads(raw))
             if isinstance(value, str) and value.lstrip().startswith("{"):
-                value = json.loads(value)
+                value = storable(json.loads(value))
         except ValueError as exc:
             return cls(id=id, name=name, raw_arguments=raw, parse_error=f"arguments are not valid JSON: {exc}")
         if not isinstance(value, dict):
@@ -196,6 +200,9 @@ class ChatRequest(BaseModel):
         response_format: an OpenAI response format (``{"type": "json_object"}`` or ``{"type": "json_schema", ...}``),
             or ``None`` for free text.
         extra_body: fields passed through to the server as they are (e.g. vLLM's ``top_k``).
+
+    The text of the messages and tools is made well-formed (:func:`runner.core.storable.storable`), so that
+    whatever a tool or a benchmark put in them can be encoded and sent.
     """
 
     model: str
@@ -208,6 +215,13 @@ class ChatRequest(BaseModel):
     stop: str | list[str] | None = None
     response_format: dict[str, Any] | None = None
     extra_body: dict[str, Any] | None = None
+
+    @field_validator("messages", "tools")
+    @classmethod
+    def _well_formed(cls, value: Any) -> Any:
+        # Text that UTF-8 cannot encode (half of a surrogate pair, from a tool's JSON or a benchmark's data) would
+        # fail the request as it is sent, and the cache key: the one rule of runner.core.storable makes it U+FFFD.
+        return storable(value)
 
     def to_openai_kwargs(self, max_tokens_param: str = "max_tokens") -> dict[str, Any]:
         """Keyword arguments for ``client.chat.completions.create`` (settings left at ``None`` are omitted).

@@ -6,8 +6,9 @@ items were left out and which run lacked them. Records outside a run's current p
 not read into it. Per numerical metric, overall and per ``tags["category"]`` (the baseline's), the comparison gives
 each run's mean with its 95 % interval and, per other run, the paired difference ``run - baseline`` with its 95 %
 interval and a p-value (:mod:`runner.report.paired`). An aligned item where a metric has no value in some run (the
-metric raised, or that run's benchmark did not give it) is left out of that metric only, and counted. Category
-metrics (labels) are not compared.
+metric raised, its result is no value a mean can use, :func:`runner.core.metric.number`: NaN, an infinity, an
+integer no float can hold; or that run's benchmark did not give it) is left out of that metric only, and counted.
+Category metrics (labels) are not compared.
 
 Only per-item metric values are kept in memory (a float per metric and item, and the item's category); the records
 are streamed from any fsspec URL.
@@ -23,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from runner._version import __version__
 from runner.core.errors import CompareError, StorageError
-from runner.core.metric import MetricType
+from runner.core.metric import MetricType, number
 from runner.report import paired
 from runner.report.scope import PlanScope
 from runner.storage.manifest import RunManifest, describe_difference, utc_now
@@ -138,9 +139,9 @@ def _load(store: ResultStore, manifest: RunManifest) -> _RunItems:
             continue
         values = {}
         for metric in record.metrics:
-            result = metric.result
-            if metric.error is None and metric.type is MetricType.NUMERICAL and isinstance(result, (bool, int, float)):
-                values[metric.name] = float(result)
+            value = number(metric.result) if metric.error is None and metric.type is MetricType.NUMERICAL else None
+            if value is not None:
+                values[metric.name] = value
         run.items[(record.task_id, record.repeat)] = (record.tags.get("category"), values)
     return run
 

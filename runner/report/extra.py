@@ -25,8 +25,9 @@ def benchmark_files(store: ResultStore, manifest: RunManifest, benchmark: Benchm
     """The files ``benchmark`` makes from the records of the run's current plan (one more pass over the records,
     only for a benchmark that defines :meth:`~BenchmarkBase.report_files`).
 
-    A hook that raises, or a file whose name is not a plain file name, is logged and left out: the report stands
-    without it (as it does when a benchmark's score function fails).
+    A hook that raises, or a file whose name is not a plain file name (or one folder and a plain name:
+    ``lm_eval/results.json``), is logged and left out: the report stands without it (as it does when a benchmark's
+    score function fails).
     """
     if not defines_report_files(benchmark):
         return []
@@ -46,8 +47,10 @@ def benchmark_files(store: ResultStore, manifest: RunManifest, benchmark: Benchm
         return []
     usable = []
     for file in files:
-        if not file.name or "/" in file.name or "\\" in file.name or file.name.startswith("."):
-            log.warning("report.file_name_refused", name=file.name, detail="a report file needs a plain name")
+        parts = file.name.split("/")
+        if "\\" in file.name or any(not part or part.startswith(".") for part in parts) or len(parts) > 2:
+            log.warning("report.file_name_refused", name=file.name,
+                        detail="a report file needs a plain name, or one folder and a plain name")
             continue
         usable.append(file)
     return usable

@@ -23,6 +23,7 @@ from typing import Any
 
 from runner.core.metric import MetricType
 from runner.core.record import TaskRecord
+from runner.core.storable import too_large
 from runner.report.scope import PlanScope
 
 FAILING = 100
@@ -95,11 +96,14 @@ def _natural(text: str) -> list[Any]:
 
 
 def _value(result: Any) -> Any:
-    """A metric result for the page's JSON: booleans as 0/1, floats to 4 places, NaN and infinities as ``None``."""
+    """A metric result for the page's JSON: booleans as 0/1, floats to 4 places, NaN and infinities as ``None``, an
+    integer no float can hold as the text of its digits (a browser would read the number as ``Infinity``)."""
     if isinstance(result, bool):
         return int(result)
     if isinstance(result, float):
         return round(result, 4) if math.isfinite(result) else None
+    if too_large(result):
+        return str(result)
     return result
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import ConfigError, RunnerError
-from runner.registry import build_benchmark
+from runner.registry import RUN_MODEL_ARGS, build_benchmark
 from runner.report.scope import PlanScope, count_stored
 from runner.report.summary import scope_notes
 from runner.storage.lease import Lease, read_lease
@@ -56,7 +56,8 @@ def rebuild_benchmark(manifest: RunManifest) -> tuple[BenchmarkBase | None, str 
     if not config.get("benchmark"):
         return None, "run.json names no benchmark"
     try:
-        return build_benchmark(config["benchmark"], config.get("benchmark_args"), config.get("data_dir")), None
+        return build_benchmark(config["benchmark"], config.get("benchmark_args"), config.get("data_dir"),
+                               run_models={name: config.get(name) for name in RUN_MODEL_ARGS}), None
     except RunnerError as exc:
         return None, str(exc)
 

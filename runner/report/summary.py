@@ -20,6 +20,7 @@ from runner._version import __version__
 from runner.core.benchmark import BenchmarkBase
 from runner.core.metric import CLAMPED_FROM, SEVERAL_SCORES, MetricType, number
 from runner.core.record import TaskRecord
+from runner.core.storable import too_large
 from runner.core.results import Headline, ResultRow, RunResults
 from runner.report import stats
 from runner.report.scope import PlanScope
@@ -317,10 +318,12 @@ def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[
     whose results were clamped, or whose judge replies gave several different scores; and one about retried
     items."""
     notes = []
+    corpus = [name for name, metric in metrics.items() if metric.type is MetricType.CORPUS]
+    if corpus:
+        names = ", ".join(repr(name) for name in corpus)
+        notes.append(f"metric{'s' if len(corpus) > 1 else ''} {names}: aggregated over the corpus by the benchmark, "
+                     "not averaged: see score_components and by_category")
     for name, metric in metrics.items():
-        if metric.type is MetricType.CORPUS:
-            notes.append(f"metric {name!r}: aggregated over the corpus by the benchmark, not averaged: see "
-                         "score_components and by_category")
         left_out = {reason: count for reason, count in metric.unusable.items() if count}
         if left_out:
             reasons = ", ".join(f"{count} {reason}" for reason, count in left_out.items())
@@ -564,13 +567,25 @@ def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[Resul
         structlog.get_logger("runner").warning("report.score_failed", error=f"{type(exc).__name__}: {exc}")
         return
     if isinstance(headline, Headline):
-        summary.score = headline.score
-        summary.score_components = dict(headline.components)
+        summary.score = _headline_number(summary, "score", headline.score)
+        summary.score_components = {name: value for name, value in headline.components.items()
+                                    if _headline_number(summary, f"component {name!r}", value) is not None}
         for category, metrics in headline.by_category.items():
             generic = summary.by_category.setdefault(category, {})
             for name, entry in metrics.items():
                 before = generic.get(name) or {}
                 same_items = before.get("n") == entry.get("n") and "stderr" not in entry
                 generic[name] = {**entry, "stderr": before.get("stderr")} if same_items else dict(entry)
-    elif headline is not None:
+    elif headline is not None and _headline_number(summary, "score", headline) is not None:
         summary.score = float(headline)
+
+
+def _headline_number(summary: Summary, what: str, value: Any) -> Any:
+    """``value``, a number of the benchmark's headline, or ``None`` with a note when no float can hold it (an
+    integer past about ±1.8e308, which a score function summing a ``CORPUS`` metric's exact integers can give):
+    ``summary.json``, the table and the page would not hold it either."""
+    if not too_large(value):
+        return value
+    summary.notes.append(f"the benchmark's headline {what} is an integer no float can hold: not reported (the "
+                         "records keep every metric result exactly)")
+    return None

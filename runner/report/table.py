@@ -95,10 +95,14 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
             table.add_row(name, *(_fmt(values.get(str(k))) + _left_out(summary, name, str(k)) for k in ks))
         console.print(table)
 
+    partial = f"  [yellow]of {summary.completed}/{summary.expected} items[/yellow]" if summary.missing else ""
     if summary.score is not None:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
-        partial = f"  [yellow]of {summary.completed}/{summary.expected} items[/yellow]" if summary.missing else ""
         console.print(f"[bold]score {summary.score:.3f}[/bold]" + partial + (f"  ({parts})" if parts else ""))
+    elif summary.score_components:
+        # Several headline figures and no one number (lm-eval's tasks: each task's and group's main metric).
+        parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
+        console.print(f"[bold]headline[/bold]  {parts}" + partial)
 
 
 def _left_out(summary: Summary, name: str, k: str) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -132,12 +133,13 @@ def model_dir(log_path: Path | None = None) -> Path:
     digest = sha256_of(gguf)
     cache = model_cache()
     final = cache / f"{NAME}-{digest[:16]}"
-    if (final / "config.json").is_file():
+    if (final / "config.json").is_file() and not _names_gguf(final):
         return final
     log_path = log_path or cache / f"{NAME}-{digest[:16]}.convert.log"
     with open(cache / f"{final.name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second converter waits here, then finds the directory
         if (final / "config.json").is_file():
+            _drop_gguf_quantization(final)
             return final
         scratch = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache))
         try:
@@ -156,6 +158,31 @@ def model_dir(log_path: Path | None = None) -> Path:
     return final
 
 
+def _names_gguf(folder: Path) -> bool:
+    """Whether ``folder/config.json`` still names the GGUF it came from (``quantization_config`` with
+    ``quant_method: gguf``): conversions before runner 0.1.1 kept it, and ``from_pretrained(folder)`` (lm-eval's
+    ``HFLM``, any transformers user) then refuses the safetensors folder ("Loading a GGUF checkpoint needs the file
+    named as from_pretrained(..., gguf_file=...)")."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (config.get("quantization_config") or {}).get("quant_method") == "gguf"
+
+
+def _drop_gguf_quantization(folder: Path) -> None:
+    """Rewrite ``folder/config.json`` without a GGUF ``quantization_config`` (through a temporary file renamed into
+    place, so a reader sees the old file or the new one): the weights beside it are plain float32 safetensors."""
+    if not _names_gguf(folder):
+        return
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    del config["quantization_config"]
+    partial = folder / ".config.json.partial"
+    partial.write_text(json.dumps(config, indent=2) + "\n")
+    os.replace(partial, path)
+
+
 def convert(gguf: Path, out: Path) -> None:
     """Load ``gguf`` with transformers and save it to ``out`` as a safetensors directory with its tokenizer and
     ``config.architectures`` set (the subprocess of :func:`model_dir`)."""
@@ -168,6 +195,8 @@ def convert(gguf: Path, out: Path) -> None:
     fresh.config.architectures = [type(fresh).__name__]
     fresh.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    # The GGUF-loaded config's quantization_config would make from_pretrained(out) look for the GGUF file.
+    _drop_gguf_quantization(out)
 
 
 if __name__ == "__main__":

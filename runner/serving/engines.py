@@ -5,7 +5,10 @@ A launch is data (:class:`Launch`: argv, environment, served name), so the comma
 against vLLM's own argument parser (``scripts/check_vllm_args.py``), where no GPU engine can run.
 
 The runner's flags come first and the user's ``--engine-arg`` flags last: both vLLM's and SGLang's parsers keep the
-last value of a repeated flag, so a user's ``--gpu-memory-utilization`` overrides the share computed here.
+last value of a repeated flag, so a user's ``--gpu-memory-utilization`` overrides the share computed here. The flags
+the runner sets and relies on (:attr:`Engine.managed`: where the replica listens, the name it answers to, the model,
+what the worker's GPUs decide) are refused in ``--engine-arg`` instead (:meth:`Engine.refuse_managed`): a user's
+would win, and the runner would probe a server that is elsewhere until ``--model-startup-timeout``.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from runner.core.errors import ReplicaStartError
-from runner.serving.spec import ReplicaSpec
+from runner.core.errors import ConfigError, ReplicaStartError
+
+if TYPE_CHECKING:
+    # spec.py checks each spec's engine flags with its engine (Engine.refuse_managed), so it imports this module.
+    from runner.serving.spec import ReplicaSpec
 
 HOST = "127.0.0.1"
 """Every replica listens on loopback only: its clients are the worker's own solutions."""
@@ -68,6 +75,27 @@ class Launch:
     served_name: str = ""
 
 
+@dataclass(frozen=True)
+class ManagedFlag:
+    """An engine flag the runner sets itself and relies on, refused in ``--engine-arg``.
+
+    Args:
+        spellings: every name the engine's parser takes for it (``--tensor-parallel-size``, ``-tp``).
+        why: what the runner does with it, in words (the end of the refusal's sentence).
+        fix: the way out (default: drop the flag).
+    """
+
+    spellings: tuple[str, ...]
+    why: str
+    fix: str = "drop it"
+
+
+_LISTENS = (f"each replica gets a free port on {HOST}, where the runner probes it; elsewhere, the runner would wait "
+            "for it until --model-startup-timeout")
+_NAMED = "each replica answers to a name of its own (<model>-<8 hex digits>), which every request carries"
+_GPUS = "the worker's GPUs decide it: N GPUs per worker are tensor parallelism N"
+
+
 class Engine:
     """One engine's server: its command line and what its routes promise.
 
@@ -82,6 +110,10 @@ class Engine:
         cancels_on_disconnect: whether it stops generating for a plain (non-streamed) request whose client closed
             the connection (vLLM: ``with_cancellation`` on its routes; SGLang: ``is_disconnected`` polled while it
             waits; docs/models.md); otherwise the model layer streams every call, the one way such a server cancels.
+        managed: the flags the runner sets and relies on (:class:`ManagedFlag`), refused in ``engine_args``.
+        argparse: whether its command line is read by Python's argparse, which takes a unique prefix of a long flag
+            for the flag (``--serv`` for ``--served-model-name``) and, in vLLM's ``FlexibleArgumentParser``,
+            underscores for dashes; ``transformers serve`` uses click, which takes neither.
     """
 
     name = ""
@@ -89,6 +121,35 @@ class Engine:
     lists_served_name = True
     checks_context = True
     cancels_on_disconnect = True
+    managed: tuple[ManagedFlag, ...] = ()
+    argparse = True
+
+    def refuse_managed(self, model: str, engine_args: Sequence[str]) -> None:
+        """Refuse an engine flag of ``engine_args`` that takes over what the runner manages (:attr:`managed`),
+        written ``--flag=V``, ``--flag V``, or as the engine's parser also takes it (:attr:`argparse`).
+
+        Raises:
+            ConfigError: one line naming the flag, why the runner keeps it and the way out.
+        """
+        for arg in engine_args:
+            name = arg.split("=", 1)[0]
+            if not name.startswith("-") or name in ("-", "--"):
+                continue
+            for flag in self.managed:
+                if any(self._same_flag(name, spelling) for spelling in flag.spellings):
+                    # The flag's name only: a value may be a secret (--api-key).
+                    named = name if name == flag.spellings[0] else f"{name} ({flag.spellings[0]})"
+                    raise ConfigError(f"{model}: --engine-arg {named} takes over what the runner manages for "
+                                      f"{self.name}: {flag.why}; {flag.fix}")
+
+    def _same_flag(self, given: str, spelling: str) -> bool:
+        if given == spelling:
+            return True
+        if not self.argparse or not given.startswith("--"):
+            return False
+        given = given.replace("_", "-")
+        # argparse takes a unique prefix of a long flag for the flag itself (allow_abbrev).
+        return spelling.startswith("--") and len(given) >= 4 and spelling.startswith(given)
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
@@ -172,6 +233,19 @@ class VLLM(Engine):
     cache (vllm#18851)."""
 
     name = "vllm"
+    managed = (
+        ManagedFlag(("--host",), _LISTENS),
+        ManagedFlag(("--port",), _LISTENS),
+        ManagedFlag(("--uds",), "vLLM would listen on a Unix socket, not on the loopback port the runner probes"),
+        ManagedFlag(("--served-model-name",), _NAMED),
+        ManagedFlag(("--model",), "the model to serve is --serve's (vllm serve's first argument)",
+                    "drop it and name the model in --serve or --model"),
+        ManagedFlag(("--tensor-parallel-size", "-tp"), _GPUS, "drop it and give each worker N GPUs (--num-gpus N)"),
+        ManagedFlag(("--distributed-executor-backend",),
+                    "the runner runs vLLM with mp: its Ray executor fails inside the worker's placement group "
+                    "(vllm#30016)"),
+        ManagedFlag(("--api-key",), "the runner's readiness probes send no key, so they would never pass"),
+    )
     DEFAULT_MAX_NUM_SEQS = 256
     """vLLM's ``--max-num-seqs`` default for its OpenAI server (engine/arg_utils.py): sequences in one batch."""
 
@@ -197,6 +271,16 @@ class SGLang(Engine):
     plus ``--tp N`` for N GPUs and ``--mem-fraction-static`` for a fraction of one."""
 
     name = "sglang"
+    managed = (
+        ManagedFlag(("--host",), _LISTENS),
+        ManagedFlag(("--port",), _LISTENS),
+        ManagedFlag(("--served-model-name",), _NAMED),
+        ManagedFlag(("--model-path", "--model"), "the model to serve is --serve's",
+                    "drop it and name the model in --serve or --model"),
+        ManagedFlag(("--tensor-parallel-size", "--tp-size", "--tp"), _GPUS,
+                    "drop it and give each worker N GPUs (--num-gpus N)"),
+        ManagedFlag(("--api-key",), "the runner's readiness probes send no key, so they would never pass"),
+    )
     DEFAULT_RUNNING_REQUESTS = 256
     """Requests in flight that keep an SGLang batch full on one GPU (its own ``--max-running-requests`` is sized from
     the KV cache, usually more)."""
@@ -238,6 +322,14 @@ class TransformersServe(Engine):
     """Only a streamed answer's generation is cancelled when its client goes away (5.17,
     ``cli/serving/chat_completion.py``: ``_streaming`` calls ``streamer.cancel()``; ``_non_streaming`` awaits the
     whole generation)."""
+    managed = (
+        ManagedFlag(("--host",), _LISTENS),
+        ManagedFlag(("--port",), _LISTENS),
+        ManagedFlag(("--device",), "the worker's GPUs decide it: cpu without one, cuda:0 with one (the first the "
+                                   "worker was given), auto with several",
+                    "drop it and give the workers GPUs (--num-gpus) or none"),
+    )
+    argparse = False
     CPU_CACHE_SHARE = 0.1
     """The share of the machine's memory a replica on the CPU gives its KV cache. Continuous batching sizes the
     cache from the device's memory (``--cb-max-memory-percent``, default 0.9 of what is free): on a CPU that is the

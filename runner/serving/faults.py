@@ -86,6 +86,49 @@ def tail_lines(text: str, count: int) -> list[str]:
     return [line for line in lines if line.strip()][-count:]
 
 
+_LISTENING: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Uvicorn running on socket \('([^']+)', (\d+)"), "uvicorn/server.py, Server._log_started_message, "
+                                                                  "for a socket it was given (vLLM binds its own)"),
+    (re.compile(r"Uvicorn running on (?:unix socket )?(\S+)"), "uvicorn/server.py, Server._log_started_message: "
+                                                               "every engine's HTTP server (transformers serve, vLLM, "
+                                                               "SGLang)"),
+    (re.compile(r"Starting vLLM API server \d+ on (\S+)"), "vllm/entrypoints/openai/api_server.py, run_server_worker"),
+    (re.compile(r"The server is fired up and ready to roll"), "python/sglang/srt/entrypoints/http_server.py, "
+                                                             "_wait_and_warmup (after its own first request)"),
+)
+"""The lines by which a server says that it is listening: the pattern (its groups, when it has them, the address:
+a URL or a socket's path, or a host and a port) and the line's source."""
+
+_BIND_FAILURE = re.compile(r"Address already in use|\[Errno 98\]|error while attempting to bind", re.IGNORECASE)
+"""A server that could not bind its port: ``[Errno 98] error while attempting to bind on address ('127.0.0.1',
+8000): address already in use`` (asyncio's create_server, logged by uvicorn/server.py, Server.startup, which then
+exits 3), Python's ``OSError: [Errno 98] Address already in use`` (vLLM binds its socket itself)."""
+_BIND_ADDRESS = re.compile(r"address \('([^']+)', (\d+)\)")
+
+
+def listening(text: str) -> tuple[str, str | None] | None:
+    """The latest line of a server's log (``text``) that says it is listening, and the address it names
+    (``http://127.0.0.1:8000``; ``None`` when the line names none); ``None`` when no line says so."""
+    for line in reversed(tail_lines(text, 400)):
+        for pattern, _ in _LISTENING:
+            found = pattern.search(line)
+            if found and pattern.groups == 2:
+                return one_line(line, 200), f"http://{found.group(1)}:{found.group(2)}"
+            if found:
+                return one_line(line, 200), found.group(1) if pattern.groups else None
+    return None
+
+
+def bind_failure(text: str) -> tuple[str, str | None] | None:
+    """The latest line of a server's log (``text``) that says its port was taken, and the address it names
+    (``127.0.0.1:8000``; ``None`` when the line names none); ``None`` when no line says so."""
+    for line in reversed(tail_lines(text, 400)):
+        if _BIND_FAILURE.search(line):
+            address = _BIND_ADDRESS.search(line)
+            return one_line(line, 200), f"{address.group(1)}:{address.group(2)}" if address else None
+    return None
+
+
 def classify(text: str) -> StartFault:
     """The cause of a failed start from the end of its log (``text``): the latest line matching a known cause,
     else the latest error-looking line, else the last line."""

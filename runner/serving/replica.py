@@ -28,7 +28,7 @@ from runner.core.loopback import bypass_loopback
 from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint
 from runner.serving import embedded, shepherd
 from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
-from runner.serving.faults import classify, read_tail, tail_lines
+from runner.serving.faults import bind_failure, classify, listening, read_tail, tail_lines
 from runner.serving.paths import CompileSlot
 from runner.serving.spec import ReplicaSpec
 
@@ -41,7 +41,6 @@ CHAT_PROBE_TIMEOUT_S = 120.0
 CPU cores: continuous batching warms up on it)."""
 PORT_RETRIES = 3
 """Fresh ports tried when the server finds its port taken (another process bound it after it was picked)."""
-_PORT_TAKEN = ("Address already in use", "[Errno 98]", "error while attempting to bind")
 
 
 def free_port() -> int:
@@ -204,7 +203,9 @@ class Replica:
 
         Raises:
             ReplicaStartError: the server exited (the cause and its own error line from the log's end, and the
-                log's path), refused the chat request, or was not ready by the deadline; it is stopped first.
+                log's path), found its port taken on :data:`PORT_RETRIES` fresh ports too (``port_taken``), refused
+                the chat request, or was not ready by the deadline (``timeout``; ``unreachable`` when its log says
+                that it listens); it is stopped first.
         """
         deadline = deadline if deadline is not None else time.monotonic() + self.spec.startup_timeout
         port_retries = PORT_RETRIES
@@ -214,26 +215,79 @@ class Replica:
                 status = self.exit_status
                 if status is not None:
                     tail = read_tail(self.log_path, self._log_offset)
-                    if port_retries > 0 and any(phrase in tail for phrase in _PORT_TAKEN):
+                    taken = bind_failure(tail)
+                    if taken is not None and port_retries > 0:
                         port_retries -= 1
                         self._log.warning("replica.port_taken", port=self.port, detail="starting on another port")
                         self._reap()
                         self.start()
                         continue
+                    if taken is not None:
+                        raise self._port_error(status, *taken)
                     raise self._start_error(status, tail)
                 if self._probe_ready(client, deadline):
                     self._log.info("replica.ready", served_name=self.served_name, url=self.base_url,
                                    start=self.starts)
                     return
                 if time.monotonic() >= deadline:
-                    self.stop()
-                    line = next(reversed(tail_lines(read_tail(self.log_path, self._log_offset), 1)), "")
-                    raise ReplicaStartError(
-                        f"{self.spec.model}: the {self.spec.engine} server was not ready within "
-                        f"{self.spec.startup_timeout:g} s (its last line: {one_line(line, 200)!r}); raise "
-                        f"--model-startup-timeout if it was still loading; its log: {self.log_path}",
-                        log_path=str(self.log_path), cause="timeout")
+                    raise self._late(client)
                 time.sleep(POLL_S)
+
+    def _late(self, client: httpx.Client) -> ReplicaStartError:
+        """The error for a replica not ready by its deadline (it is stopped first): still loading (raise
+        ``--model-startup-timeout``), or, when its log says that it listens, unreachable by the runner's probe, with
+        what the probe met and where the server says it listens."""
+        tail = read_tail(self.log_path, self._log_offset)
+        said = listening(tail)
+        why = self._unreachable(client) if said is not None else ""
+        self.stop()
+        where = f"http://{HOST}:{self.port}"
+        if said is None:
+            line = next(reversed(tail_lines(tail, 1)), "")
+            return ReplicaStartError(
+                f"{self.spec.model}: the {self.spec.engine} server was not ready within "
+                f"{self.spec.startup_timeout:g} s (its last line: {one_line(line, 200)!r}); raise "
+                f"--model-startup-timeout if it was still loading; its log: {self.log_path}",
+                log_path=str(self.log_path), cause="timeout")
+        line, address = said
+        if address is not None and not address.rstrip("/").endswith(f":{self.port}"):
+            fix = (f"it listens at {address}, not on the port the runner gave it: drop the engine flag that moves it "
+                   "(--engine-arg)")
+        else:
+            fix = (f"something between the runner and {HOST} keeps the probe from it (an HTTP proxy in HTTP_PROXY "
+                   f"without {HOST} in NO_PROXY?) or the server does not answer there")
+        return ReplicaStartError(
+            f"{self.spec.model}: the {self.spec.engine} server is up (its log: {line!r}), but the runner's probe of "
+            f"{where} did not pass within {self.spec.startup_timeout:g} s ({why}); {fix}; its log: {self.log_path}",
+            log_path=str(self.log_path), cause="unreachable")
+
+    def _unreachable(self, client: httpx.Client) -> str:
+        """What one more probe of a replica that should be up meets, in words: a failed connection, a status, a
+        model list without its name, or a chat request not answered."""
+        root = f"http://{HOST}:{self.port}"
+        try:
+            health = client.get(f"{root}/health")
+            if health.status_code != 200:
+                return f"GET /health answered {health.status_code}"
+            if self.engine.lists_served_name:
+                served = _model_ids(client.get(f"{root}/v1/models"))
+                if self.served_name not in served:
+                    return f"GET /v1/models does not list {self.served_name} ({', '.join(served[:3]) or 'nothing'})"
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {one_line(exc, 120)}"
+        return "its /health answers, its 1-token chat request did not"
+
+    def _port_error(self, status: int, line: str, address: str | None) -> ReplicaStartError:
+        """The error for a server that found its port taken on every port tried (:data:`PORT_RETRIES` more): the
+        address, and the engine flags given, which may set a port of their own."""
+        self._reap()
+        given = (f"; an engine flag given with --engine-arg ({' '.join(self.spec.engine_args)}) may set a port of its "
+                 "own: drop it or give it a free one") if self.spec.engine_args else ""
+        return ReplicaStartError(
+            f"{self.spec.model}: the {self.spec.engine} server exited with status {status}: it could not listen on "
+            f"{address or f'{HOST}:{self.port}'}, which another process holds ({line}), on {PORT_RETRIES + 1} ports "
+            f"in a row{given}; otherwise find what takes the node's ports; its log: {self.log_path}",
+            log_path=str(self.log_path), cause="port_taken")
 
     def _probe_ready(self, client: httpx.Client, deadline: float) -> bool:
         """One readiness probe: ``True`` when ready; ``False`` while it is loading or answers as another server.

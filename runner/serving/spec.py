@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig, RunSettings
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
+from runner.serving.engines import ENGINES
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class ReplicaSpec:
         return clean[:60]
 
 
-def replica_specs(config: RunConfig) -> list[ReplicaSpec]:
+def replica_specs(config: RunConfig, in_process: tuple[str, ...] = ()) -> list[ReplicaSpec]:
     """The replicas each worker of a run starts: the models of ``config.serve`` (the bare ``--serve`` standing for
     ``config.model``) and the embedded model (:data:`~runner.core.config.EMBEDDED_MODEL`) wherever the run names it
     without a URL (as the agent's model, the simulated user's or the judge's). Call it with the configuration whose
@@ -60,10 +61,17 @@ def replica_specs(config: RunConfig) -> list[ReplicaSpec]:
     replicas, which share the worker's GPUs; a whole number of GPUs above 1 is the tensor-parallel size (from the GPU
     ids the replica is given).
 
+    ``in_process``: providers whose models the run's solution loads in its own process (lm-eval's ``HFLM`` for
+    ``transformers:``): the agent's model of such a provider is not served (and ``--serve`` of it is refused).
+
     Raises:
         ConfigError: a bare ``--serve`` without a model, a served model that is none of the run's models, a
-            fractional ``--num-gpus`` above 1.
+            fractional ``--num-gpus`` above 1, ``--serve`` of a model the solution runs in its own process, an
+            engine flag that takes over what the runner manages (its host, port, served name, model, tensor-parallel
+            size or device: :meth:`Engine.refuse_managed <runner.serving.engines.Engine.refuse_managed>`).
     """
+    agent = model_key(config.model) if config.model else None
+    loaded_here = agent if agent is not None and agent.partition(":")[0] in in_process else None
     named = {model_key(name): name for name in (config.model, config.user_model, config.judge_model) if name}
     chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
     for entry in config.serve:
@@ -74,11 +82,14 @@ def replica_specs(config: RunConfig) -> list[ReplicaSpec]:
         if model_key(name) not in named:
             raise ConfigError(f"--serve {name} names none of the run's models ({', '.join(named.values()) or 'none'}); "
                               "serve the model of --model, --user-model or --judge-model")
+        if model_key(name) == loaded_here and config.model_base_url is None:
+            raise ConfigError(f"--serve {name}: the solution runs {name} in each worker itself; drop --serve (or "
+                              "serve it yourself and pass --model-base-url)")
         chosen[model_key(name)] = (named[model_key(name)], tuple(entry.engine_args))
     urls = {config.model: config.model_base_url, config.user_model: config.user_model_base_url,
             config.judge_model: config.judge_base_url}
     for name, url in urls.items():
-        if name and model_key(name) == EMBEDDED_MODEL and url is None:
+        if name and model_key(name) == EMBEDDED_MODEL and url is None and model_key(name) != loaded_here:
             chosen.setdefault(EMBEDDED_MODEL, (EMBEDDED_MODEL, ()))
     return _specs(chosen, config.worker.num_gpus, config.model_startup_timeout, config.replica_restarts)
 
@@ -88,7 +99,8 @@ def settings_replicas(settings: RunSettings) -> list[ReplicaSpec]:
     settings name each served model (no ``--model`` stands in for a bare entry there).
 
     Raises:
-        ConfigError: an entry without a model, or a fractional ``num_gpus`` above 1.
+        ConfigError: an entry without a model, a fractional ``num_gpus`` above 1, or an engine flag that takes over
+            what the runner manages.
     """
     chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
     for entry in settings.serve:
@@ -110,6 +122,7 @@ def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_
     for key, (name, engine_args) in chosen.items():
         engine, _, source = key.partition(":")
         assert engine in SERVABLE_PROVIDERS  # ServeSpec validated it
+        ENGINES[engine].refuse_managed(name, engine_args)
         embedded = key == EMBEDDED_MODEL
         specs.append(ReplicaSpec(model=name, engine=engine, source="" if embedded else name.partition(":")[2].strip(),
                                  engine_args=engine_args, gpu_share=share, startup_timeout=startup_timeout,

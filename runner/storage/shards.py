@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.core.metric import MetricType, number
 from runner.core.record import TaskRecord
+from runner.core.storable import too_large
 from runner.storage.keys import encode_key
 
 if TYPE_CHECKING:
@@ -187,14 +188,15 @@ def row(record: TaskRecord, data: bytes, record_path: str, headline: Sequence[st
 
 
 def _metric(metric: Any) -> dict[str, Any]:
-    """A metric's entry in ``metrics``: ``value`` is the result as a float when it is a number or a boolean (NaN
-    and infinities kept as they are), ``label`` a ``CATEGORY`` or text result (a ``CORPUS`` metric's list or object
-    as its JSON text), ``error`` the type of what the metric raised."""
+    """A metric's entry in ``metrics``: ``value`` is the result as a float when it is a number a float can hold or
+    a boolean (NaN and infinities kept as they are), ``label`` a ``CATEGORY`` or text result (a ``CORPUS`` metric's
+    list or object as its JSON text, an integer no float can hold as its digits, exactly), ``error`` the type of
+    what the metric raised."""
     result = metric.result
-    value = float(result) if isinstance(result, (bool, int, float)) else None
+    value = float(result) if isinstance(result, (bool, int, float)) and not too_large(result) else None
     if isinstance(result, (list, dict)):
         label: str | None = json.dumps(result, ensure_ascii=False)
-    elif isinstance(result, str) or (metric.type is MetricType.CATEGORY and result is not None):
+    elif isinstance(result, str) or too_large(result) or (metric.type is MetricType.CATEGORY and result is not None):
         label = str(result)
     else:
         label = None

@@ -156,7 +156,7 @@ def assert_last_line_error(result, mode, *fragments):
     "flags, fragment",
     [
         (["--resources", '{"TPU": 1}'], "TPU=1"),
-        (["--memory", "1000TiB"], "memory="),
+        (["--memory", "1000TiB"], "(CPU=1, memory=1000TiB)"),
     ],
 )
 def test_a_worker_no_ray_node_fits_is_refused_before_anything_is_written(cli, tmp_path, flags, fragment, ray_session):

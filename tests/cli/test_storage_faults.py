@@ -50,11 +50,13 @@ def test_lost_responses_make_no_phantom_duplicates(cli, object_store):
 
 
 def test_an_outage_mid_run_is_waited_out_and_logged_once_each_way(cli, storage, s3_proxy):
-    gateway = s3_proxy.inject("html503", op="write", path="/records/", after=10, seconds=2)
+    """An outage of six record writes (not of seconds: a busy machine may send few writes in two), some of them the
+    same record's write tried again."""
+    gateway = s3_proxy.inject("html503", op="write", path="/records/", after=10, times=6)
     result = cli(*TOY, "--limit", "30", "--storage", storage, "--storage-options", NO_CLIENT_RETRIES,
                  "--storage-outage", "60")
     assert result.returncode == 0, result.stderr
-    assert gateway.applied >= 3
+    assert gateway.applied == 6
     assert storage_events(result) == ["storage.outage", "storage.recovered"]
     outage = result.event("storage.outage")
     # The 11th record write fails: the sequential executor writes a few records at once while later items run, so
@@ -63,7 +65,7 @@ def test_an_outage_mid_run_is_waited_out_and_logged_once_each_way(cli, storage, 
               for i in range(10 - WRITES_IN_FLIGHT, 11 + WRITES_IN_FLIGHT)}
     assert outage["failed"] in window
     assert outage["error"] == "OSError: [Errno 16] Service Unavailable" and outage["limit_s"] == 60
-    assert result.event("storage.recovered")["seconds"] >= 1.5
+    assert result.event("storage.recovered")["seconds"] > 0
     summary = json.loads(ResultStore(storage).read_file("summary.json"))
     assert (summary["completed"], summary["errors"]) == (30, 0)
 

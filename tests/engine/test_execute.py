@@ -6,6 +6,7 @@ import math
 import sys
 import time
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -192,6 +193,28 @@ async def test_an_unserialisable_output_is_an_error_record(store):
     assert record.error.type == "UnserialisableOutput"
 
 
+async def test_an_unserialisable_trajectory_or_meta_is_an_error_record_that_keeps_the_rest(store):
+    """A neighbour: an object JSON cannot hold in the trajectory or the metadata stopped the run (the record took
+    the ``repr`` of the whole field where it needs a list or an object). Each such object is its ``repr`` now, the
+    rest of the field and the other fields are kept."""
+    class Opaque:
+        def __repr__(self):
+            return "<Opaque>"
+
+    cycle: list = []
+    cycle.append(cycle)
+    solution = lambda task: SolutionOutput(output=4, trajectory=[{"step": 1}, Opaque()],  # noqa: E731
+                                           meta={"tool": Opaque(), "n": 2})
+    result, record = await run(solution, make_task(), store)
+    assert (result.status, record.error.type) == ("error", "UnserialisableOutput")
+    assert "the solution's trajectory is not JSON-serialisable (list)" in record.error.message
+    assert (record.output, record.trajectory, record.solution_meta) == (
+        4, [{"step": 1}, "<Opaque>"], {"tool": "<Opaque>", "n": 2})
+    _, cyclic = await run(lambda task: SolutionOutput(output=4, meta={"cycle": cycle}), make_task(),
+                          ResultStore(store.uri + "-cycle"))
+    assert cyclic.error.type == "UnserialisableOutput" and cyclic.solution_meta == {"repr": "{'cycle': [[...]]}"}
+
+
 async def test_success_false_marks_the_record_as_error(store):
     _, record = await run(lambda task: SolutionOutput(success=False, output=4), make_task(), store)
     assert record.status == "error" and record.metrics[0].result == 1.0
@@ -296,8 +319,14 @@ def _strict_json(text):
     (True, True, lambda v: v is True),
     (None, None, lambda v: v is None),
     ("high", "high", lambda v: v == "high"),
+    (int("9" * 400) - 3, int("9" * 399 + "6"), lambda v: v == int("9" * 399 + "6")),
+    (-(10**400) - 3, -(10**400) - 3, lambda v: v == -(10**400) - 3),
+    (Decimal("1e400"), 10**400, lambda v: v == 10**400 and type(v) is int),
+    (Fraction(10**400, 3), 10**400 // 3, lambda v: v == 10**400 // 3),
+    (7 * 10**4300, "7" + "0" * 4300, lambda v: v == "7" + "0" * 4300),
 ], ids=["nan", "inf", "-inf", "np.float64-nan", "np.float32", "np.int64", "np.bool_", "0-d array", "Decimal",
-        "Decimal-NaN", "bool", "None", "str"])
+        "Decimal-NaN", "bool", "None", "str", "400 nines", "-1e400", "Decimal-1e400", "Fraction-1e400/3",
+        "4301 digits"])
 async def test_a_metric_result_is_stored_as_what_it_is_in_valid_json(store, value, stored, read_back):
     _, record = await run(sync_one_arg, make_task(metrics=[Returns(value)]), store)
     assert record.status == "ok" and record.metrics[0].error is None
@@ -312,6 +341,70 @@ async def test_non_finite_values_elsewhere_in_a_record_stay_valid_json(store):
     (path,) = (Path(store.uri.removeprefix("file://")) / "records").glob("*/0.json")
     data = _strict_json(path.read_text())
     assert (data["output"], data["solution_meta"]) == ({"loss": "NaN"}, {"bound": "Infinity"})
+
+
+async def test_integers_no_float_can_hold_are_kept_exactly_wherever_they_are(store):
+    """Output, trajectory and metadata keep any integer exactly; one past the 4,300 digits JSON readers take is its
+    digits' text, so the record still reads back."""
+    big, huge = int("9" * 400), 10**4300
+    solution = lambda task: SolutionOutput(output=big, trajectory=[{"tool": "pow", "result": huge}],  # noqa: E731
+                                           meta={"digits": [big, -big]})
+    _, record = await run(solution, make_task(metrics=[Returns(1, wrapped=True)]), store)
+    assert record.status == "ok"
+    assert (record.output, record.trajectory, record.solution_meta) == (
+        big, [{"tool": "pow", "result": "1" + "0" * 4300}], {"digits": [big, -big]})
+    (path,) = (Path(store.uri.removeprefix("file://")) / "records").glob("*/0.json")
+    assert _strict_json(path.read_text())["output"] == big
+
+
+LONE = "\ud835"
+"""Half of the surrogate pair of U+1D7CE MATHEMATICAL BOLD DIGIT ZERO, as ``json.loads('"\\ud835"')`` gives it."""
+
+
+class Says(MetricBase):
+    """A metric whose name, result, message and metadata carry text with a lone surrogate; it raises with such a
+    message when ``raises``."""
+
+    def __init__(self, raises=False):
+        super().__init__(name=("raises" if raises else "says") + LONE, metric_type=MetricType.CATEGORY,
+                         categories=["ok" + LONE])
+        self.raises = raises
+
+    def __call__(self, solution):
+        if self.raises:
+            raise ValueError(f"cannot read {LONE}7")
+        return MetricResult(name=self.name, result="ok" + LONE, message="judge said " + LONE,
+                            metadata={"reply" + LONE: ["Score: " + LONE]})
+
+
+async def test_text_with_unpaired_surrogates_is_stored_well_formed_wherever_it_is(store):
+    """The issue's reply (``"\\ud835<number>"``) in the output, and its neighbours: the trajectory's tool arguments
+    and results, the solution's metadata (keys too), a metric's name, label, message and metadata, a metric's and a
+    solution's error messages. Each lone surrogate becomes U+FFFD; a pair split in two is joined again."""
+    tries = iter(range(2))
+
+    def solution(task):
+        if next(tries) == 0:
+            raise ConnectionError(f"reply {LONE} cut")
+        return SolutionOutput(output=LONE + "7", trajectory=[
+            {"role": "assistant", "tool_calls": [{"name": "lookup", "arguments": {"title": LONE}}]},
+            {"role": "tool", "content": "\udfce" + LONE, "pair": "\ud835" + "\udfce"}], meta={LONE: LONE})
+
+    result, record = await run(solution, make_task(metrics=[Says(), Says(raises=True)]), store, solution_retries=1)
+    assert (result.status, record.tries) == ("error", 2)  # the raising metric: its error is the item's
+    assert record.output == "\ufffd7"
+    assert record.trajectory[0]["tool_calls"][0]["arguments"] == {"title": "\ufffd"}
+    assert record.trajectory[1] == {"role": "tool", "content": "\ufffd\ufffd", "pair": "\U0001d7ce"}
+    assert record.solution_meta == {"\ufffd": "\ufffd"}
+    assert record.try_errors[0].message == "reply \ufffd cut"
+    says, raised = record.metrics
+    assert (says.name, says.result, says.message, says.metadata) == (
+        "says\ufffd", "ok\ufffd", "judge said \ufffd", {"reply\ufffd": ["Score: \ufffd"]})
+    assert raised.error.message == "cannot read \ufffd7"
+    assert raised.name == "raises\ufffd"
+    assert record.error.message == "metric 'raises\ufffd': ValueError: cannot read \ufffd7"
+    (path,) = (Path(store.uri.removeprefix("file://")) / "records").glob("*/0.json")
+    assert json.loads(path.read_bytes().decode("utf-8"))["output"] == "\ufffd7"
 
 
 async def test_a_result_that_is_no_value_at_all_is_an_error_of_the_metric(store):

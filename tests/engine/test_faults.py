@@ -1,11 +1,14 @@
 """Nothing a solution does stops the run (issue 11, item 1), sequentially and on a local Ray: every way out of a
-solution but a return, an event loop blocked for a while or for good, a worker over its memory limit; and the
-heartbeat that keeps a run from being silent."""
+solution but a return, an event loop blocked for a while or for good, a worker over its memory limit, values that
+JSON, Parquet or a mean cannot take as they are (issue 27, item 1); and the heartbeat that keeps a run from being
+silent."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +28,7 @@ from runner.solutions.calculator import calculator
 from runner.engine import progress as progress_module
 from tests.support.cli import REPO
 from runner.engine.progress import Progress
+from runner.models import ChatRequest, MockReply, MockToolCall
 
 EXPECTED = {
     1: ("error", "SystemExit"),
@@ -252,3 +256,68 @@ async def test_processes_a_sequential_solution_leaves_behind_end_with_the_run(tm
     assert solution.own.poll() is None
     solution.own.kill()
     solution.own.wait()
+
+
+NINES = "9" * 400
+"""The answer of 400 nines that ``abs(int(answer) - gold)`` met (traceroot-py PR #161)."""
+
+
+def _half_pairs(request: ChatRequest) -> MockReply:
+    """The scripted model of issue 27's values: on a task's first turn a call of ``echo`` whose arguments hold half
+    of a surrogate pair as the model wrote it (the JSON escape); once the tool answered, ``"\\ud835<number>"`` (as
+    inspect_ai PR #2316 met it): the right number, or 400 nines on tasks d1 and d4."""
+    task = int(re.search(r"What is (\d+)", str(request.messages[0]["content"])).group(1))
+    if not request.count("tool"):
+        return MockReply(tool_calls=[MockToolCall(name="echo", arguments='{"text": "\\ud835 bold"}')])
+    return MockReply(content="\ud835" + (NINES if task in (1, 4) else str(task * task)))
+
+
+@pytest.mark.parametrize("executor", ["sequential", "ray"])
+def test_values_json_parquet_or_a_mean_cannot_take_are_stored_and_the_run_and_its_resume_finish(
+        executor: str, cli: Any, model_server: Any, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Issue 27, item 1, through the command line on both executors: a model's reply of ``"\\ud835<number>"`` and
+    a metric's ``abs(int(answer) - gold)`` for 400 nines stopped the run (2 of 6 records, no summary.json; every
+    resume crashed on the same item; ``report`` exited 1). Their neighbours ride along: half a pair in a tool call's
+    arguments (as the model wrote them) and in a tool's result sent back to the model, and the 400 nines in a
+    ``CORPUS`` metric's per-item pair. Every record is written, shards included; the text is well-formed (U+FFFD
+    for each lone surrogate); the integers are exact and left out of the mean, counted ``too_large``."""
+    mode = ["--sequential"] if executor == "sequential" else []
+    if executor == "ray":
+        request.getfixturevalue("ray_session")
+    model_server.set_policy(_half_pairs)
+    storage = tmp_path / "run"
+    args = ["-b", "tests.support.solutions:DistanceBenchmark", "-s", "tests.support.solutions:echo_agent",
+            "--model", "vllm:scripted", "--model-base-url", model_server.url, "--storage", str(storage),
+            "--shards", "on", "--html", *mode]
+    first = cli(*args, env={"RAY_ADDRESS": ""})
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (first.event("run.finished")["executed"], first.event("run.finished")["errors"]) == (6, 0)
+
+    summary = json.loads((storage / "summary.json").read_text())
+    distance = summary["metrics"]["distance"]
+    assert (distance["n"], distance["mean"], distance["unusable"]["too_large"]) == (4, 0.0, 2)
+    assert summary["metrics"]["answer_and_gold"]["n"] == 6 and summary["score"] == pytest.approx(4 / 6)
+    assert "metric 'distance': 2 of 6 results could not be used and are left out of its mean (2 too_large)" \
+        in summary["notes"]
+    assert list(storage.glob("shards/*.parquet"))
+    records = {r.task_id: r for r in ResultStore(str(storage)).iter_records()}
+    nines = int(NINES)
+    four = records["d4"]
+    assert (four.status, four.output) == ("ok", "\ufffd" + NINES)
+    assert [(m.name, m.result) for m in four.metrics] == [("distance", nines - 16), ("answer_and_gold", [nines, 16])]
+    assert four.solution_meta == {"tool_arguments": [{"text": "\ufffd bold"}]}
+    assert json.loads(four.trajectory[2]["content"]) == {"echoed": "\ufffd bold", "api": "\ufffd from the API"}
+    assert records["d3"].output == "\ufffd9"
+    sent = [json.dumps(r.body, ensure_ascii=False) for r in model_server.requests if r.path.endswith("/completions")]
+    assert sum("\ufffd from the API" in body for body in sent) == 6
+    assert str(nines - 16) in (storage / "results.csv").read_text()
+    assert str(nines - 16) in (storage / "report.html").read_text()
+
+    again = cli(*args, env={"RAY_ADDRESS": ""})
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.event("run.finished")["executed"] == 0
+    report = cli("report", str(storage))
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "2 too_large" in report.stdout
+    status = cli("status", str(storage), "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["done"] == 6

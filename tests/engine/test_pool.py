@@ -73,6 +73,8 @@ class FakeBackend:
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._alarms: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.unplaced: set[int] = set()
+        self.wants: dict[str, float] = {"GPU": 1.0}  # what :meth:`waiting` says each worker asks for
+        self.free: dict[str, float] = {"GPU": 0.0}  # and what is free
 
     def start_worker(self) -> int:
         self.started += 1
@@ -156,8 +158,8 @@ class FakeBackend:
 
     def waiting(self, handles: list[int]) -> dict[str, Any]:
         """Workers ``unplaced`` say they wait for resources (a GPU another job holds)."""
-        return {"unplaced": sum(1 for handle in handles if handle in self.unplaced), "wants": {"GPU": 1.0},
-                "free": {"GPU": 0.0}}
+        return {"unplaced": sum(1 for handle in handles if handle in self.unplaced), "wants": self.wants,
+                "free": self.free}
 
     def release(self, handles: list[int]) -> None:
         self.released = list(handles)
@@ -428,6 +430,24 @@ async def test_workers_waiting_for_busy_resources_say_so_and_stop_the_run_past_t
         await asyncio.wait_for(starting, 5)
     pool.close()
     assert len([entry for entry in logs if entry["event"] == "pool.waiting"]) >= 4
+
+
+async def test_the_memory_workers_wait_for_is_printed_as_written_and_what_is_free_in_gib(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--memory 4TiB``: the line says ``memory=4TiB``, not ``memory=4.39805e+12``; the free memory Ray reports (a
+    byte count of no unit) in GiB."""
+    monkeypatch.setattr(pool_module, "WAIT_LOG_S", 0.05)
+    backend = FakeBackend()
+    backend.unplaced = {0, 1}
+    backend.wants = {"CPU": 1.0, "memory": float(WorkerSpec(memory="4TiB").memory)}
+    backend.free = {"CPU": 1.0, "memory": 12345678901.0}
+    with structlog.testing.capture_logs() as logs, pytest.raises(ResourcesBusy) as stopped:
+        await run_pool(backend, items(1), placement_timeout=0.2)
+    assert "(CPU=1, memory=4TiB) within --placement-timeout 0.2 s; free now: CPU=1, memory=11.50GiB:" in str(
+        stopped.value)
+    waiting = [entry for entry in logs if entry["event"] == "pool.waiting"]
+    assert "each asks for CPU=1, memory=4TiB; free now: CPU=1, memory=11.50GiB" in waiting[0]["detail"]
+    assert waiting[0]["wants"]["memory"] == 4 * 2**40  # the event's fields keep the numbers
 
 
 async def test_a_run_whose_workers_are_gone_and_cannot_be_replaced_stops_with_exit_3(

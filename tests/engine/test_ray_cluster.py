@@ -11,6 +11,7 @@ import pytest
 from runner import RayEvaluator, WorkerSpec
 from runner.benchmarks.toy import ToyBenchmark
 from runner.core.errors import ConfigError
+from runner.core.config import bytes_text, resources_text
 from runner.engine.ray.cluster import RayUnavailable, actor_options, check_reachable, demand, fit_count
 
 NODE_8CPU_2GPU = {"CPU": 8.0, "GPU": 2.0, "memory": 32 * 1024**3, "accelerator_type:A100": 1.0}
@@ -65,6 +66,17 @@ def test_actor_options_carry_every_resource() -> None:
     }
     assert demand(spec) == {"CPU": 2.0, "GPU": 0.5, "memory": float(1024**3), "TPU": 1.0,
                             "accelerator_type:A100": 0.001}
+
+
+@pytest.mark.parametrize(("memory", "shown"), [
+    ("4TiB", "4TiB"), ("1000TiB", "1000TiB"), ("8GiB", "8GiB"), ("1.5GiB", "1.5GiB"), ("512MiB", "512MiB"),
+    ("1.5GB", "1.5GB"), ("2048MiB", "2GiB"), ("12345678901", "11.50GiB"), ("100", "100B"),
+])
+def test_memory_is_printed_as_the_user_wrote_it_or_in_gib(memory: str, shown: str) -> None:
+    """Not ``memory=4.39805e+12`` (issue 27)."""
+    spec = WorkerSpec(num_cpus=2, memory=memory)
+    assert resources_text(demand(spec)) == f"CPU=2, memory={shown}"
+    assert bytes_text(float(spec.memory)) == shown
 
 
 def test_unreachable_address_fails_fast() -> None:

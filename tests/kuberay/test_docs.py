@@ -116,3 +116,22 @@ def test_the_kuberay_command_of_the_models_doc_renders_a_served_run_on_gpus(char
     (group,) = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert group["rayStartParams"] == {"num-gpus": "1"}
     assert group["template"]["spec"]["containers"][0]["image"].endswith(":0.1.0-ray2.60.0-vllm0.33.0")
+
+
+def test_the_lm_eval_doc_s_helm_install_and_submit_make_the_same_valid_run(chart, rayjob_schema, capsys):
+    """docs/lm-eval.md, "GSM8K and MMLU on a KubeRay cluster": both commands render a RayJob valid for KubeRay and
+    the same run config (the benchmark is built where one submits, not prepared: the datasets load on the head)."""
+    doc = (REPO / "docs" / "lm-eval.md").read_text()
+    (release, values), = helm_installs(doc)
+    helm = render(chart, values, name=release)
+    assert rayjob_schema.errors(helm["RayJob"]) == []
+    (argv,) = [argv[3:argv.index(">")] for argv in shell_commands(doc)
+               if argv[:4] == ["python", "-m", "runner", "submit"]]
+    assert main(argv) == 0, capsys.readouterr().err
+    printed = {d["kind"]: d for d in yaml.safe_load_all(capsys.readouterr().out)}
+    assert rayjob_schema.errors(printed["RayJob"]) == []
+    configs = [RunConfig.model_validate(yaml.safe_load(out["ConfigMap"]["data"]["config.yaml"])) for out in (helm, printed)]
+    assert configs[0] == configs[1]
+    assert (configs[0].benchmark, configs[0].benchmark_args["tasks"], configs[0].model) == (
+        "lm-eval", "gsm8k,mmlu", "vllm:Qwen/Qwen2.5-7B-Instruct")
+

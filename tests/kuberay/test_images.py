@@ -71,10 +71,22 @@ def test_the_image_reaches_s3_gcs_and_azure_blob():
     for dockerfile in (DOCKERFILE, VLLM_DOCKERFILE):
         install = [arg for kind, arg in instructions(dockerfile) if kind == "RUN" and "pip install" in arg]
         assert len(install) == 1
-        extras = re.search(r'pip install --no-cache-dir (?:"ray\[default\]==\$\{RAY_VERSION\}" )?"\.\[([a-z,]+)\]"',
+        extras = re.search(r'pip install --no-cache-dir (?:"ray\[default\]==\$\{RAY_VERSION\}" )?"\.\[([a-z,-]+)\]"',
                            install[0])
-        assert extras and set(extras.group(1).split(",")) == {"gcs", "azure", "bfcl", "gaia"}
+        assert extras and {"gcs", "azure", "bfcl", "gaia"} <= set(extras.group(1).split(","))
         assert "import ray, runner, s3fs, gcsfs, adlfs" in install[0]
+
+
+def test_both_images_run_lm_eval_tasks():
+    """The image has the lm-eval extra (HFLM on the workers); the vLLM image lm-eval's API client only, at the
+    extra's pinned release (a second torch would shadow vLLM's), and both import lm_eval when they are built."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (pin,) = [d for d in extras["lm-eval"] if d.startswith("lm-eval")]
+    version = pin.split("==")[1]
+    (install,) = [arg for kind, arg in instructions(DOCKERFILE) if kind == "RUN" and "pip install" in arg]
+    assert '".[gcs,azure,bfcl,gaia,lm-eval]"' in install and "lm_eval" in install
+    (install,) = [arg for kind, arg in instructions(VLLM_DOCKERFILE) if kind == "RUN" and "pip install" in arg]
+    assert f'"lm-eval[api]=={version}"' in install and "lm_eval" in install and "lm-eval]" not in install
 
 
 def test_dockerfile_runs_as_ray_with_no_entrypoint_or_cmd():

@@ -79,6 +79,19 @@ def test_a_tool_call_round_trip(model_server: ScriptedModelServer) -> None:
                     "content": '{"paragraph": "American director"}'}
 
 
+def test_a_server_that_ignores_stop_gets_its_reply_cut_here(model_server: ScriptedModelServer) -> None:
+    """``transformers serve`` with continuous batching ignores ``stop`` (6 of 6 answers ran past "\n"): the reply is
+    what a server that applies it sends, the stop sequence left out; a reply without it is left whole."""
+    model = "transformers:smollm2-135m-instruct"
+    model_server.set_policy(["Paris\nQuestion: and then more"])
+    cut = using(_model(model_server, model), lambda m: m.chat("Capital of France?", stop=["Question:", "\n"]))
+    model_server.set_policy(["no stop sequence here"])
+    whole = using(_model(model_server, model), lambda m: m.chat("Again?", stop="\n"))
+    assert (cut.content, cut.finish_reason) == ("Paris", "stop")
+    assert whole.content == "no stop sequence here"
+    assert model_server.chat_requests[0].stop == ["Question:", "\n"]  # still sent, for servers that apply it
+
+
 def test_forcing_a_tool_and_malformed_arguments(model_server: ScriptedModelServer) -> None:
     model_server.set_policy([{"tool_calls": [{"name": "lookup", "arguments": "{'title': broken"}]}])
     reply = using(_model(model_server), lambda m: m.chat("look", tools=[LOOKUP], tool_choice="lookup"))
@@ -123,6 +136,37 @@ def test_structured_output_repairs_once_then_fails_with_one_line(model_server: S
     prompt_request = model_server.requests[-1].body
     assert "response_format" not in prompt_request
     assert prompt_request["messages"][0]["role"] == "system" and "JSON schema" in prompt_request["messages"][0]["content"]
+
+
+def test_half_of_a_surrogate_pair_from_a_server_or_a_tool_is_u_fffd_and_the_conversation_goes_on(
+        model_server: ScriptedModelServer) -> None:
+    """A reply of ``"\\ud835<number>"`` (valid JSON, half of a pair: inspect_ai PR #2316), in the text, the
+    reasoning and a tool call's arguments (as the model wrote them, and without an id: it is derived from them); a
+    tool's result with such text sent back; and a judge's structured reply holding one. httpx refused to send the
+    next request (``surrogates not allowed``); each lone half is U+FFFD now, and the conversation goes on."""
+    lone = json.loads('"\\ud835"')
+    model_server.answer({"id": "c", "object": "chat.completion", "created": 0, "model": "scripted", "choices": [{
+        "index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": lone + "7", "reasoning_content": "bold " + lone,
+            "tool_calls": [{"type": "function", "function": {"name": "lookup", "arguments": '{"title": "\\ud835"}'}}],
+        }}]})
+    model_server.set_policy(lambda request: "done" if request.count("tool") else
+                            '{"score": 1, "reason": "bold \\ud835 zero"}')
+
+    async def talk(model: ChatModel) -> tuple[ChatReply, ChatReply, Verdict]:
+        first = await model.chat("What is 7?", tools=[LOOKUP])
+        call = first.tool_calls[0]
+        second = await model.chat(["What is 7?", first, tool_message(call.id, {"found": lone})], tools=[LOOKUP])
+        return first, second, await model.chat_structured("Rate it.", Verdict)
+
+    first, second, verdict = using(_model(model_server), talk)
+    assert (first.content, first.reasoning) == ("\ufffd7", "bold \ufffd")
+    assert (first.tool_calls[0].arguments, first.tool_calls[0].raw_arguments) == (
+        {"title": "\ufffd"}, '{"title": "\\ud835"}')
+    assert second.content == "done" and verdict == Verdict(score=1, reason="bold \ufffd zero")
+    sent = model_server.requests[1].body["messages"]
+    assert json.loads(sent[2]["content"]) == {"found": "\ufffd"}
+    assert sent[1]["tool_calls"][0]["id"] == first.tool_calls[0].id
 
 
 def test_dashscope_asks_for_a_json_object_with_the_schema_in_the_prompt(model_server: ScriptedModelServer) -> None:

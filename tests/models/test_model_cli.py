@@ -128,6 +128,28 @@ def test_preflight_refuses_other_answers_in_one_line(toy, tmp_path: Path, model_
     assert not (tmp_path / "run").exists()
 
 
+XINFERENCE_500 = {"detail": "[address=0.0.0.0:37421, pid=4242] The decoder prompt (length 9000) is longer than the "
+                             "maximum model length of 8192. Make sure that `max_model_len` is no smaller than the "
+                             "number of text tokens."}
+"""vLLM's refusal as Xinference sends it: HTTP 500 with FastAPI's ``detail`` (xorbitsai/inference#3785)."""
+
+
+def test_a_500_that_refuses_a_conversation_over_the_context_is_each_items_answer_sent_once(
+        toy, tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    """The run finishes: every item is answered with the empty ``context_length_exceeded`` reply (no error record),
+    one request each, where it used to take five attempts per item and end as an error."""
+    model_server.answer(XINFERENCE_500, status=500, times=None)
+    result = toy(tmp_path, "-s", "chat", "--model", "vllm:scripted", "--model-base-url", model_server.url,
+                 "--log-format", "json")
+    assert result.returncode == 0, result.stderr
+    records = list(ResultStore(str(tmp_path / "run")).iter_records())
+    assert len(records) == 3 and all(record.status != "error" for record in records)
+    assert len(model_server.chat_requests) == 3
+    assert not [event for event in result.events() if event["event"] == "model.retry"]
+    refused = [event for event in result.events() if event["event"] == "model.context_length_exceeded"]
+    assert len(refused) == 3 and "HTTP 500: [address=0.0.0.0:37421, pid=4242] The decoder prompt" in refused[0]["detail"]
+
+
 SIGN_IN = "<html><head><title>Sign in</title></head></html>"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from runner.core import served
 from runner.core.cache import cache_key
 from runner.core.config import EMBEDDED_MODEL
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint
-from runner.models import ChatModel, ChatReply, _context
+from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _context, _errors
 from tests.support.http_proxy import ForwardProxy
 from tests.support.model_server import ScriptedModelServer
 
@@ -134,19 +135,143 @@ def test_transformers_serve_gets_only_the_fields_it_takes(model_server: Scripted
     assert "JSON" in body["messages"][0]["content"]  # the schema goes in the prompt instead
 
 
-@pytest.mark.parametrize("message", [
-    "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4900 in the messages, "
-    "100 in the completion). Please reduce the length of the messages or completion.",
-    "The prompt (total length 9000) is too long to fit into the model (context length 8192). Make sure that "
-    "`max_model_len` is no smaller than the number of text tokens.",
-    "The input (9000 tokens) is longer than the model's context length (8192 tokens).",
-])
+def _vllm(message: str) -> dict[str, object]:
+    """vLLM's ErrorResponse (vllm/entrypoints/openai/protocol.py), as its OpenAI server sends it."""
+    return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
+
+def _sglang(message: str) -> dict[str, object]:
+    """SGLang's ErrorResponse (python/sglang/srt/entrypoints/openai/protocol.py), at the top level."""
+    return {"object": "error", "message": message, "type": "BadRequest", "param": None, "code": 400}
+
+
+RECORDED: list[tuple[str, int, object]] = [
+    # (the engine of CONTEXT_REFUSALS, the status, the body that engine sends)
+    ("vLLM, OpenAI", 400, _vllm("This model's maximum context length is 4096 tokens. However, you requested 5000 "
+                                "tokens (4900 in the messages, 100 in the completion). Please reduce the length of "
+                                "the messages or completion.")),
+    ("vLLM, OpenAI", 400, _vllm("This model's maximum context length is 32768 tokens. However, your request has "
+                                "40000 input tokens. Please reduce the length of the input messages.")),
+    ("vLLM, OpenAI", 400, {"error": {"message": "This model's maximum context length is 4097 tokens. However, your "
+                                                "messages resulted in 4294 tokens. Please reduce the length of the "
+                                                "messages.", "type": "invalid_request_error", "param": "messages",
+                                     "code": "context_length_exceeded"}}),
+    ("vLLM (V1 engine)", 400, _vllm("The decoder prompt (length 9000) is longer than the maximum model length of "
+                                    "8192. Make sure that `max_model_len` is no smaller than the number of text "
+                                    "tokens.")),
+    ("vLLM (V1 engine)", 400, _vllm("The decoder prompt (length 8192) plus the number of requested output tokens "
+                                    "(at least 1) is longer than the maximum model length of 8192. Make sure that "
+                                    "`max_model_len` is no smaller than the number of text tokens (prompt + "
+                                    "requested output tokens).")),
+    # Xinference serving vLLM: the engine's ValueError as FastAPI's HTTPException(500, detail=str(e))
+    # (xinference/api/restful_api.py, create_chat_completion; xorbitsai/inference#3785).
+    ("vLLM (V1 engine)", 500, {"detail": "[address=0.0.0.0:37421, pid=4242] The decoder prompt (length 9000) is "
+                                         "longer than the maximum model length of 8192. Make sure that "
+                                         "`max_model_len` is no smaller than the number of text tokens."}),
+    ("vLLM (V0 engine)", 400, {"object": "error", "message": "The prompt (total length 9000) is too long to fit "
+                               "into the model (context length 8192). Make sure that `max_model_len` is no smaller "
+                               "than the number of text tokens plus multimodal tokens.", "type": "BadRequestError",
+                               "param": None, "code": 400}),
+    ("SGLang", 400, _sglang("The input (9000 tokens) is longer than the model's context length (8192 tokens).")),
+    ("SGLang", 400, _sglang("Requested token count exceeds the model's maximum context length of 8192 tokens. You "
+                            "requested a total of 9100 tokens: 9000 tokens from the input messages and 100 tokens "
+                            "for the completion. Please reduce the number of tokens in the input messages or the "
+                            "completion to fit within the limit.")),
+    ("TGI", 422, {"error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 8192. Given: 9000 "
+                           "`inputs` tokens and 100 `max_new_tokens`", "error_type": "validation"}),
+    ("TGI", 422, {"error": "Input validation error: `inputs` must have less than 8191 tokens. Given: 9000",
+                  "error_type": "validation"}),
+    ("llama.cpp server", 400, {"error": {"code": 400, "message": "request (9000 tokens) exceeds the available "
+                                         "context size (8192 tokens), try increasing it",
+                                         "type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}}),
+    ("llama.cpp server", 400, {"error": {"code": 400, "message": "input (9000 tokens) is larger than the max context "
+                                         "size (8192 tokens). skipping", "type": "exceed_context_size_error"}}),
+    # Ollama's /v1 error (openai/openai.go, NewError).
+    ("Ollama", 400, {"error": {"message": "the prompt is longer than the context length currently available to the "
+                                          "model; shorten the prompt, adjust the context length in settings, or use a "
+                                          "model with a longer context length", "type": "invalid_request_error",
+                               "param": None, "code": None}}),
+    ("Ollama", 400, {"error": {"message": "the input length exceeds the context length",
+                               "type": "invalid_request_error", "param": None, "code": None}}),
+    ("OpenAI", 400, {"error": {"type": "invalid_request_error", "code": "context_length_exceeded",
+                               "message": "Your input exceeds the context window of this model. Please adjust your "
+                                          "input and try again.", "param": "input"}}),
+    ("OpenRouter", 400, {"error": {"message": "This endpoint's maximum context length is 8192 tokens. However, you "
+                                              "requested about 12000 tokens (10000 of text input, 2000 in the "
+                                              "output). Please reduce the length of either one, or use the "
+                                              "\"middle-out\" transform to compress your prompt automatically.",
+                                   "code": 400}}),
+    ("DashScope", 400, {"error": {"code": "InvalidParameter", "param": None, "message": "Range of input length "
+                                  "should be [1, 30720]", "type": "InvalidParameter"},
+                        "id": "0a6dd2aa-dfc9-496d-a290-7436a7112533",
+                        "request_id": "0a6dd2aa-dfc9-496d-a290-7436a7112533"}),
+    ("Anthropic (through a gateway)", 400, {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "prompt is too long: 208656 tokens > 200000 maximum"}}),
+    ("Gemini (through a gateway)", 400, [{"error": {
+        "code": 400, "message": "The input token count (1200293) exceeds the maximum number of tokens allowed "
+                                "(1048576).", "status": "INVALID_ARGUMENT"}}]),
+    # LiteLLM's proxy passing a provider's refusal on as a 500 (a gateway's error, whatever the upstream said).
+    ("LiteLLM", 500, {"error": {"message": "litellm.ContextWindowExceededError: litellm.BadRequestError: "
+                                           "OpenAIException - context window exceeded", "type": None, "param": None,
+                                "code": "500"}}),
+]
+
+
+def _message(body: object) -> str:
+    found = _errors.error_message(body)
+    assert found is not None
+    return found
+
+
+def test_every_refusal_of_the_table_has_a_recorded_body_that_its_phrase_matches() -> None:
+    for refusal in _errors.CONTEXT_REFUSALS:
+        bodies = [body for engine, _, body in RECORDED if engine == refusal.engine]
+        assert any(re.search(refusal.phrase, _message(body), re.IGNORECASE) for body in bodies), refusal
+        assert refusal.source
+    engines = {refusal.engine for refusal in _errors.CONTEXT_REFUSALS}
+    assert {engine for engine, _, _ in RECORDED} == engines
+
+
+@pytest.mark.parametrize(("engine", "status", "body"), RECORDED,
+                         ids=[f"{engine}-{status}-{index}" for index, (engine, status, _) in enumerate(RECORDED)])
 def test_a_conversation_over_the_context_is_an_empty_reply_with_that_stop_reason(
-        model_server: ScriptedModelServer, message: str) -> None:
-    model_server.fail(400, message=message)
-    reply = chat(ChatModel.from_name("vllm:scripted", base_url=model_server.url))
+        model_server: ScriptedModelServer, engine: str, status: int, body: object) -> None:
+    """Whatever the engine, the status (TGI's 422, Xinference's 500) and the body's shape: the item's answer, sent
+    once."""
+    model_server.answer(body, status=status, times=None)
+    with capture_logs() as logs:
+        reply = chat(ChatModel.from_name("vllm:scripted", base_url=model_server.url))
     assert reply.finish_reason == "context_length_exceeded" and reply.text == ""
     assert len(model_server.chat_requests) == 1  # not retried
+    [refused] = [log for log in logs if log["event"] == "model.context_length_exceeded"]
+    assert refused["detail"].startswith(f"vllm:scripted at {model_server.url}: HTTP {status}: ")
+    assert _message(body)[:40] in refused["detail"]
+
+
+def test_a_context_refusal_in_an_error_body_with_status_200_is_the_same_reply(model_server: ScriptedModelServer) -> None:
+    model_server.answer({"error": {"message": "request (9000 tokens) exceeds the available context size (8192 "
+                                              "tokens), try increasing it", "code": 400}}, times=None)
+    reply = chat(ChatModel.from_name("vllm:scripted", base_url=model_server.url))
+    assert reply.finish_reason == "context_length_exceeded" and len(model_server.chat_requests) == 1
+
+
+@pytest.mark.parametrize(("status", "body", "sent"), [
+    # A server error that names no context: retried, then an error (the neighbour of Xinference's 500).
+    (500, {"detail": "[address=0.0.0.0:37421, pid=4242] CUDA error: an illegal memory access was encountered"}, 3),
+    # vLLM's 400 about the context that is no refusal of the conversation: an error, sent once.
+    (400, _vllm("truncate_prompt_tokens value is greater than max_model_len. Please, select a smaller truncation "
+                "size."), 1),
+    # A code of another kind on llama.cpp's server.
+    (400, {"error": {"code": 400, "message": "invalid argument: n_probs", "type": "invalid_request_error"}}, 1),
+])
+def test_other_errors_stay_errors(model_server: ScriptedModelServer, status: int, body: object, sent: int) -> None:
+    model_server.answer(body, status=status, times=None)
+    model = ChatModel.from_name("vllm:scripted", base_url=model_server.url,
+                                retry=RetryPolicy(max_attempts=3, initial_delay=0, jitter=0))
+    with pytest.raises(ModelError) as failed:
+        chat(model)
+    assert failed.value.error_code != "context_length_exceeded" and f"HTTP {status}" in str(failed.value)
+    assert len(model_server.chat_requests) == sent
 
 
 def test_a_replica_that_does_not_check_the_context_gets_no_request_over_it(

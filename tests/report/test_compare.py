@@ -112,6 +112,26 @@ def test_partial_runs_compare_on_the_items_they_share(tmp_path):
     assert (row(comparison, "acc").n, row(comparison, "f1").n, row(comparison, "f1").excluded) == (9, 8, 1)
 
 
+def test_a_value_no_mean_can_use_leaves_its_item_out_of_that_metric_only(tmp_path, cli):
+    """An integer no float can hold (``abs(int(answer) - gold)`` for 400 nines) stopped compare with an
+    ``OverflowError``; a neighbour, NaN, went into the means as NaN. Both leave their item out of that metric, counted
+    in ``excluded``, as a metric that raised does; the item stays in the others."""
+    base = write_run(str(tmp_path / "base"), records(ACC_A, F1_A), n_tasks=6, n_repeats=2)
+    changed = {("t0", 1): int("9" * 400), ("t3", 0): float("nan")}
+    new = write_run(str(tmp_path / "new"), [
+        make_record(r.task_id, r.repeat, {"acc": r.metrics[0].result, "f1": changed[(r.task_id, r.repeat)]},
+                    r.tags["category"]) if (r.task_id, r.repeat) in changed else r
+        for r in records(ACC_B, F1_B)], n_tasks=6, n_repeats=2, solution="b")
+    comparison = compare_runs([base, new])
+    assert (row(comparison, "acc").n, row(comparison, "f1").n, row(comparison, "f1").excluded) == (12, 10, 2)
+    kept = [(t, r) for t in F1_A for r in (0, 1) if (t, r) not in changed]
+    assert row(comparison, "f1").runs[1].mean == pytest.approx(np.mean([F1_B[t][r] for t, r in kept]))
+    result = cli("compare", base.uri, new.uri, "--out", str(tmp_path / "out"), "--html")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads((tmp_path / "out" / "compare.json").read_text())["rows"]
+    assert next(r for r in rows if r["metric"] == "f1" and r["category"] is None)["excluded"] == 2
+
+
 def test_three_runs_are_each_compared_with_the_first(tmp_path, runs):
     third = write_run(str(tmp_path / "third"), records(ACC_A, F1_A), n_tasks=6, n_repeats=2, solution="c")
     comparison = compare_runs([*runs, third])

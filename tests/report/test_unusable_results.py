@@ -40,8 +40,9 @@ def test_every_metric_says_how_many_results_it_could_not_use_and_why(tmp_path):
     summary = build_report(store)
     m = summary.metrics["m"]
     assert (m.mean, m.n, m.errors, m.min, m.max) == (pytest.approx(2 / 3), 3, 2, 0.0, 1.0)
-    assert m.unusable == {"error": 1, "non_finite": 2, "not_a_number": 2, "judge_score_out_of_range": 1}
-    assert summary.metrics["ok"].unusable == {"error": 0, "non_finite": 0, "not_a_number": 0}
+    assert m.unusable == {"error": 1, "non_finite": 2, "not_a_number": 2, "too_large": 0,
+                          "judge_score_out_of_range": 1}
+    assert summary.metrics["ok"].unusable == {"error": 0, "non_finite": 0, "not_a_number": 0, "too_large": 0}
     assert summary.notes == ["metric 'm': 6 of 9 results could not be used and are left out of its mean (1 error, 2 "
                              "non_finite, 2 not_a_number, 1 judge_score_out_of_range)"]
     assert summary.by_category["c"]["m"] == {"mean": pytest.approx(2 / 3), "stderr": pytest.approx(1 / 3), "n": 3}
@@ -49,6 +50,36 @@ def test_every_metric_says_how_many_results_it_could_not_use_and_why(tmp_path):
     assert stored["metrics"]["m"]["unusable"] == m.unusable
     rows = {row["task_id"]: row for row in csv.DictReader(io.StringIO(store.read_file("results.csv").decode()))}
     assert [rows[f"t{i}"]["m"] for i in range(9)] == ["1.0", "NaN", "0.0", "", "high", "", "", "1", "Infinity"]
+
+
+NINES = int("9" * 400)
+"""The answer of 400 nines that ``abs(int(answer) - gold)`` met (traceroot-py PR #161)."""
+
+
+def test_an_integer_no_float_can_hold_is_kept_exactly_counted_too_large_and_left_out_of_the_mean(tmp_path, cli):
+    """The issue's ``abs(int(answer) - gold)`` for 400 nines, and its neighbours: a negative one, and one of 4,301
+    digits (past what JSON readers take: stored as its digits' text). Before: ``OverflowError`` from the report,
+    no summary.json, ``report`` exit 1."""
+    huge, huge_digits = 7 * 10**4300, "7" + "0" * 4300
+    store = store_of(tmp_path, [1.0, NINES - 3, -(10**400), huge, 0.0])
+    summary = build_report(store)
+    m = summary.metrics["m"]
+    assert (m.mean, m.n, m.min, m.max) == (0.5, 2, 0.0, 1.0)
+    assert m.unusable == {"error": 0, "non_finite": 0, "not_a_number": 0, "too_large": 3}
+    assert summary.notes == ["metric 'm': 3 of 5 results could not be used and are left out of its mean (3 "
+                             "too_large)"]
+    assert summary.by_category["c"]["m"] == {"mean": 0.5, "stderr": 0.5, "n": 2}
+    stored = {record.task_id: record.metrics[0].result for record in store.iter_records()}
+    assert stored == {"t0": 1.0, "t1": NINES - 3, "t2": -(10**400), "t3": huge_digits, "t4": 0.0}
+    assert json.loads(store.read_file("summary.json"))["metrics"]["m"]["unusable"]["too_large"] == 3
+    rows = {row["task_id"]: row for row in csv.DictReader(io.StringIO(store.read_file("results.csv").decode()))}
+    assert [rows[f"t{i}"]["m"] for i in range(5)] == ["1.0", str(NINES - 3), str(-(10**400)), huge_digits, "0.0"]
+
+    again = cli("report", str(tmp_path), "--html")
+    assert again.returncode == 0, again.stderr
+    assert "3 too_large" in again.stdout
+    page = (tmp_path / "report.html").read_text()
+    assert str(NINES - 3) in page and "Infinity" not in page
 
 
 def test_the_table_counts_unusable_results_and_prints_the_notes(tmp_path):

@@ -21,6 +21,25 @@ def test_the_converted_model_is_keyed_by_the_ggufs_sha256_and_names_its_architec
     assert embedded.model_dir() == embedded_dir  # converted once: the second call finds it
 
 
+def test_the_converted_folder_loads_with_plain_from_pretrained(embedded_dir: Path) -> None:
+    """What lm-eval's HFLM and any transformers user do with a model folder: no gguf_file= needed."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(embedded_dir)
+    assert getattr(config, "quantization_config", None) is None
+    assert "quantization_config" not in json.loads((embedded_dir / "config.json").read_text())
+
+
+def test_a_conversion_that_still_names_its_gguf_is_repaired_on_first_use(embedded_dir: Path) -> None:
+    """Conversions before the fix kept the GGUF's quantization_config in config.json; model_dir() drops it."""
+    path = embedded_dir / "config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "quantization_config": {"quant_method": "gguf", "dequantize": False,
+                                                                  "gguf_file": embedded.GGUF_NAME}}))
+    assert embedded.model_dir() == embedded_dir
+    assert json.loads(path.read_text()) == config
+
+
 def test_the_gguf_is_the_pinned_file(embedded_dir: Path) -> None:
     gguf = embedded.gguf_file()
     assert gguf.name == embedded.GGUF_NAME and gguf.stat().st_size == embedded.GGUF_SIZE

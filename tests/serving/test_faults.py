@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.serving.faults import classify
+from runner.serving.faults import bind_failure, classify, listening
 
 VLLM_OOM = """\
 INFO 11-30 10:00:01 [gpu_model_runner.py:1234] Loading model weights took 14.9 GiB
@@ -65,3 +65,34 @@ def test_an_unknown_failure_is_named_by_its_last_error_line() -> None:
 def test_progress_bars_are_read_at_their_last_state_and_an_empty_log_has_no_line() -> None:
     assert classify("Loading: 10%\rLoading: 100%\n").line == "Loading: 100%"
     assert classify("").line == ""
+
+
+@pytest.mark.parametrize(("tail", "address"), [
+    # transformers serve (uvicorn), as met for real in test_replica.py
+    ("INFO:     Application startup complete.\nINFO:     Uvicorn running on http://127.0.0.1:18600 (Press CTRL+C to "
+     "quit)\n", "http://127.0.0.1:18600"),
+    ("INFO 11-30 10:00:09 [api_server.py:1880] Starting vLLM API server 0 on http://127.0.0.1:41000\n",
+     "http://127.0.0.1:41000"),
+    ("INFO 11-30 10:00:09 [api_server.py:1880] Starting vLLM API server 0 on http://127.0.0.1:41000\n"
+     "INFO:     Uvicorn running on socket ('127.0.0.1', 41000) (Press CTRL+C to quit)\n", "http://127.0.0.1:41000"),
+    ("INFO:     Uvicorn running on unix socket /tmp/vllm.sock (Press CTRL+C to quit)\n", "/tmp/vllm.sock"),
+    ("[2026-11-30 10:00:30] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)\n"
+     "[2026-11-30 10:00:40] The server is fired up and ready to roll!\n", None),
+])
+def test_the_line_by_which_a_server_says_it_listens(tail: str, address: str | None) -> None:
+    found = listening("Loading weights: 100%\n" + tail)
+    assert found is not None and found[1] == address and found[0] in " ".join(tail.split())
+
+
+def test_a_log_that_says_nothing_of_listening_is_still_loading() -> None:
+    assert listening("[transformers] Loading /models/m@main\nLoading weights:  43%\n") is None
+
+
+def test_a_taken_port_and_the_address_it_names() -> None:
+    uvicorn = ("INFO:     Waiting for application startup.\nERROR:    [Errno 98] error while attempting to bind on "
+               "address ('127.0.0.1', 18600): address already in use\nINFO:     Waiting for application shutdown.\n")
+    assert bind_failure(uvicorn) == ("ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', "
+                                     "18600): address already in use", "127.0.0.1:18600")
+    assert bind_failure("OSError: [Errno 98] Address already in use\n") == (
+        "OSError: [Errno 98] Address already in use", None)
+    assert bind_failure(VLLM_OOM) is None

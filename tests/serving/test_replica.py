@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from runner.core.config import EMBEDDED_MODEL
 from runner.core.errors import ReplicaStartError
 from runner.core.usage import usage_scope
 from runner.models import ChatModel
-from runner.serving import Replica, ReplicaSpec, ServedModels, replica_specs, shepherd, supervisor
+from runner.serving import Replica, ReplicaSpec, ServedModels, replica, replica_specs, shepherd, supervisor
 from runner.core.config import RunConfig
 from tests.support.http_proxy import ForwardProxy
 
@@ -221,3 +222,77 @@ def test_stop_leaves_no_process(embedded_dir: Path, tmp_path: Path) -> None:
     assert shepherd.session_processes(pid)
     assert replica.stop() == []
     assert shepherd.session_processes(pid) == [] and replica.exit_status is not None
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A loopback port another process holds (a listening socket of this test)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_a_port_taken_by_another_process_is_retried_on_a_new_port(embedded_dir: Path, tmp_path: Path,
+                                                                   held_port: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port picked for the server is taken before it binds it (another process got there first): it is started
+    again on a fresh port, once, and becomes ready there."""
+    picks = iter([held_port])
+    fresh = replica.free_port
+    monkeypatch.setattr(replica, "free_port", lambda: next(picks, None) or fresh())
+    server = Replica(spec(embedded_dir), [], tmp_path)
+    try:
+        with capture_logs() as logs:
+            server.start()
+            server.wait_ready()
+        [taken] = [entry for entry in logs if entry["event"] == "replica.port_taken"]
+        assert taken["port"] == held_port and server.port != held_port and server.starts == 2
+        assert server.check(timeout=120).ok
+        assert server.log_path.read_text().count("=== runner: start") == 2
+    finally:
+        server.stop()
+
+
+def test_a_port_taken_on_every_try_names_the_address_and_the_engine_args(embedded_dir: Path, tmp_path: Path,
+                                                                         held_port: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replica, "free_port", lambda: held_port)
+    monkeypatch.setattr(replica, "PORT_RETRIES", 1)
+    server = Replica(spec(embedded_dir, engine_args=("--cb-block-size", "32")), [], tmp_path)
+    server.start()
+    with pytest.raises(ReplicaStartError) as refused:
+        server.wait_ready()
+    message = str(refused.value)
+    assert refused.value.cause == "port_taken" and server.starts == 2 and "\n" not in message
+    # uvicorn exits 3 when its start-up fails (uvicorn/server.py, STARTUP_FAILURE)
+    assert message.startswith(f"{EMBEDDED_MODEL}: the transformers server exited with status 3: it could not "
+                              f"listen on 127.0.0.1:{held_port}, which another process holds (ERROR: [Errno 98] "
+                              f"error while attempting to bind on address ('127.0.0.1', {held_port}): address already "
+                              "in use)")
+    assert "on 2 ports in a row; an engine flag given with --engine-arg (--cb-block-size 32) may set a port" in message
+    assert message.endswith(f"its log: {server.log_path}")
+
+
+def test_a_server_up_where_the_runner_does_not_probe_is_named_unreachable_not_slow(embedded_dir: Path,
+                                                                                  tmp_path: Path) -> None:
+    """A port flag that reaches the engine anyway (a spec built by hand; the CLI refuses it): the server says it is
+    listening there, and the runner's probe of its own port cannot reach it. The error says so, and where it
+    listens, instead of "raise --model-startup-timeout"."""
+    elsewhere = replica.free_port()
+    server = Replica(spec(embedded_dir, engine_args=("--port", str(elsewhere))), [], tmp_path)
+    server.start()
+    deadline = time.monotonic() + 600  # a bound on a hang, not the expected time: the loop waits for the log line
+    while "Uvicorn running on" not in server.log_path.read_text():
+        assert time.monotonic() < deadline and server.exit_status is None, server.log_tail()
+        time.sleep(0.2)
+    with pytest.raises(ReplicaStartError) as late:
+        server.wait_ready(deadline=time.monotonic())  # the deadline is reached at the first probe
+    message = str(late.value)
+    assert late.value.cause == "unreachable" and "--model-startup-timeout" not in message
+    assert message.startswith(f"{EMBEDDED_MODEL}: the transformers server is up (its log: 'INFO: Uvicorn running "
+                              f"on http://127.0.0.1:{elsewhere} (Press CTRL+C to quit)'), but the runner's probe of "
+                              f"http://127.0.0.1:{server.port} did not pass within 600 s (ConnectError: ")
+    assert (f"it listens at http://127.0.0.1:{elsewhere}, not on the port the runner gave it: drop the engine flag "
+            "that moves it (--engine-arg)") in message
+    assert shepherd.session_processes(server.process.pid) == []

@@ -99,3 +99,61 @@ def test_the_cli_refuses_engine_args_without_a_served_model_before_writing(cli, 
                  "--storage", str(tmp_path / "run"), "--sequential")
     result.error_line("--engine-arg needs exactly one served model (--serve MODEL), and the run serves none")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("model", "flags", "named"), [
+    ("vllm:m", ["--engine-arg=--port=18600"], "--port"),
+    ("vllm:m", ["--engine-arg=--port 18600"], "--port"),
+    ("vllm:m", ["--engine-arg=--port", "--engine-arg=18600"], "--port"),
+    ("vllm:m", ["--engine-arg=--host=0.0.0.0"], "--host"),
+    ("vllm:m", ["--engine-arg=--served-model-name=qwen"], "--served-model-name"),
+    ("vllm:m", ["--engine-arg=--serv qwen"], "--serv (--served-model-name)"),  # argparse takes a unique prefix
+    ("vllm:m", ["--engine-arg=-tp 2"], "-tp (--tensor-parallel-size)"),
+    ("vllm:m", ["--engine-arg=--tensor_parallel_size=2"], "--tensor_parallel_size (--tensor-parallel-size)"),
+    ("vllm:m", ["--engine-arg=--distributed-executor-backend ray"], "--distributed-executor-backend"),
+    ("vllm:m", ["--engine-arg=--api-key=secret"], "--api-key"),
+    ("sglang:m", ["--engine-arg=--port 31000"], "--port"),
+    ("sglang:m", ["--engine-arg=--tp 2"], "--tp (--tensor-parallel-size)"),
+    ("sglang:m", ["--engine-arg=--tp-size=2"], "--tp-size (--tensor-parallel-size)"),
+    ("sglang:m", ["--engine-arg=--model-path /other"], "--model-path"),
+    ("transformers:m", ["--engine-arg=--device cuda:1"], "--device"),
+    ("transformers:m", ["--engine-arg=--port=8000"], "--port"),
+])
+def test_an_engine_flag_that_takes_over_what_the_runner_manages_is_refused_in_one_line(
+        model: str, flags: list[str], named: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        replica_specs(config("--model", model, "--serve", *flags))
+    message = str(refused.value)
+    assert message.startswith(f"{model}: --engine-arg {named} takes over what the runner manages for "
+                              f"{model.partition(':')[0]}: ") and "\n" not in message
+    assert "secret" not in message  # a flag's value is never shown
+
+
+@pytest.mark.parametrize(("model", "flag"), [
+    ("vllm:m", "--max-model-len=8192"), ("vllm:m", "--gpu-memory-utilization 0.5"),
+    ("vllm:m", "--model-impl transformers"),  # longer than --model, not a prefix of it
+    ("sglang:m", "--context-length 4096"), ("transformers:m", "--cb-block-size 32"),
+    ("transformers:m", "--dev cuda"),  # click takes no prefix: transformers serve refuses it itself
+])
+def test_other_engine_flags_go_to_the_engine(model: str, flag: str) -> None:
+    [spec] = replica_specs(config("--model", model, "--serve", f"--engine-arg={flag}"))
+    assert spec.engine_args == tuple(flag.split())
+
+
+def test_the_cli_refuses_a_port_for_the_embedded_replica_before_anything_starts(cli_process, tmp_path: Path) -> None:
+    """``--engine-arg=--port=18600`` used to make the replica listen there while the runner probed its own port until
+    --model-startup-timeout (exit 2 after 154 s): now exit 2 at once, one line, nothing written or started."""
+    result = cli_process("run", "-b", "toy", "-s", "chat", "--model", EMBEDDED_MODEL, "--serve",
+                         "--engine-arg=--port=18600", "--storage", str(tmp_path / "run"), "--sequential")
+    result.error_line(f"{EMBEDDED_MODEL}: --engine-arg --port takes over what the runner manages for transformers: "
+                      "each replica gets a free port on 127.0.0.1, where the runner probes it")
+    assert not (tmp_path / "run").exists()  # and error_line saw no other line: no replica.start
+
+
+def test_the_python_api_refuses_the_same_flags() -> None:
+    from runner.core.config import RunSettings, ServeSpec
+    from runner.serving import settings_replicas
+
+    settings = RunSettings(serve=[ServeSpec(model="sglang:m", engine_args=["--host", "0.0.0.0"])])
+    with pytest.raises(ConfigError, match=r"^sglang:m: --engine-arg --host takes over what the runner manages"):
+        settings_replicas(settings)

@@ -445,6 +445,35 @@ def test_a_compaction_that_fails_loses_nothing_and_is_tried_again(tmp_path, monk
 
 # -- Parquet for users ----------------------------------------------------------------------------------------------
 
+def test_text_and_integers_a_store_cannot_take_as_they_are_survive_a_shard(tmp_path):
+    """The issue's values in a shard: text with half of a surrogate pair (pyarrow refuses it in a string column) and
+    an integer no float can hold (the ``value`` column is a float64), in the output, the trajectory's tool arguments
+    and a metric. The row keeps the record exactly; the integer's digits are its ``label``; the report from the
+    shard is the report from the records."""
+    nines = int("9" * 400)
+    records = [make_record("t0", 0, {"exact": 0.0, "distance": nines - 49}, output="\ud835" + "9" * 400,
+                           trajectory=[{"tool": "echo", "arguments": {"text": "\ud835"}}], write_id="w0",
+                           task_index=0),
+               make_record("t1", 0, {"exact": 1.0, "distance": 0}, output="1", write_id="w1", task_index=1)]
+    store = write_run(str(tmp_path / "run"), records, n_tasks=2)
+    before = build_report(store)
+    _drive(store, records).finish()
+    assert store.list_record_paths() == [] and len(store.shard_sizes()) == 1
+    (shard,) = (tmp_path / "run" / "shards").glob("*.parquet")
+    import pyarrow.parquet as pq
+
+    rows = {row["task_id"]: row for row in pq.read_table(shard).to_pylist()}
+    assert rows["t0"]["metrics"][1] == {"name": "distance", "value": None, "label": str(nines - 49), "error": None}
+    assert rows["t1"]["metrics"][1] == {"name": "distance", "value": 0.0, "label": None, "error": None}
+    assert rows["t0"]["score"] == 0.0 and rows["t0"]["score_metric"] == "exact"
+    record = _by_item(store)[("t0", 0)]
+    assert (record.output, record.trajectory[0]["arguments"], record.metrics[1].result) == (
+        "\ufffd" + "9" * 400, {"text": "\ufffd"}, nines - 49)
+    after = build_report(store)
+    assert after.model_dump(exclude={"runner_version"}) == before.model_dump(exclude={"runner_version"})
+    assert after.metrics["distance"].unusable["too_large"] == 1 and after.metrics["distance"].n == 1
+
+
 def test_duckdb_and_polars_query_the_shards(tmp_path):
     import duckdb
     import polars as pl

@@ -126,6 +126,9 @@ class ScriptedModelServer:
         disconnects: the requests whose client closed the connection before their answer was complete (while the
             server stalled, waited out its latency or trickled the answer), in the order it noticed; see
             :meth:`wait_for_disconnects`.
+        completions: answers ``POST /v1/completions`` (the legacy completions API, which lm-eval's
+            ``local-completions`` speaks): ``completions(body)`` returns the answer's JSON body, or a
+            :class:`RawAnswer`; ``None``: that route answers 404.
         strict_tool_arguments: answer 400 to a chat request whose assistant messages carry a tool call whose
             ``function.arguments`` is not a string holding a JSON object (``" "``, ``""``, ``null``, broken JSON), as
             vLLM does (its chat template decodes every earlier call's arguments: vllm-project/vllm#19419).
@@ -149,6 +152,7 @@ class ScriptedModelServer:
         self.rate_limited = 0
         self.max_in_flight = 0
         self.strict_tool_arguments = False
+        self.completions: Callable[[Any], dict[str, Any] | RawAnswer] | None = None
         self._in_flight = 0
         self._rate: tuple[float, str] | None = None
         self._full_at = 0.0
@@ -488,9 +492,14 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.recorded = RecordedRequest("POST", self.path, headers, body)
-        self.stream = isinstance(body, dict) and body.get("stream") is True
+        self.stream = (isinstance(body, dict) and body.get("stream") is True
+                       and self.path.rstrip("/").endswith("/chat/completions"))
         fault = self.owner._record(self.recorded)
         self.drip = self.owner._take_drip("chat") if self.path.rstrip("/").endswith("/chat/completions") else None
+        if self.path.rstrip("/").endswith("/v1/completions") and self.owner.completions is not None:
+            answered = self.owner.completions(body)
+            self._send_raw(answered) if isinstance(answered, RawAnswer) else self._send(200, answered)
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._error(404, f"no route {self.path}")
             return

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
-from runner import BenchmarkBase, Task
+from runner import BenchmarkBase, Headline, MetricBase, MetricType, RunResults, SolutionOutput, Task, solution_factory
 from runner.solutions.calculator import calculator
 from runner.benchmarks.toy import NumericMatch
 
@@ -84,3 +87,80 @@ class BrokenAgent:
 
     def __call__(self, task: Task) -> float:
         return calculator(task)
+
+
+class Distance(MetricBase):
+    """``abs(int(answer) - gold)`` of the answer's ASCII digits, however many (traceroot-py's metric that met an
+    answer of 400 nines, PR #161); ``None`` for an answer without digits."""
+
+    def __init__(self, gold: int) -> None:
+        super().__init__(name="distance")
+        self.gold = gold
+
+    def __call__(self, solution: SolutionOutput) -> int | None:
+        digits = "".join(re.findall(r"[0-9]+", str(solution.output)))
+        return abs(int(digits) - self.gold) if digits else None
+
+
+class AnswerAndGold(MetricBase):
+    """A ``CORPUS`` metric's per-item pair ``[int(answer), gold]`` (``None`` for an answer without digits): the
+    benchmark's headline is the share of pairs that agree."""
+
+    def __init__(self, gold: int) -> None:
+        super().__init__(name="answer_and_gold", metric_type=MetricType.CORPUS)
+        self.gold = gold
+
+    def __call__(self, solution: SolutionOutput) -> list[int | None]:
+        digits = "".join(re.findall(r"[0-9]+", str(solution.output)))
+        return [int(digits) if digits else None, self.gold]
+
+
+class DistanceBenchmark(BenchmarkBase):
+    """``n`` tasks "What is i * i?" scored by :class:`Distance` and :class:`AnswerAndGold`; the headline is the
+    share of exact answers, from the corpus pairs."""
+
+    def __init__(self, n: int = 6) -> None:
+        super().__init__(name="distance", description="distance")
+        self.n = n
+
+    def __iter__(self) -> Iterator[Task]:
+        for i in range(self.n):
+            yield Task(id=f"d{i}", input=f"What is {i} * {i}?", ground_truth=i * i,
+                       metrics=[Distance(i * i), AnswerAndGold(i * i)])
+
+    def score(self, results: RunResults) -> Headline:
+        pairs = [row.scores["answer_and_gold"] for row in results.rows if "answer_and_gold" in row.scores]
+        return Headline(score=sum(answer == gold for answer, gold in pairs) / len(pairs))
+
+
+ECHO_TOOL = {"name": "echo", "description": "Say the text back.",
+             "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}
+BROKEN_API = '"\\udc00 from the API"'
+"""What :func:`echo_agent`'s tool adds to each answer: a JSON string holding a lone low surrogate, as a web API that
+cut a pair sends it (decoded with ``json.loads``)."""
+
+
+@solution_factory
+def echo_agent(model: str, model_base_url: str | None = None) -> Callable[[Task], Awaitable[SolutionOutput]]:
+    """An agent with one tool, ``echo``: asks the model, runs each tool call it makes (answering the call's ``text``
+    and :data:`BROKEN_API`'s text), sends the results back and answers with the model's next reply. Output: that
+    reply's text; trajectory: the conversation; meta: the arguments of each tool call."""
+    from runner.models import ChatModel, tool_message, user_message  # the model clients, for this solution only
+
+    chat_model = ChatModel.from_name(model, base_url=model_base_url)
+
+    async def solve(task: Task) -> SolutionOutput:
+        conversation: list[Any] = [user_message(str(task.input))]
+        reply = await chat_model.chat(conversation, tools=[ECHO_TOOL])
+        calls = list(reply.tool_calls)
+        conversation.append(reply.to_message())
+        for call in calls:
+            said = {"echoed": call.arguments.get("text"), "api": json.loads(BROKEN_API)}
+            conversation.append(tool_message(call.id, said, name=call.name))
+        if calls:
+            reply = await chat_model.chat(conversation, tools=[ECHO_TOOL])
+            conversation.append(reply.to_message())
+        return SolutionOutput(output=reply.text, trajectory=conversation,
+                              meta={"tool_arguments": [call.arguments for call in calls]})
+
+    return solve

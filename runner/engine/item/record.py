@@ -12,6 +12,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from runner.core.metric import MetricType
 from runner.core.record import ErrorInfo, MetricRecord, TaskRecord, Timings, TokenUsage
 from runner.core.solution import SolutionOutput
+from runner.core.storable import storable
 from runner.core.task import Task
 from runner.engine.item.outcome import ItemResult, SolutionOutcome
 from runner.engine.live import usable_scores
@@ -121,25 +122,60 @@ def acknowledgement(record: TaskRecord, verdict: Verdict, stored: bytes | None, 
                       verdict.cause, scores, record.tags.get("category"), stored if keep_stored else None)
 
 
+_SERIAL_ERRORS = (PydanticSerializationError, TypeError, ValueError)
+REPR_CHARS = 2000
+"""Characters kept of the ``repr`` of an object a solution returned that JSON cannot hold."""
+
+
 def jsonable_output(output: SolutionOutput) -> tuple[dict[str, Any], ErrorInfo | None]:
-    """The output fields as JSON-ready values, or an error naming what could not be serialised."""
+    """The output fields (``output``, ``trajectory``, ``meta``) as JSON-ready values, and an error naming the first
+    that is not JSON-serialisable (``None`` when all are).
+
+    Text and integers a store cannot take as they are (half of a surrogate pair, in a dictionary key too; an
+    integer of more than 4,300 digits) are made storable (:func:`runner.core.storable.storable`) and are no error.
+    A field that holds an object JSON cannot hold (an instance of an arbitrary class) keeps its structure, each such
+    object as its ``repr`` (cut at :data:`REPR_CHARS` characters); should even that fail (a reference cycle),
+    the whole field is its ``repr``, in the shape the record takes (``trajectory`` a list of it, ``meta`` an object
+    ``{"repr": ...}``). So nothing the solution returned stops the record from being written.
+    """
     payload: dict[str, Any] = {}
+    error: ErrorInfo | None = None
     for name in ("output", "trajectory", "meta"):
         value = getattr(output, name)
         try:
             payload[name] = to_jsonable_python(value, fallback=None, serialize_unknown=False)
-        except (PydanticSerializationError, TypeError, ValueError) as exc:
-            payload[name] = repr(value)[:2000]
-            return payload, ErrorInfo(
+            continue
+        except _SERIAL_ERRORS:
+            pass
+        try:  # a dictionary key UTF-8 cannot encode fails above; made storable, it is no error
+            payload[name] = to_jsonable_python(storable(value), fallback=None, serialize_unknown=False)
+            continue
+        except _SERIAL_ERRORS as exc:
+            error = error or ErrorInfo(
                 type="UnserialisableOutput",
                 message=f"the solution's {name} is not JSON-serialisable ({type(value).__name__}): {exc}",
             )
-    return payload, None
+        try:
+            payload[name] = to_jsonable_python(storable(value), fallback=cut_repr)
+        except _SERIAL_ERRORS:
+            whole = cut_repr(value)
+            payload[name] = [whole] if name == "trajectory" else {"repr": whole} if name == "meta" else whole
+    return payload, error
+
+
+def cut_repr(value: Any) -> str:
+    """``repr(value)`` cut at :data:`REPR_CHARS`; never raises (a ``__repr__`` that raises, or one that recurses
+    past the limit, gives a line saying so)."""
+    try:
+        return repr(value)[:REPR_CHARS]
+    except Exception as exc:  # noqa: BLE001 - the record must be written whatever the object does
+        return f"<{type(value).__name__} object; its repr raised {type(exc).__name__}>"
 
 
 def jsonable_input(value: Any) -> Any:
-    """The task's input as JSON-ready values, for the record (an object JSON cannot hold becomes its ``repr``)."""
+    """The task's input as JSON-ready values, for the record (an object JSON cannot hold becomes its ``repr``; text
+    and integers made storable, :func:`runner.core.storable.storable`)."""
     try:
-        return to_jsonable_python(value, fallback=repr)
-    except (PydanticSerializationError, TypeError, ValueError):
-        return repr(value)[:2000]
+        return to_jsonable_python(storable(value), fallback=cut_repr)
+    except _SERIAL_ERRORS:
+        return cut_repr(value)

@@ -6,18 +6,21 @@ from __future__ import annotations
 import asyncio
 import decimal
 import inspect
+import math
 import numbers
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from runner.core.metric import MetricBase, MetricError, MetricResult, MetricType
 from runner.core.record import ErrorInfo, MetricRecord
 from runner.core.signature import is_async
+from runner.core.storable import storable
 from runner.core.solution import SolutionOutput
 from runner.engine.item import watchdog
 from runner.engine.item.guard import guarded
 from runner.engine.item.outcome import error_info
+from runner.engine.item.record import cut_repr
 from runner.engine.item.solution import in_daemon_thread
 
 
@@ -71,16 +74,27 @@ async def run_metric(metric: MetricBase, output: SolutionOutput, limit: float | 
             type=metric.metric_type,
             result=result,
             message=message,
-            metadata=to_jsonable_python(metadata, fallback=repr),
+            metadata=jsonable_metadata(metadata),
             allows_infinite=allows_infinite,
         )
     except asyncio.TimeoutError:
         late = ErrorInfo(type="TimeoutError", message=f"ran past its {limit:g} s limit (--metric-timeout)")
         return MetricRecord(name=metric.name, type=metric.metric_type, error=late)
     except Exception as exc:  # noqa: BLE001 - a failing metric is an error result, never a crash
-        metadata = to_jsonable_python(exc.metadata, fallback=repr) if isinstance(exc, MetricError) else None
+        metadata = jsonable_metadata(exc.metadata) if isinstance(exc, MetricError) else None
         return MetricRecord(name=metric.name, type=metric.metric_type, error=error_info(exc), metadata=metadata,
                             allows_infinite=allows_infinite)
+
+
+def jsonable_metadata(metadata: Any) -> Any:
+    """A metric's metadata as JSON-ready values: text and integers made storable
+    (:func:`runner.core.storable.storable`), an object JSON cannot hold as its ``repr``
+    (:func:`~runner.engine.item.record.cut_repr`), and metadata that cannot be serialised even so (a reference
+    cycle) as ``{"repr": ...}`` of the whole; never raises."""
+    try:
+        return to_jsonable_python(storable(metadata), fallback=cut_repr)
+    except (PydanticSerializationError, TypeError, ValueError):
+        return {"repr": cut_repr(metadata)}
 
 
 def corpus_value(value: Any) -> Any:
@@ -99,7 +113,10 @@ def corpus_value(value: Any) -> Any:
 
 def plain_result(value: Any) -> bool | int | float | str | None:
     """A metric's result as a plain Python value: a numpy scalar (or any 0-d array) by its ``item()``, an
-    integral number as ``int``, another real number or a ``Decimal`` as ``float`` (``Decimal("NaN")`` is NaN).
+    integral number as ``int`` (exactly, however large), another real number or a ``Decimal`` as ``float``
+    (``Decimal("NaN")`` is NaN), except one beyond a float's range (``Decimal("1e400")``, a ``Fraction`` of 400
+    digits), which is the ``int`` nearest to it rather than an infinity it is not: a float that large could not
+    keep its fractional part either. The report counts such integers as ``too_large``.
 
     Raises:
         TypeError: a value that is neither a number, a boolean, a label (``str``) nor ``None``.
@@ -111,6 +128,11 @@ def plain_result(value: Any) -> bool | int | float | str | None:
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, (numbers.Real, decimal.Decimal)):
-        return float(value)
+        try:
+            result = float(value)
+        except OverflowError:  # float(Fraction) past the range
+            return round(value)
+        finite = value.is_finite() if isinstance(value, decimal.Decimal) else not math.isinf(value)
+        return round(value) if math.isinf(result) and finite else result
     raise TypeError(f"result {value!r} is a {type(value).__name__}; a metric's result is a number, a boolean, a "
                     "label (str) or None")

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from runner.core.config import WorkerSpec
+from runner.core.config import WorkerSpec, resources_text
 from runner.core.errors import ConfigError, ResourcesBusy, WorkersLost
 from runner.engine.pool.dispatch import DispatchWindow
 from runner.engine.item.execute import ItemResult
@@ -235,8 +235,8 @@ class WorkerPool:
         seen = await asyncio.to_thread(self.backend.waiting, [worker.handle for worker in pending])
         unplaced = seen.get("unplaced")
         running = sum(1 for worker in self.book.workers if worker.state is not WorkerState.PENDING)
-        wants = ", ".join(f"{name}={amount:g}" for name, amount in seen.get("wants", {}).items()) or "nothing"
-        free = ", ".join(f"{name}={amount:g}" for name, amount in seen.get("free", {}).items()) or "none of it"
+        wants = resources_text(seen.get("wants", {})) or "nothing"
+        free = resources_text(seen.get("free", {})) or "none of it"
         counted = unplaced if unplaced is not None else "?"
         self._log.warning(
             "pool.waiting", waiting=len(pending), unplaced=unplaced, running=running, waited_s=round(waited, 1),

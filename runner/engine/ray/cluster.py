@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from runner.core.config import WorkerSpec
+from runner.core.config import WorkerSpec, resources_text
 from runner.core.errors import ConfigError, RunnerError, exception_line
 
 _CONNECT_TIMEOUT_S = 5.0
@@ -281,7 +281,7 @@ def pool_size(spec: WorkerSpec, items: int | None) -> int:
     nodes = cluster_nodes()
     fits = fit_count(spec, nodes)
     if fits == 0:
-        wanted = ", ".join(f"{name}={amount:g}" for name, amount in demand(spec).items())
+        wanted = resources_text(demand(spec))
         knobs = "--num-cpus / --num-gpus / --memory / --resources" + (
             " / --accelerator-type" if spec.accelerator_type else "")
         raise ConfigError(
@@ -293,7 +293,7 @@ def pool_size(spec: WorkerSpec, items: int | None) -> int:
         count = min(count, max(items, 1))
     free = fit_count(spec, free_nodes())
     if free < min(count, fits):
-        wanted = ", ".join(f"{name}={amount:g}" for name, amount in demand(spec).items())
+        wanted = resources_text(demand(spec))
         structlog.get_logger("runner").warning(
             "ray.resources_busy", workers=count, fit_total=fits, fit_free_now=free,
             detail=f"the cluster's nodes hold {fits} workers of this spec ({wanted} each), but only {free} fit in "

@@ -132,7 +132,8 @@ async def test_a_judge_on_another_scale_is_an_error_of_its_metric_never_full_mar
     summary, records = await _run(benchmark, _wrong, tmp_path)
     judge = summary.metrics["answer_llm_judge"]
     assert (judge.mean, judge.n, judge.errors) == (None, 0, 2)
-    assert judge.unusable == {"error": 0, "non_finite": 0, "not_a_number": 0, "judge_score_out_of_range": 2}
+    assert judge.unusable == {"error": 0, "non_finite": 0, "not_a_number": 0, "too_large": 0,
+                              "judge_score_out_of_range": 2}
     assert summary.metrics["facts_similarity"].unusable["judge_score_out_of_range"] == 2
     assert summary.metrics["f1"].mean == 0.0 and summary.metrics["exact_match"].mean == 0.0
     assert "metric 'answer_llm_judge': 2 of 2 results could not be used and are left out of its mean (2 " \

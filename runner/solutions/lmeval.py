@@ -1,0 +1,375 @@
+"""The ``lm-eval`` solution: each worker builds lm-evaluation-harness's own model class once and answers every
+document it gets with it, the requests of the documents in flight gathered into the model's batches.
+
+The model class is the engine (the runner writes no inference loop of its own; :mod:`runner.benchmarks.lmeval.routes`
+says which class answers which ``--model``):
+
+- ``hf`` (``HFLM``) in the worker, on the GPUs Ray gave it (``cuda``) or the CPU, for ``transformers:`` models;
+- ``local-completions`` / ``local-chat-completions`` for HTTP models: the worker's own vLLM or SGLang replica, or the
+  run's ``--model-base-url``. Their requests travel the runner's HTTP path (:func:`runner.models.post_json`: the
+  replica the run serves, followed across restarts; the run's limiter; its retries), and ``until`` is applied to
+  the answer here as ``HFLM`` applies it (``transformers serve`` with continuous batching ignores ``stop``).
+
+Batching: one model call at a time runs for ``HFLM`` (in a thread, so the worker's event loop goes on) and takes every
+request queued of one request type; the model class sorts and cuts them into ``batch_size`` batches itself. An HTTP
+model takes up to ``batch_size`` requests per call and ``num_concurrent`` calls at once. A call that fails is tried
+again document by document, so one bad document is that document's error record, not its neighbours'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.benchmarks.lmeval.routes import Route
+from runner.core.errors import ConfigError
+from runner.core.limits import spend
+from runner.core.solution import SolutionOutput, solution_factory
+from runner.core.task import Task
+from runner.core.usage import record_usage
+
+SETTLE_PASSES = 64
+"""Event-loop turns the batcher waits, at most, for the documents in flight to queue their requests before a call
+(it stops at the first two turns in which nothing new came)."""
+
+
+@dataclass
+class _Unit:
+    """The requests of one request type of one document, waiting for the model."""
+
+    request_type: str
+    instances: list[Any]
+    future: asyncio.Future[list[list[Any]]]
+    context: contextvars.Context
+    usage: list[tuple[int | None, int | None]] = field(default_factory=list)
+
+
+class DocumentBatcher:
+    """Gathers the requests of the documents in flight on one worker into calls of an lm-eval model class.
+
+    Args:
+        call: ``call(request_type, instances) -> (responses, usage)``, blocking (run in a thread): the model class's
+            method of that name on ``instances`` (each repeated ``repeats`` times, as lm-eval's evaluator clones
+            them), and ``(input tokens, output tokens)`` per instance.
+        max_calls: calls in flight at once (1 for an in-process model).
+        max_requests: instances per call (``None``: every queued one of its type).
+    """
+
+    def __init__(self, call: Callable[[str, list[Any]], tuple[list[Any], list[tuple[int | None, int | None]]]],
+                 max_calls: int = 1, max_requests: int | None = None) -> None:
+        self.call = call
+        self.max_calls = max_calls
+        self.max_requests = max_requests
+        self._queue: deque[_Unit] = deque()
+        self._running = 0
+        self._wake: asyncio.Event | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+
+    async def submit(self, instances: list[Any]) -> tuple[list[list[Any]], list[tuple[int | None, int | None]]]:
+        """The responses of one document's ``instances`` (a list of ``repeats`` responses per instance, in order)
+        and each instance's token usage.
+
+        Raises:
+            Exception: what the model class raised on this document's requests alone.
+        """
+        loop = asyncio.get_running_loop()
+        if self._dispatcher is None or self._dispatcher.done():
+            self._wake = asyncio.Event()
+            self._dispatcher = loop.create_task(self._dispatch(), name="lm-eval batcher")
+        by_type: dict[str, list[int]] = {}
+        for position, instance in enumerate(instances):
+            by_type.setdefault(instance.request_type, []).append(position)
+        units = []
+        for request_type, positions in by_type.items():
+            unit = _Unit(request_type, [instances[p] for p in positions], loop.create_future(),
+                         contextvars.copy_context())
+            units.append((positions, unit))
+            self._queue.append(unit)
+        assert self._wake is not None
+        self._wake.set()
+        resps: list[list[Any]] = [[] for _ in instances]
+        usage: list[tuple[int | None, int | None]] = [(0, 0)] * len(instances)
+        for positions, unit in units:
+            answers = await unit.future
+            for position, answer, used in zip(positions, answers, unit.usage):
+                resps[position], usage[position] = answer, used
+        return resps, usage
+
+    async def _dispatch(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._settle()
+            while self._queue and self._running < self.max_calls:
+                batch = self._take()
+                self._running += 1
+                asyncio.get_running_loop().create_task(self._run(batch))
+
+    async def _settle(self) -> None:
+        """Let the documents in flight queue their requests: yield until two turns bring nothing new."""
+        quiet, size = 0, len(self._queue)
+        for _ in range(SETTLE_PASSES):
+            await asyncio.sleep(0)
+            quiet = quiet + 1 if len(self._queue) == size else 0
+            size = len(self._queue)
+            if quiet >= 2:
+                return
+
+    def _take(self) -> list[_Unit]:
+        """The oldest unit and every queued unit of its request type, up to :attr:`max_requests` instances."""
+        request_type = self._queue[0].request_type
+        batch, kept, count = [], deque(), 0
+        while self._queue:
+            unit = self._queue.popleft()
+            fits = self.max_requests is None or not batch or count + len(unit.instances) <= self.max_requests
+            if unit.request_type == request_type and fits:
+                batch.append(unit)
+                count += len(unit.instances)
+            else:
+                kept.append(unit)
+        self._queue = kept
+        return batch
+
+    async def _run(self, batch: list[_Unit]) -> None:
+        try:
+            try:
+                await self._answer(batch)
+            except Exception:  # noqa: BLE001 - retried per document below, each failure to its own document
+                if len(batch) == 1:
+                    raise
+                for unit in batch:
+                    try:
+                        await self._answer([unit])
+                    except Exception as exc:  # noqa: BLE001 - this document's error
+                        if not unit.future.done():
+                            unit.future.set_exception(exc)
+        except Exception as exc:  # noqa: BLE001 - the document's error record
+            for unit in batch:
+                if not unit.future.done():
+                    unit.future.set_exception(exc)
+        finally:
+            self._running -= 1
+            if self._wake is not None:
+                self._wake.set()
+
+    async def _answer(self, batch: list[_Unit]) -> None:
+        flat: list[Any] = []
+        for unit in batch:
+            for instance in unit.instances:
+                flat.extend([instance] * max(1, instance.repeats or 1))
+        answers, usage = await asyncio.to_thread(batch[0].context.run, self.call, batch[0].request_type, flat)
+        if len(answers) != len(flat):
+            raise RuntimeError(f"the model answered {len(answers)} of {len(flat)} requests")
+        position = 0
+        for unit in batch:
+            resps, used = [], []
+            for instance in unit.instances:
+                count = max(1, instance.repeats or 1)
+                resps.append(list(answers[position:position + count]))
+                inputs = [u[0] for u in usage[position:position + count]]
+                outputs = [u[1] for u in usage[position:position + count]]
+                used.append((None if None in inputs else sum(inputs), None if None in outputs else sum(outputs)))
+                position += count
+            unit.usage = used
+            if not unit.future.done():
+                unit.future.set_result(resps)
+
+
+def cut_at_stop(text: str, until: list[str]) -> str:
+    """``text`` up to the first of the stop sequences ``until``, as ``HFLM.generate_until`` cuts its generations
+    (``for term in until: s = s.split(term)[0]``): for servers that do not apply ``stop`` themselves."""
+    for term in until:
+        if term:
+            text = text.split(term)[0]
+    return text
+
+
+class _Model:
+    """One worker's lm-eval model class and how its requests are called and counted."""
+
+    def __init__(self, lm: Any, route: Route, tokens: Callable[[str], int | None]) -> None:
+        self.lm, self.route, self.tokens = lm, route, tokens
+
+    def call(self, request_type: str, instances: list[Any]) -> tuple[list[Any], list[tuple[int | None, int | None]]]:
+        """``lm.<request_type>(instances)``, its generations cut at their stop sequences for an HTTP model, and each
+        instance's (input, output) tokens by the model's tokenizer."""
+        method = getattr(self.lm, "loglikelihood" if request_type == "multiple_choice" else request_type)
+        try:
+            answers = list(method(instances, disable_tqdm=True))
+        except TypeError:
+            answers = list(method(instances))
+        if request_type == "generate_until" and self.route.kind != "hf":
+            from lm_eval.models.utils import handle_stop_sequences
+
+            eos = getattr(self.lm, "eos_string", None)
+            answers = [cut_at_stop(answer, handle_stop_sequences(copy.deepcopy(instance.args[1]).get("until"), eos))
+                       if isinstance(answer, str) else answer for answer, instance in zip(answers, instances)]
+        usage = []
+        for instance, answer in zip(instances, answers):
+            strings = [part for part in instance.args if isinstance(part, str)]
+            counts = [self.tokens(text) for text in strings]
+            used_in = None if None in counts else sum(c for c in counts if c is not None)
+            used_out = self.tokens(answer) if request_type == "generate_until" and isinstance(answer, str) else 0
+            usage.append((used_in, used_out))
+        return answers, usage
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _build_hf(route: Route, benchmark: Any) -> _Model:
+    from lm_eval.models.huggingface import HFLM
+
+    pretrained = route.source or _embedded_folder()
+    options = {"device": _device(), **benchmark.model_args}
+    if benchmark.max_length is not None:
+        options.setdefault("max_length", benchmark.max_length)
+    lm = HFLM(pretrained=pretrained, batch_size=benchmark.batch_size, **options)
+    return _Model(lm, route, lambda text: len(lm.tok_encode(text)))
+
+
+def _embedded_folder() -> str:
+    from runner.serving import embedded
+
+    return str(embedded.model_dir())
+
+
+def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractEventLoop]) -> _Model:
+    """lm-eval's ``local-completions`` (or ``local-chat-completions``) over the runner's HTTP path; its requests run
+    on the worker's event loop (``loops["worker"]``, set by the first document), from the model call's thread."""
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
+
+    from runner.models import ChatModel, post_json
+
+    model = ChatModel.from_name(route.model, base_url=route.base_url)
+    path = "chat/completions" if route.kind == "chat" else "completions"
+
+    def transport(payload: dict[str, Any]) -> dict[str, Any]:
+        call = post_json(model, path, payload)  # type: ignore[arg-type]
+        return asyncio.run_coroutine_threadsafe(call, loops["worker"]).result()
+
+    base = LocalChatCompletion if route.kind == "chat" else LocalCompletionsAPI
+    options: dict[str, Any] = {"max_retries": 1, "num_concurrent": 1, "batch_size": benchmark.batch_size}
+    if route.kind != "chat":
+        tokenizer = benchmark.model_args.get("tokenizer") or route.source or _embedded_folder()
+        options.update(tokenizer=tokenizer, tokenizer_backend="huggingface", tokenized_requests=route.token_prompts,
+                       max_length=benchmark.max_length or _context_length(model, tokenizer))
+    options.update(benchmark.model_args)
+    lm = _over_transport(base)(transport, model=route.model, base_url="runner://model-layer", **options)
+    if route.kind == "chat":
+        return _Model(lm, route, lambda text: None)
+    return _Model(lm, route, lambda text: len(lm.tok_encode(text)))
+
+
+def _over_transport(base: type) -> type:
+    """``base`` (an lm-eval API model class) whose requests go through ``transport(payload) -> body`` instead of
+    ``requests.post``: lm-eval builds each payload and reads each answer, the runner sends it."""
+
+    class OverTransport(base):  # type: ignore[misc, valid-type]
+        def __init__(self, transport: Callable[[dict[str, Any]], dict[str, Any]], **kwargs: Any) -> None:
+            self._transport = transport
+            super().__init__(**kwargs)
+
+        def model_call(self, messages: Any, *, generate: bool = True, gen_kwargs: dict | None = None,
+                       **kwargs: Any) -> dict | None:
+            payload = self._create_payload(self.create_message(messages), generate=generate,
+                                           gen_kwargs=copy.deepcopy(gen_kwargs), seed=self._seed,
+                                           eos=self.eos_string, **kwargs)
+            return self._transport(payload)
+
+    OverTransport.__name__ = OverTransport.__qualname__ = f"Runner{base.__name__}"
+    return OverTransport
+
+
+def _context_length(model: Any, tokenizer: str | None) -> int:
+    """The model's context in tokens: what its server lists (vLLM's and SGLang's ``max_model_len``), else its
+    config's ``max_position_embeddings``, else lm-eval's default 2048."""
+    import httpx
+
+    served = getattr(model, "served", None)
+    url = served.base_url if served is not None else getattr(model, "base_url", None)
+    if url:
+        try:
+            listed = httpx.get(f"{url.rstrip('/')}/models", timeout=10.0, trust_env=served is None).json()
+            for entry in listed.get("data", []):
+                if isinstance(entry.get("max_model_len"), int):
+                    return int(entry["max_model_len"])
+        except (httpx.HTTPError, ValueError, AttributeError):
+            pass
+    if tokenizer:
+        try:
+            from transformers import AutoConfig
+
+            length = getattr(AutoConfig.from_pretrained(tokenizer), "max_position_embeddings", None)
+            if isinstance(length, int):
+                return length
+        except Exception:  # noqa: BLE001 - the default below stands
+            pass
+    return 2048
+
+
+@solution_factory
+def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
+                  ) -> Callable[[Task], Awaitable[SolutionOutput]]:
+    """Build the worker's model (once per worker) and answer documents of the ``lm-eval`` benchmark.
+
+    Args:
+        model: the run's ``--model`` (see :mod:`runner.benchmarks.lmeval.routes`).
+        benchmark: the run's :class:`~runner.benchmarks.lmeval.LMEvalBenchmark` (its ``batch_size``,
+            ``model_args``, ``max_length``, ``num_concurrent`` and route).
+        model_base_url: the run's ``--model-base-url``.
+
+    Returns:
+        ``solve(task)``: output ``{"resps": [[response per repeat] per request]}`` (a log-likelihood request's
+        response is ``(log-probability, is greedy)``, a rolling one's a log-probability, a generation's its text);
+        usage: per request, the tokens of its prompt strings and of its generation, by the model's tokenizer.
+
+    Raises:
+        ConfigError: the benchmark is not ``lm-eval``.
+    """
+    route = getattr(benchmark, "route", None)
+    if not isinstance(route, Route):
+        raise ConfigError("the lm-eval solution answers the lm-eval benchmark only (-b lm-eval)")
+    from lm_eval.api.instance import Instance
+    from lm_eval.utils import set_torch_seed
+
+    torch_seed = benchmark.options.seeds[2]
+    if torch_seed is not None:
+        set_torch_seed(torch_seed)
+    loops: dict[str, asyncio.AbstractEventLoop] = {}
+    # Built once, now: the worker reports ready with its model loaded, and a model that cannot be built (weights,
+    # tokenizer) stops the run before it writes anything, rather than failing every document.
+    if route.kind == "hf":
+        built = _build_hf(route, benchmark)
+        batcher = DocumentBatcher(built.call)
+    else:
+        built = _build_http(route, benchmark, loops)
+        batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size)
+
+    async def solve(task: Task) -> SolutionOutput:
+        loops.setdefault("worker", asyncio.get_running_loop())
+        document = task.input
+        instances = [Instance(request_type=request["request_type"], doc=document["doc"],
+                              arguments=request["arguments"], idx=request["idx"],
+                              metadata=(document["task"], document["doc_id"], request["repeats"]))
+                     for request in document["requests"]]
+        resps, usage = await batcher.submit(instances)
+        for input_tokens, output_tokens in usage:
+            record_usage(route.model, input_tokens, output_tokens)
+            spend(route.model, input_tokens or 0, output_tokens or 0)
+        return SolutionOutput(success=True, output={"resps": resps},
+                              meta={"model": route.model, "engine": route.engine, "model_class": route.kind})
+
+    return solve
+
+
+lm_eval_model.in_process_providers = ("transformers",)  # type: ignore[attr-defined]
