@@ -37,13 +37,29 @@ class ServedEndpoint:
             does not refuse a conversation longer than its context (``transformers serve``): the model layer then
             counts each prompt's tokens itself before sending it (:mod:`runner.models._context`); ``None``: the
             server refuses such a request (vLLM, SGLang).
+        stream: the model layer streams each call's answer, because its server cancels a generation whose client
+            went away only when the answer is streamed (``transformers serve``): a call abandoned (past its
+            deadline, cancelled, the run stopping) closes the stream and so ends its generation. ``False``: the
+            server also cancels a plain request whose connection closed (vLLM, SGLang).
+        max_tokens: the output limit, in tokens, of a call that sets none (:data:`SERVED_MAX_TOKENS`, by engine), so
+            that a model that rambles cannot generate up to its context; ``None``: the server's own default.
     """
 
     model: str
     base_url: str
     served_name: str
     tokenizer: str | None = None
+    stream: bool = False
+    max_tokens: int | None = None
 
+
+SERVED_MAX_TOKENS = {"vllm": 4096, "sglang": 4096, "transformers": 1024}
+"""The output limit, in tokens, of a call to a model the run serves that sets no ``max_tokens``, by engine. Left to
+themselves, vLLM and SGLang generate up to the model's context (vLLM's ``get_max_tokens``: the context less the
+prompt; SGLang's scheduler the same), and ``transformers serve`` up to the model's own ``max_new_tokens``, at least
+1024: a model that rambles then holds its replica for minutes, and past the model timeout. 4096 leaves a reasoning
+model room to think; 1024 is what ``transformers serve`` gives a model without a limit of its own. A call's own
+``max_tokens`` (``-S max_tokens=N``) wins, and the limit never exceeds the room the prompt leaves in the context."""
 
 _lock = threading.Lock()
 _table: dict[str, ServedEndpoint] = {}

@@ -54,3 +54,11 @@ def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | 
     entry.cache_misses += cache == "miss"
     if input_tokens is None or output_tokens is None:
         entry.calls_without_usage += 1
+
+
+def record_timeout(model: str) -> None:
+    """Count one request to ``model`` abandoned at the model timeout (its whole answer had not arrived; the request
+    was cancelled) in the current item's usage (:attr:`TokenUsage.timeouts`); outside an item it does nothing."""
+    usage = _current.get()
+    if usage is not None:
+        usage.setdefault(model, TokenUsage()).timeouts += 1

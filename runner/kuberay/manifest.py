@@ -18,6 +18,7 @@ from kubernetes.utils.quantity import parse_quantity
 from runner._version import __version__
 from runner.core.config import RunConfig, WorkerSpec
 from runner.core.errors import ConfigError
+from runner.core.loopback import LOOPBACK_HOSTS, NO_PROXY_VARIABLES, PROXY_VARIABLES
 from runner.kuberay.checks import check_rayjob
 from runner.kuberay.options import GPU_RESOURCE, DeployOptions, WorkerGroup
 from runner.core import secrets
@@ -319,15 +320,34 @@ def _resources(cpu: str, memory: str, gpu: int = 0) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
+IN_CLUSTER_NO_PROXY = ",".join([*LOOPBACK_HOSTS, ".svc", ".cluster.local"])
+"""``NO_PROXY`` of the pods when ``common.env`` sets a proxy and no ``NO_PROXY``: loopback and the cluster's own
+names. KubeRay's submitter runs ``ray job submit`` against the head's dashboard at
+``<head service>.<namespace>.svc.cluster.local:8265`` with ``requests``, which honours the proxy variables, and an
+egress proxy cannot reach a cluster address (the run's own replicas ignore the proxy whatever this says:
+:mod:`runner.core.loopback`; Ray's gRPC leaves proxies out unless ``RAY_grpc_enable_http_proxy`` is set)."""
+
+
+def no_proxy_env(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``NO_PROXY`` and ``no_proxy`` entries (:data:`IN_CLUSTER_NO_PROXY`) for containers whose ``env`` (``common.env``)
+    sets a proxy variable and neither spelling of ``NO_PROXY``; none otherwise (a ``NO_PROXY`` of the user's own is
+    kept as written). The chart's ``runner.noProxyEnv`` makes the same."""
+    names = {entry.get("name") for entry in env}
+    if names.isdisjoint(PROXY_VARIABLES) or not names.isdisjoint(NO_PROXY_VARIABLES):
+        return []
+    return [{"name": name, "value": IN_CLUSTER_NO_PROXY} for name in NO_PROXY_VARIABLES]
+
+
 def _env(options: DeployOptions, extra: list[dict[str, Any]] = ()) -> dict[str, Any]:
-    """``env``/``envFrom`` of a container: the credentials Secret (never its values), the common extras, then the
-    container's own (``HF_TOKEN`` from its Secret, the model cache's paths)."""
+    """``env``/``envFrom`` of a container: the credentials Secret (never its values), the common extras and the
+    ``NO_PROXY`` they call for (:func:`no_proxy_env`), then the container's own (``HF_TOKEN`` from its Secret, the
+    model cache's paths)."""
     env_from: list[dict[str, Any]] = []
     if options.storage.credentials.source == "secret":
         env_from.append({"secretRef": {"name": options.storage.credentials.secret_ref}})
     env_from.extend(options.common.env_from)
     out: dict[str, Any] = {}
-    env = [*options.common.env, *extra]
+    env = [*options.common.env, *no_proxy_env(options.common.env), *extra]
     if env:
         out["env"] = env
     if env_from:

@@ -82,16 +82,32 @@ def prompt_tokens(source: str, messages: Sequence[Mapping[str, Any]],
         return len(tokenizer.encode(text, add_special_tokens=False))
 
 
+def fit(source: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
+        max_tokens: int | None) -> tuple[str | None, int | None]:
+    """Whether a request fits the context of the model whose tokenizer is at ``source``, with the prompt counted
+    once.
+
+    Returns:
+        ``(why, room)``: ``why`` is one line naming the counts when the prompt's tokens plus ``max_tokens`` (0 when
+        not given) exceed the context (vLLM's rule), else ``None``; ``room`` is the tokens left for the answer
+        beside the prompt (the context less the prompt; ``None`` when the request cannot be counted, and then
+        ``why`` is ``None`` too).
+    """
+    context = context_tokens(source)
+    if context is None:
+        return None, None
+    prompt = prompt_tokens(source, messages, tools)
+    if prompt is None:
+        return None, None
+    if prompt + (max_tokens or 0) <= context:
+        return None, context - prompt
+    return (f"this model's maximum context length is {context} tokens; the request has {prompt} in its prompt "
+            f"and asks for {max_tokens or 0} more (counted before sending: the server does not refuse it)",
+            context - prompt)
+
+
 def exceeds(source: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
             max_tokens: int | None) -> str | None:
     """Why a request does not fit the context of the model whose tokenizer is at ``source`` (one line naming the
-    counts), or ``None`` when it fits or cannot be counted. It does not fit when its prompt's tokens plus
-    ``max_tokens`` (0 when not given) exceed the context (vLLM's rule)."""
-    context = context_tokens(source)
-    if context is None:
-        return None
-    prompt = prompt_tokens(source, messages, tools)
-    if prompt is None or prompt + (max_tokens or 0) <= context:
-        return None
-    return (f"this model's maximum context length is {context} tokens; the request has {prompt} in its prompt "
-            f"and asks for {max_tokens or 0} more (counted before sending: the server does not refuse it)")
+    counts), or ``None`` when it fits or cannot be counted (:func:`fit`)."""
+    return fit(source, messages, tools, max_tokens)[0]

@@ -24,16 +24,18 @@ from runner.core.limits import Answer, Endpoint, estimate_tokens, request_slot
 from runner.core.secrets import mask
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint, served_endpoint
 from runner.core.served import pending as served_pending
+from runner.core.usage import record_timeout
 from runner.models import _retry
 from runner.models._base import ChatModel
-from runner.models._body import is_page, json_body
-from runner.models._context import exceeds
+from runner.models._body import is_page, json_body, media_type
+from runner.models._context import fit
 from runner.models._options import ModelOptions
 from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
                                    UnreadableReply, error_message, exceeds_context, one_line)
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
+from runner.models._stream import read_events
 from runner.models._types import ChatReply, ChatRequest, Usage
 
 REPLICA_FAILED = "replica_failed"
@@ -42,6 +44,11 @@ REPLICA_POLL_S = 0.5
 """Seconds between two looks at a restarting replica by a call that waits for it."""
 
 DEFAULT_TIMEOUT = 300.0
+SERVED_TIMEOUT_ATTEMPTS = 2
+"""Attempts of a call to a replica the run serves that end past the model timeout before the call fails, the first
+included, whatever ``retry.max_attempts`` says: a replica that did not answer in time is overloaded (a busy CPU, a
+full batch), and each further try adds one more request to it. The abandoned request was cancelled there (streamed,
+or closed: :attr:`~runner.core.served.ServedEndpoint.stream`), so the one retry does not run beside it."""
 
 R = TypeVar("R")
 
@@ -160,16 +167,22 @@ class OpenAICompatibleModel(ChatModel):
 
     def _http(self) -> openai.AsyncOpenAI:
         """The HTTP client of the running event loop (created on first use in that loop, and again when the base
-        URL moved: a served replica restarted on another port)."""
+        URL moved: a served replica restarted on another port).
+
+        A served replica's client ignores the proxy variables of the environment (``trust_env=False``): a proxy
+        cannot reach this machine's loopback (:mod:`runner.core.loopback`). Any other URL is reached as the
+        ``openai`` client and httpx do, ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` included."""
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
-        url = self.base_url
+        served = self.served
+        url = served.base_url if served is not None else self._base_url
         if client is not None and str(client.base_url).rstrip("/") != url:
             self._clients.pop(loop, None)
             client = None
         if client is None:
+            http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if served is not None else None
             client = openai.AsyncOpenAI(api_key=self._api_key, base_url=url, timeout=self.timeout,
-                                        max_retries=0)
+                                        max_retries=0, http_client=http_client)
             self._clients[loop] = client
             closer = loop.create_task(_close_when_the_loop_ends(client), name=f"close {self.name} client")
             _CLOSERS.add(closer)
@@ -183,39 +196,98 @@ class OpenAICompatibleModel(ChatModel):
             await client.close()
 
     async def _generate(self, request: ChatRequest) -> ChatReply:
+        """One call: to the replica the run serves when there is one (its default output limit filled in for a
+        call that sets none, its answer streamed when its server cancels only streams), else to :attr:`base_url`."""
         kwargs = self._request_kwargs(request)
         turn = request.count("assistant")
 
         async def once(answer: Answer) -> ChatReply:
             await self._replica_ready()
             kwargs["model"] = self._wire_model()
+            replica = self.served
+            if replica is not None and replica.stream:
+                return await self._streamed(kwargs, answer, turn)
             raw = await self._http().chat.completions.with_raw_response.create(**kwargs)
-            response = raw.http_response
-            answer.set(response.status_code, response.headers)
-            try:
-                reply = self._reply(response, turn)
-            except ModelError as exc:
-                if exc.status is not None:
-                    # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
-                    answer.set(exc.status, response.headers)
-                raise
-            answer.tokens = reply.usage.total_tokens
-            return reply
+            return self._answered(raw.http_response, answer, turn)
 
         served = self.served
-        if served is not None and served.tokenizer:
-            # Its server hangs on a conversation longer than the context instead of refusing it: count it here.
-            detail = await asyncio.to_thread(exceeds, served.tokenizer, kwargs.get("messages") or [],
-                                             kwargs.get("tools"), request.max_tokens)
+        # The output limit of a call to a served model that sets none (runner.core.served.SERVED_MAX_TOKENS).
+        limit = served.max_tokens if served is not None and request.max_tokens is None else None
+        tokenizer = served.tokenizer if served is not None else None
+        counted = tokenizer is not None
+        if tokenizer is not None:
+            # Its server hangs on a conversation longer than the context instead of refusing it: count it here,
+            # and give the answer no more than the room the prompt leaves (at least one token).
+            asked = request.max_tokens
+            if asked is None and limit is not None:
+                asked = 1
+            detail, room = await asyncio.to_thread(fit, tokenizer, kwargs.get("messages") or [], kwargs.get("tools"),
+                                                   asked)
             if detail is not None:
                 return self._too_long(detail)
-        tokens = estimate_tokens(kwargs, request.max_tokens)
+            if limit is not None and room is not None:
+                limit = min(limit, room)
+        if limit is not None:
+            kwargs[self.spec.max_tokens_param] = limit
+        tokens = estimate_tokens(kwargs, limit or request.max_tokens)
+        uses_tools = bool(request.tools)
         try:
-            return await self._with_retries(once, uses_tools=bool(request.tools), tokens=tokens)
+            return await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
         except ModelError as exc:
             if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                 raise
-            return self._too_long(str(exc))
+            refusal = exc
+        if limit is not None and not counted:
+            # The limit chosen here does not fit beside the prompt (vLLM and SGLang refuse prompt plus max_tokens
+            # over the context): without it the server gives the answer the room left, which is less than it.
+            del kwargs[self.spec.max_tokens_param]
+            try:
+                return await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
+            except ModelError as exc:
+                if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
+                    raise
+                refusal = exc
+        return self._too_long(str(refusal))
+
+    def _answered(self, response: httpx.Response, answer: Answer, turn: int,
+                  body: object = None) -> ChatReply:
+        """The reply in a successful answer (``body``: its JSON when already read, as a stream is), with the status,
+        headers and tokens told to the limiter (:class:`~runner.core.limits.Answer`)."""
+        answer.set(response.status_code, response.headers)
+        try:
+            reply = self._reply(response, turn, body)
+        except ModelError as exc:
+            if exc.status is not None:
+                # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
+                answer.set(exc.status, response.headers)
+            raise
+        answer.tokens = reply.usage.total_tokens
+        return reply
+
+    async def _streamed(self, kwargs: dict[str, Any], answer: Answer, turn: int) -> ChatReply:
+        """One request with its answer streamed (``stream: true``), put together into the reply a plain request
+        would have had (:mod:`runner.models._stream`). Leaving it early (the model timeout, a cancellation) closes
+        the stream, which is what makes ``transformers serve`` stop generating. An answer that is plain JSON after
+        all (a server that does not stream) is read as one.
+
+        Raises:
+            openai.APIStatusError: an error status, as for a plain request.
+            ModelProtocolError: an event stream that is not the OpenAI API's.
+            ModelError: as :meth:`_reply`.
+        """
+        extra: dict[str, Any] = {"stream": True}
+        if "stream_options" not in self.spec.dropped_params:
+            extra["stream_options"] = {"include_usage": True}
+        async with self._http().chat.completions.with_streaming_response.create(**kwargs, **extra) as raw:
+            response = raw.http_response
+            if media_type(response) == "application/json":
+                await response.aread()
+                return self._answered(response, answer, turn)
+            try:
+                body = await read_events(response.aiter_lines())
+            except UnreadableReply as exc:
+                raise self._protocol_error(response, exc) from None
+        return self._answered(response, answer, turn, body)
 
     def _too_long(self, detail: str) -> ChatReply:
         """The reply to a conversation longer than the model's context: the item's answer, not a failure of the
@@ -275,8 +347,9 @@ class OpenAICompatibleModel(ChatModel):
                 detail=f"the {self.provider} server does not take them; they are not sent")
         return kwargs
 
-    def _reply(self, response: httpx.Response, turn: int) -> ChatReply:
-        """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`).
+    def _reply(self, response: httpx.Response, turn: int, body: object = None) -> ChatReply:
+        """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`); ``body``: its
+        JSON when already read (a streamed answer put together), else read from ``response``.
 
         Raises:
             ModelProtocolError: the body is not an OpenAI chat completion.
@@ -285,7 +358,7 @@ class OpenAICompatibleModel(ChatModel):
                 it, and never counted towards stopping a run).
         """
         try:
-            return read_completion(json_body(response), turn=turn, model=self.model)
+            return read_completion(json_body(response) if body is None else body, turn=turn, model=self.model)
         except UnreadableReply as exc:
             raise self._protocol_error(response, exc) from None
         except NoChoice as exc:
@@ -340,6 +413,10 @@ class OpenAICompatibleModel(ChatModel):
         (:data:`~runner.models._retry.QUOTA_CODES`), nor a refusal of a conversation longer than the model's context
         whatever its status (:data:`~runner.models._errors.CONTEXT_REFUSALS`).
 
+        A try past the model timeout is cancelled (its connection closed, so the server can stop generating for
+        it) and counted in the item's usage (``timeouts``); a call to a replica the run serves fails after
+        :data:`SERVED_TIMEOUT_ATTEMPTS` of them, whatever the policy's attempts.
+
         Each try holds a permit of the run's limiter (:func:`runner.core.limits.request_slot`: the endpoint's rate,
         tokens per minute, connections and pauses, shared by every worker) for a request of about ``tokens`` tokens;
         ``call`` fills in the :class:`~runner.core.limits.Answer` (status, headers, tokens used), and a failed status
@@ -352,6 +429,7 @@ class OpenAICompatibleModel(ChatModel):
         """
         log = structlog.get_logger("runner.models")
         attempts = self.retry.max_attempts
+        timeouts = 0
         for attempt in range(1, attempts + 1):
             try:
                 async with request_slot(self.endpoint, tokens) as answer:
@@ -384,11 +462,17 @@ class OpenAICompatibleModel(ChatModel):
             except openai.APIConnectionError as exc:
                 if isinstance(exc.__cause__, httpx.DecodingError):
                     raise self._undecodable(exc.__cause__) from exc
-                if attempt == attempts:
+                timed_out = isinstance(exc, openai.APITimeoutError)
+                timeouts += timed_out
+                if timed_out:
+                    record_timeout(self.name)
+                if attempt == attempts or (timed_out and self._timeouts_spent(timeouts)):
                     raise self._connection_error(exc, attempt) from exc
-                wait, reason = None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+                wait, reason = None, "timeout" if timed_out else "connection failed"
             except asyncio.TimeoutError as exc:
-                if attempt == attempts:
+                timeouts += 1
+                record_timeout(self.name)
+                if attempt == attempts or self._timeouts_spent(timeouts):
                     raise self._timeout_error(attempt) from exc
                 wait, reason = None, "timeout"
             except ModelError as exc:
@@ -396,10 +480,17 @@ class OpenAICompatibleModel(ChatModel):
                     raise
                 wait, reason = None, f"error {exc.status} in the body"
             delay = self.retry.delay(attempt, wait)
+            shown = min(attempts, SERVED_TIMEOUT_ATTEMPTS) if reason == "timeout" and self.served else attempts
             log.warning("model.retry", model=self.name, url=self.url, reason=reason, attempt=attempt,
-                        attempts=attempts, delay_s=round(delay, 3))
+                        attempts=shown, delay_s=round(delay, 3))
             await _retry.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _timeouts_spent(self, timeouts: int) -> bool:
+        """Whether a call that ran past the model timeout ``timeouts`` times must stop: one to a replica the run
+        serves does after :data:`SERVED_TIMEOUT_ATTEMPTS` (retrying onto an overloaded replica only adds to its
+        load); any other goes on as :attr:`retry` says."""
+        return self.served is not None and timeouts >= SERVED_TIMEOUT_ATTEMPTS
 
     async def _within_deadline(self, request: Awaitable[R]) -> R:
         """``await request``, cancelled after :attr:`timeout` seconds in all (``asyncio.TimeoutError``): the
@@ -438,10 +529,15 @@ class OpenAICompatibleModel(ChatModel):
     def _timeout_error(self, attempts: int) -> ModelError:
         """The error for a request past :attr:`timeout` on its last attempt (the whole answer had not arrived)."""
         tries = f" (each of {attempts} attempts)" if attempts > 1 else ""
+        if self.served is not None:
+            fix = ("its replica, served by this run, is overloaded or its answers are long (each request was "
+                   "cancelled there); lower --concurrency, set max_tokens (-S max_tokens=N), or raise the model "
+                   "timeout")
+        else:
+            fix = "check that it is healthy and not trickling its answers, or raise the model timeout"
         return ModelError(
             f"{self.name}: the server at {self.url} did not finish answering within {self.timeout:g} s{tries}, the "
-            "model timeout of one request; check that it is healthy and not trickling its answers, or raise the "
-            "model timeout",
+            f"model timeout of one request; {fix}",
             retryable=True,
         )
 

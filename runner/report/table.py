@@ -203,8 +203,8 @@ def _comparison_table(comparison: Comparison, one_line: bool) -> Table:
 
 def usage_lines(summary: Summary) -> list[str]:
     """One line per model that spent tokens in the run: input and output tokens, calls, and per item (``tokens
-    transformers:smollm2-135m-instruct: 5,403 in, 495 out, 20 calls; per item 270 in, 25 out``); cached calls when
-    there were any."""
+    transformers:smollm2-135m-instruct: 5,403 in, 495 out, 20 calls; per item 270 in, 25 out``); cached calls and
+    requests abandoned at the model timeout (``2 timed out``) when there were any."""
     lines = []
     for model, used in sorted((summary.usage or {}).items()):
         calls = used.get("calls", 0)
@@ -212,6 +212,8 @@ def usage_lines(summary: Summary) -> list[str]:
             continue
         per = (summary.tokens_per_item or {}).get(model) or {}
         cached = f", {used['cached_calls']:,} cached" if used.get("cached_calls") else ""
+        if used.get("timeouts"):
+            cached += f", {used['timeouts']:,} timed out"
         each = (f"; per item {per.get('input_tokens', 0):,.0f} in, {per.get('output_tokens', 0):,.0f} out"
                 if per else "")
         lines.append(f"tokens {model}: {used.get('input_tokens', 0):,} in, {used.get('output_tokens', 0):,} out, "

@@ -107,6 +107,9 @@ class Engine:
             another model with 400, and its ``/v1/models`` lists the Hugging Face cache instead).
         checks_context: whether it refuses a conversation longer than the model's context (a 400 the model layer
             reads as the item's answer); otherwise the model layer counts the prompt's tokens before sending it.
+        cancels_on_disconnect: whether it stops generating for a plain (non-streamed) request whose client closed
+            the connection (vLLM: ``with_cancellation`` on its routes; SGLang: ``is_disconnected`` polled while it
+            waits; docs/models.md); otherwise the model layer streams every call, the one way such a server cancels.
         managed: the flags the runner sets and relies on (:class:`ManagedFlag`), refused in ``engine_args``.
         argparse: whether its command line is read by Python's argparse, which takes a unique prefix of a long flag
             for the flag (``--serv`` for ``--served-model-name``) and, in vLLM's ``FlexibleArgumentParser``,
@@ -117,6 +120,7 @@ class Engine:
     needs_gpu = True
     lists_served_name = True
     checks_context = True
+    cancels_on_disconnect = True
     managed: tuple[ManagedFlag, ...] = ()
     argparse = True
 
@@ -314,6 +318,10 @@ class TransformersServe(Engine):
     lists_served_name = False
     checks_context = False
     """With continuous batching a prompt longer than the context never returns (docs/models.md)."""
+    cancels_on_disconnect = False
+    """Only a streamed answer's generation is cancelled when its client goes away (5.17,
+    ``cli/serving/chat_completion.py``: ``_streaming`` calls ``streamer.cancel()``; ``_non_streaming`` awaits the
+    whole generation)."""
     managed = (
         ManagedFlag(("--host",), _LISTENS),
         ManagedFlag(("--port",), _LISTENS),

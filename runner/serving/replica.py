@@ -24,7 +24,8 @@ import psutil
 import structlog
 
 from runner.core.errors import ReplicaStartError, one_line
-from runner.core.served import ServedEndpoint
+from runner.core.loopback import bypass_loopback
+from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint
 from runner.serving import embedded, shepherd
 from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
 from runner.serving.faults import bind_failure, classify, listening, read_tail, tail_lines
@@ -70,10 +71,13 @@ def replica_environment(driver: dict[str, str], launch: dict[str, str],
     """A server's environment: this node's (``node``, default ``os.environ``), the driver's model variables filling
     in what the node lacks (``HF_TOKEN`` does not reach a remote worker, ray#54812) except the cache paths the node
     sets itself (:data:`~runner.serving.engines.NODE_PATHS`: its pod's ``HF_HOME`` on the model-cache volume), then
-    the launch's own (``CUDA_VISIBLE_DEVICES``, compile caches)."""
+    the launch's own (``CUDA_VISIBLE_DEVICES``, compile caches), and ``NO_PROXY``/``no_proxy`` naming loopback on top
+    of the node's own entries (:func:`runner.core.loopback.bypass_loopback`): an engine's requests to itself (SGLang's
+    warm-up) never go to a proxy of the environment, while its downloads from the Hub still do."""
     node = os.environ if node is None else node
     kept = {name: value for name, value in driver.items() if not (name in NODE_PATHS and node.get(name))}
-    return {**node, **kept, **launch}
+    env = {**node, **kept, **launch}
+    return {**env, **bypass_loopback(env)}
 
 
 class Replica:
@@ -134,9 +138,13 @@ class Replica:
 
     @property
     def endpoint(self) -> ServedEndpoint:
-        """What the model layer needs to reach it (:func:`runner.core.served.publish`)."""
+        """What the model layer needs to reach it (:func:`runner.core.served.publish`): its tokenizer when the engine
+        does not check the context, streamed calls when it cancels only streams, and the engine's default output
+        limit (:data:`~runner.core.served.SERVED_MAX_TOKENS`)."""
         return ServedEndpoint(model=self.spec.model, base_url=self.base_url, served_name=self.served_name,
-                              tokenizer=None if self.engine.checks_context else self.served_name)
+                              tokenizer=None if self.engine.checks_context else self.served_name,
+                              stream=not self.engine.cancels_on_disconnect,
+                              max_tokens=SERVED_MAX_TOKENS.get(self.spec.engine))
 
     @property
     def exit_status(self) -> int | None:
@@ -201,7 +209,8 @@ class Replica:
         """
         deadline = deadline if deadline is not None else time.monotonic() + self.spec.startup_timeout
         port_retries = PORT_RETRIES
-        with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
+        # Never through a proxy of the environment: it cannot reach this machine's loopback (runner.core.loopback).
+        with httpx.Client(timeout=PROBE_TIMEOUT_S, trust_env=False) as client:
             while True:
                 status = self.exit_status
                 if status is not None:
@@ -335,7 +344,7 @@ class Replica:
             return Health(False, f"exited with status {status}", status)
         root = f"http://{HOST}:{self.port}"
         try:
-            with httpx.Client(timeout=timeout) as client:
+            with httpx.Client(timeout=timeout, trust_env=False) as client:
                 health = client.get(f"{root}/health")
                 if health.status_code != 200:
                     return Health(False, f"/health answered {health.status_code}")

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from runner.core import served
+from runner.core.loopback import PROXY_VARIABLES
 from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
 from runner.models import ChatModel, user_message
@@ -40,13 +41,21 @@ def _server_pids() -> list[int]:
 
 
 @solution_factory
-def ask(model: str = EMBEDDED, flag: str = "", kill: str = "") -> Callable[[Task], Awaitable[SolutionOutput]]:
+def ask(model: str = EMBEDDED, flag: str = "", kill: str = "",
+        proxy: str = "") -> Callable[[Task], Awaitable[SolutionOutput]]:
     """Ask ``model`` (the run's ``--model``: the embedded one) ``What is <task input>?`` (4 tokens at most). With
     ``kill`` (``worker`` or ``server``), the first item to run kills this worker's process or its replica's server
-    (SIGKILL) before it asks; ``flag`` is the file that makes it happen once."""
+    (SIGKILL) before it asks; ``flag`` is the file that makes it happen once. With ``proxy`` (a URL), the first item
+    sets it as every proxy variable of this worker's environment, upper and lower case, and removes ``NO_PROXY``
+    (a Ray worker on a cluster with an egress proxy): the worker's later calls and health checks, and a replica it
+    restarts, see it. Ray only: with ``--sequential`` it would change the driver's environment."""
     chat_model = ChatModel.from_name(model, temperature=0.0, max_tokens=4)
 
     async def solve(task: Task) -> SolutionOutput:
+        if proxy and os.environ.get("HTTP_PROXY") != proxy:
+            os.environ.update(dict.fromkeys(PROXY_VARIABLES, proxy))
+            for name in ("NO_PROXY", "no_proxy"):
+                os.environ.pop(name, None)
         if kill and _once(flag):
             if kill == "worker":
                 os.kill(os.getpid(), signal.SIGKILL)

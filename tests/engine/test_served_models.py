@@ -6,6 +6,8 @@ restarts, and the item that was waiting for it is not an error)."""
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -13,6 +15,7 @@ import pytest
 
 from runner.core.config import EMBEDDED_MODEL
 from runner.storage import ResultStore
+from tests.support.http_proxy import ForwardProxy
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -20,10 +23,13 @@ ASK = "tests.engine.served_solutions:ask"
 
 
 def _servers() -> set[int]:
-    """Every ``transformers serve`` process on this machine now."""
+    """Every ``transformers serve`` process of this Python environment now (a replica runs its console script,
+    ``<sys.prefix>/bin/transformers``): not those of another checkout's tests on a shared machine."""
     found = set()
     for process in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(process.info.get("cmdline") or [])
+        if sys.prefix not in cmdline:
+            continue
         if "transformers serve" in cmdline or cmdline.endswith("/transformers serve"):
             found.add(process.pid)
         elif "/bin/transformers" in cmdline and " serve " in f"{cmdline} ":
@@ -46,12 +52,28 @@ def _records(storage: Path) -> list:
     return sorted(ResultStore(str(storage)).iter_records(), key=lambda record: record.task_id)
 
 
-def test_a_sequential_run_serves_the_embedded_model_from_the_driver(cli, tmp_path: Path, embedded_dir: Path) -> None:
+@pytest.fixture
+def proxy() -> Iterator[ForwardProxy]:
+    """A cluster's egress proxy, which cannot reach this machine's loopback (it answers 502 to everything)."""
+    with ForwardProxy() as forward:
+        yield forward
+
+
+def test_a_sequential_run_serves_the_embedded_model_from_the_driver(cli, tmp_path: Path, embedded_dir: Path,
+                                                                    proxy: ForwardProxy,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run with an egress proxy in the environment, every spelling, and no NO_PROXY (issue 27: the replica's
+    readiness probe went to it until the start-up timeout): the replica is reached directly."""
+    for name, value in proxy.environment().items():
+        monkeypatch.setenv(name, value)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
     before = _servers()
     storage = tmp_path / "run"
     result = cli("-b", "toy", "-B", "n_tasks=3", "-s", ASK, "--model", EMBEDDED_MODEL, "--sequential",
                  "--storage", str(storage), "--log-format", "json")
     assert result.returncode == 0, result.stderr
+    assert proxy.requests == []
     records = _records(storage)
     assert [record.status for record in records] == ["ok"] * 3
     used = [record.usage[EMBEDDED_MODEL] for record in records]
@@ -90,14 +112,17 @@ def test_a_killed_worker_leaves_no_server_and_its_items_run_on_a_new_replica(
 
 @pytest.mark.usefixtures("ray_session")
 def test_a_killed_server_restarts_and_the_item_waiting_for_it_is_not_an_error(
-        cli, tmp_path: Path, embedded_dir: Path) -> None:
+        cli, tmp_path: Path, embedded_dir: Path, proxy: ForwardProxy) -> None:
+    """The worker gets an egress proxy in its environment before its server is killed: the restarted replica's
+    readiness probes, the health checks and the calls after it reach the replica directly."""
     before = _servers()
     storage = tmp_path / "run"
     flag = tmp_path / "killed"
     result = cli("-b", "toy", "-B", "n_tasks=3", "-s", ASK, "-S", f"flag={flag}", "-S", "kill=server",
-                 "--model", EMBEDDED_MODEL, "--workers", "1", "--concurrency", "1", "--storage", str(storage),
-                 "--log-format", "json")
+                 "-S", f"proxy={proxy.url}", "--model", EMBEDDED_MODEL, "--workers", "1", "--concurrency", "1",
+                 "--storage", str(storage), "--log-format", "json")
     assert result.returncode == 0, result.stderr
+    assert proxy.requests == []
     records = _records(storage)
     assert [record.status for record in records] == ["ok"] * 3
     assert len({record.worker["pid"] for record in records}) == 1           # no worker was replaced

@@ -58,6 +58,11 @@ EVERYTHING = {
 }
 
 
+PROXIED = {**VLLM_VALUES, "common": {"env": [{"name": "HTTPS_PROXY", "value": "http://proxy.corp:3128"},
+                                            {"name": "http_proxy", "value": "http://proxy.corp:3128"}]}}
+"""A cluster whose pods reach the internet (the Hub, a model API) through an egress proxy, and name no NO_PROXY."""
+
+
 def build_from_values(chart, values, name="toy-runner"):
     """What the builder makes of chart values: ``job`` is the run config, the rest the deployment options.
 
@@ -77,8 +82,9 @@ def without_labels(manifest):
     return out, labels
 
 
-@pytest.mark.parametrize("values", [{}, GPU_VALUES, EVERYTHING, GKE_VALUES, AKS_VALUES, VLLM_VALUES, EXISTING_CLAIM],
-                         ids=["default", "gpu", "everything", "gke", "aks", "vllm", "existing-claim"])
+@pytest.mark.parametrize("values", [{}, GPU_VALUES, EVERYTHING, GKE_VALUES, AKS_VALUES, VLLM_VALUES, EXISTING_CLAIM,
+                                    PROXIED],
+                         ids=["default", "gpu", "everything", "gke", "aks", "vllm", "existing-claim", "proxied"])
 def test_builder_and_chart_make_the_same_rayjob(chart, rayjob_schema, values):
     rendered = render(chart, values)
     config, built, configmap = build_from_values(chart, values)
@@ -226,3 +232,28 @@ def test_operator_rules_on_worker_groups():
     del broken["spec"]["rayClusterSpec"]
     with pytest.raises(ConfigError, match="neither spec.rayClusterSpec nor spec.clusterSelector"):
         check_rayjob(broken)
+
+
+def test_a_proxy_in_common_env_gives_every_pod_a_no_proxy_for_the_cluster(chart):
+    """Issue 27: with HTTP(S)_PROXY and no NO_PROXY, KubeRay's submitter would send "ray job submit" for the head's
+    dashboard (<head service>.<namespace>.svc.cluster.local:8265) to the proxy. Every pod gets NO_PROXY for
+    loopback and the cluster's names after the user's variables; a NO_PROXY of the user's own is kept as written,
+    and without a proxy nothing is added."""
+    from tests.kuberay.test_chart import containers
+
+    cluster = "127.0.0.1,localhost,::1,.svc,.cluster.local"
+    for rayjob in (render(chart, PROXIED)["RayJob"], build_from_values(chart, PROXIED)[1]):
+        for _, container in containers(rayjob):
+            env = {entry["name"]: entry.get("value") for entry in container["env"]}
+            assert env["NO_PROXY"] == env["no_proxy"] == cluster, container["name"]
+            assert env["HTTPS_PROXY"] == "http://proxy.corp:3128"
+            assert [entry["name"] for entry in container["env"]][:4] == ["HTTPS_PROXY", "http_proxy", "NO_PROXY",
+                                                                         "no_proxy"]
+    own = {**PROXIED, "common": {"env": [*PROXIED["common"]["env"], {"name": "no_proxy", "value": ".corp"}]}}
+    for rayjob in (render(chart, own)["RayJob"], build_from_values(chart, own)[1]):
+        for _, container in containers(rayjob):
+            names = [entry["name"] for entry in container["env"]]
+            assert names.count("no_proxy") == 1 and "NO_PROXY" not in names
+    for _, container in containers(render(chart, VLLM_VALUES)["RayJob"]):
+        assert "NO_PROXY" not in {entry["name"] for entry in container.get("env", [])}
+

@@ -87,3 +87,41 @@ def test_the_preflight_check_has_the_deadline_too(model_server: ScriptedModelSer
     seconds, outcome = _timed(lambda m: m.check(), model)
     assert isinstance(outcome, ModelError) and "did not finish answering within 1 s" in str(outcome)
     assert seconds < 4.0
+
+
+def test_a_request_abandoned_at_the_deadline_is_closed_and_the_server_sees_it(
+        model_server: ScriptedModelServer, waits: list[float]) -> None:
+    """Issue 27: a call the runner gives up on must not leave its request to run at the server. The server notices
+    each abandoned request's closed connection (as vLLM and SGLang do to abort it), and the item's usage counts the
+    timeouts."""
+    from runner.core.usage import usage_scope
+
+    model_server.stall(30, times=2)
+    model = ChatModel.from_name("vllm:scripted", base_url=model_server.url, timeout=0.5,
+                                retry=RetryPolicy(max_attempts=2, initial_delay=0, jitter=0))
+    with usage_scope() as usage:
+        seconds, outcome = _timed(lambda m: m.chat("hello"), model)
+    assert isinstance(outcome, ModelError) and "(each of 2 attempts)" in str(outcome)
+    assert model_server.wait_for_disconnects(2)
+    assert model_server.disconnects == [r for r in model_server.requests if r.path.endswith("/chat/completions")]
+    assert usage["vllm:scripted"].timeouts == 2 and usage["vllm:scripted"].calls == 0
+    assert usage["vllm:scripted"].model_dump() == {"input_tokens": 0, "output_tokens": 0, "calls": 0, "timeouts": 2}
+    assert seconds < 10
+
+
+def test_a_call_cancelled_from_outside_closes_its_request_too(model_server: ScriptedModelServer) -> None:
+    """The neighbour: cancelled by the item's own timeout or the run's stop (not the model deadline)."""
+    model_server.stall(30)
+    model = ChatModel.from_name("vllm:scripted", base_url=model_server.url, timeout=60)
+
+    async def main() -> None:
+        async with model:
+            call = asyncio.ensure_future(model.chat("hello"))
+            while not model_server.requests:
+                await asyncio.sleep(0.02)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+
+    asyncio.run(main())
+    assert model_server.wait_for_disconnects(1)

@@ -256,3 +256,27 @@ def test_on_ray_a_server_that_speaks_another_protocol_stops_the_run_too(tmp_path
     records = list(ResultStore(str(storage)).iter_records())
     assert 3 <= len(records) < 60
     assert all(record.error is not None and record.error.code == "protocol_error" for record in records)
+
+
+@pytest.mark.parametrize("executor", ["--sequential", "ray"])
+def test_a_request_abandoned_at_the_model_timeout_is_counted_where_a_user_looks(
+        cli, tmp_path: Path, model_server: ScriptedModelServer, request: pytest.FixtureRequest, executor: str) -> None:
+    """Issue 27: a timed-out request is retried and counted: the record's usage and summary.json say ``timeouts``,
+    the run's last lines say ``1 timed out``; the server saw the abandoned request's connection close."""
+    flags = ["--sequential"] if executor == "--sequential" else ["--workers", "1"]
+    if executor == "ray":
+        request.getfixturevalue("ray_session")
+    model_server.set_policy(arithmetic)
+    model_server.stall(30)
+    storage = tmp_path / "run"
+    result = cli("-b", "toy", "-B", "n_tasks=2", "-s", "tests.models.scripted:impatient_chat", "-S", "timeout=1",
+                 "--model", "vllm:scripted", "--model-base-url", model_server.url, "--concurrency", "1",
+                 "--storage", str(storage), *flags, env={"RAY_ADDRESS": ""})
+    assert result.returncode == 0, result.stderr
+    records = sorted(ResultStore(str(storage)).iter_records(), key=lambda record: record.task_id)
+    assert [record.status for record in records] == ["ok", "ok"]
+    assert sorted(record.usage["vllm:scripted"].timeouts for record in records) == [0, 1]
+    summary = json.loads((storage / "summary.json").read_text())
+    assert summary["usage"]["vllm:scripted"]["timeouts"] == 1 and summary["usage"]["vllm:scripted"]["calls"] == 2
+    assert "tokens vllm:scripted: " in result.stdout and ", 2 calls, 1 timed out; per item" in result.stdout
+    assert model_server.wait_for_disconnects(1)

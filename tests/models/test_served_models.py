@@ -20,6 +20,7 @@ from runner.core.cache import cache_key
 from runner.core.config import EMBEDDED_MODEL
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint
 from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _context, _errors
+from tests.support.http_proxy import ForwardProxy
 from tests.support.model_server import ScriptedModelServer
 
 
@@ -60,6 +61,46 @@ def test_a_model_unpickled_in_a_worker_finds_the_workers_replica_and_follows_a_r
         chat(judge)
         assert [request.model for request in second.chat_requests] == ["/w/smollm2-2"]
     assert [request.model for request in model_server.chat_requests] == ["/w/smollm2-1"]
+
+
+@pytest.fixture
+def proxy(monkeypatch: pytest.MonkeyPatch, model_server: ScriptedModelServer) -> Iterator[ForwardProxy]:
+    """A cluster's egress proxy in this process's environment, in every spelling (``HTTP_PROXY``, ``https_proxy``,
+    ``ALL_PROXY``...) and no ``NO_PROXY``; it forwards plain HTTP to the scripted server, as the way to a remote
+    endpoint."""
+    with ForwardProxy(upstream=model_server.url) as forward:
+        for name, value in forward.environment().items():
+            monkeypatch.setenv(name, value)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        yield forward
+
+
+def test_a_served_replica_is_reached_directly_whatever_proxy_the_environment_names(
+        model_server: ScriptedModelServer, proxy: ForwardProxy, table: None) -> None:
+    """Issue 27: with HTTP_PROXY and no NO_PROXY, the run's own replica on loopback must not be asked through the
+    proxy, which cannot reach it."""
+    served.publish(ServedEndpoint("vllm:Qwen/Qwen2.5-7B-Instruct", model_server.url, "qwen-0a1b2c3d"))
+    model_server.models = ["qwen-0a1b2c3d"]
+    model = ChatModel.from_name("vllm:Qwen/Qwen2.5-7B-Instruct")
+    assert chat(model).text
+    asyncio.run(model.check())
+    assert proxy.requests == []
+    assert [request.path for request in model_server.requests] == ["/v1/chat/completions", "/v1/models"]
+
+
+def test_a_remote_endpoint_still_goes_through_the_proxy(model_server: ScriptedModelServer, proxy: ForwardProxy,
+                                                        table: None) -> None:
+    """The neighbour: a URL the user gave is reached as the openai client and httpx do, through the proxy of the
+    environment (the gateway's name is resolved by the proxy alone), loopback included."""
+    remote = ChatModel.from_name("vllm:scripted", base_url="http://model-gateway.example:8000/v1")
+    assert chat(remote).text
+    local = ChatModel.from_name("vllm:scripted", base_url=model_server.url)
+    assert chat(local).text
+    assert proxy.requests[0].method == "POST"
+    assert [request.target for request in proxy.requests] == [
+        "http://model-gateway.example:8000/v1/chat/completions", f"{model_server.url}/chat/completions"]
+    assert len(model_server.chat_requests) == 2
 
 
 def test_a_model_given_a_url_ignores_the_table(model_server: ScriptedModelServer, table: None) -> None:
@@ -261,3 +302,131 @@ def test_a_replica_that_checks_the_context_itself_is_sent_everything(
     served.publish(ServedEndpoint("vllm:m", model_server.url, "m-1"))
     chat(ChatModel.from_name("vllm:m"), "word " * 9000, max_tokens=16)
     assert len(model_server.chat_requests) == 1
+
+
+@pytest.fixture
+def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delays between retries are not slept."""
+    from runner.models import _retry
+
+    async def record(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(_retry, "_sleep", record)
+
+
+def test_a_timeout_against_the_runs_own_replica_is_retried_once_and_counted(
+        model_server: ScriptedModelServer, table: None, no_waits: None) -> None:
+    """Issue 27: "did not finish answering within 300 s (each of 5 attempts)" after 15 minutes, while the replica
+    ran every abandoned generation. Against a replica the run serves, a timeout is retried once whatever the policy
+    says, each abandoned request is closed (the server sees it go), and the item's usage counts both."""
+    from runner.core.usage import usage_scope
+    from runner.models import ModelError, RetryPolicy
+
+    served.publish(ServedEndpoint("vllm:m", model_server.url, "m-1"))
+    model_server.stall(30, times=2)
+    model = ChatModel.from_name("vllm:m", timeout=0.5, retry=RetryPolicy(max_attempts=5))
+    with usage_scope() as usage, capture_logs() as logs, pytest.raises(ModelError) as failed:
+        chat(model)
+    assert len(model_server.chat_requests) == 2
+    assert [(log["attempt"], log["attempts"]) for log in logs if log["event"] == "model.retry"] == [(1, 2)]
+    assert model_server.wait_for_disconnects(2)
+    assert usage["vllm:m"].timeouts == 2
+    assert str(failed.value) == (
+        f"vllm:m: the server at {model_server.url} did not finish answering within 0.5 s (each of 2 attempts), the "
+        "model timeout of one request; its replica, served by this run, is overloaded or its answers are long (each "
+        "request was cancelled there); lower --concurrency, set max_tokens (-S max_tokens=N), or raise the model "
+        "timeout")
+    model_server.stall(30, times=1)  # a timeout then an answer: the retry answers, the timeout still counted
+    with usage_scope() as usage:
+        assert chat(model).text
+    assert usage["vllm:m"].timeouts == 1 and usage["vllm:m"].calls == 1
+
+
+@pytest.mark.parametrize("policy", [["The capital of France is Paris, a city of two million people."],
+                                    [{"tool_calls": [{"name": "lookup", "arguments": {"title": "Paris", "n": 2}},
+                                                     {"name": "lookup", "arguments": {"title": "Lyon"}}]}]])
+def test_a_replica_that_cancels_only_streams_is_sent_streamed_calls_with_the_same_replies(
+        model_server: ScriptedModelServer, table: None, policy: list) -> None:
+    """``transformers serve`` stops generating for a client that went away only when its answer is streamed: its
+    replica's calls stream, and the reply (text, tool calls, usage, finish reason) is the one a plain answer gives."""
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    served.publish(ServedEndpoint(EMBEDDED_MODEL, model_server.url, "/w/smollm2-1", stream=True))
+    model_server.set_policy(policy)
+    streamed = chat(ChatModel.from_name(EMBEDDED_MODEL), "Capital of France?", tools=tools)
+    assert model_server.requests[-1].body["stream"] is True
+    assert "stream_options" not in model_server.requests[-1].body  # transformers serve sends usage anyway
+    with ScriptedModelServer(policy) as plain:
+        direct = chat(ChatModel.from_name("vllm:scripted", base_url=plain.url), "Capital of France?", tools=tools)
+        assert "stream" not in plain.requests[-1].body
+    assert (streamed.text, streamed.finish_reason, streamed.usage) == (direct.text, direct.finish_reason, direct.usage)
+    assert [(c.id, c.name, c.arguments) for c in streamed.tool_calls] == [
+        (c.id, c.name, c.arguments) for c in direct.tool_calls]
+    assert streamed.usage.output_tokens > 0 and (streamed.text or len(streamed.tool_calls) == 2)
+
+
+def test_a_streamed_call_abandoned_mid_answer_closes_its_stream(
+        model_server: ScriptedModelServer, table: None) -> None:
+    """The abandoned stream is what makes ``transformers serve`` cancel: the server sees the client leave while it
+    is still sending the events."""
+    from runner.models import ModelError, RetryPolicy
+
+    served.publish(ServedEndpoint(EMBEDDED_MODEL, model_server.url, "/w/smollm2-1", stream=True))
+    model_server.drip(0.05)
+    model = ChatModel.from_name(EMBEDDED_MODEL, timeout=1, retry=RetryPolicy(max_attempts=1))
+    with pytest.raises(ModelError, match="did not finish answering within 1 s"):
+        chat(model)
+    assert model_server.wait_for_disconnects(1)
+
+
+def test_an_event_stream_that_is_not_the_apis_is_a_protocol_error(
+        model_server: ScriptedModelServer, table: None) -> None:
+    from runner.models import ModelProtocolError
+
+    served.publish(ServedEndpoint(EMBEDDED_MODEL, model_server.url, "/w/smollm2-1", stream=True))
+    model_server.answer(b"data: <html>busy</html>\n\n", content_type="text/event-stream")
+    with pytest.raises(ModelProtocolError, match="a stream event that is not JSON"):
+        chat(ChatModel.from_name(EMBEDDED_MODEL))
+    model_server.answer(b'data: {"error": "CB generation failed"}\n\n', content_type="text/event-stream")
+    with pytest.raises(Exception, match="CB generation failed"):
+        chat(ChatModel.from_name(EMBEDDED_MODEL))
+
+
+def test_a_served_model_gets_its_engines_output_limit_unless_the_call_sets_one(
+        model_server: ScriptedModelServer, table: None) -> None:
+    served.publish(ServedEndpoint("vllm:m", model_server.url, "m-1", max_tokens=4096))
+    model = ChatModel.from_name("vllm:m")
+    chat(model)
+    chat(model, max_tokens=16)
+    chat(ChatModel.from_name("vllm:m", max_tokens=32))
+    assert [request.max_tokens for request in model_server.chat_requests] == [4096, 16, 32]
+    chat(ChatModel.from_name("vllm:scripted", base_url=model_server.url))  # not served: the server's own default
+    assert model_server.chat_requests[-1].max_tokens is None
+
+
+def test_an_output_limit_that_does_not_fit_beside_the_prompt_gives_way_to_the_room_left(
+        model_server: ScriptedModelServer, table: None) -> None:
+    """SGLang and vLLM refuse a prompt plus ``max_tokens`` over the context; without the limit chosen by the runner
+    they give the answer the room left, which is less than that limit: the call is sent again without it."""
+    served.publish(ServedEndpoint("sglang:m", model_server.url, "m-1", max_tokens=4096))
+    model_server.fail(400, message="Requested token count exceeds the model's maximum context length of 8192 tokens. "
+                                   "You requested a total of 10000 tokens: 5904 tokens from the input messages and "
+                                   "4096 tokens for the completion.")
+    reply = chat(ChatModel.from_name("sglang:m"), "word " * 5000)
+    assert reply.text and reply.finish_reason == "stop"
+    assert [request.max_tokens for request in model_server.chat_requests] == [4096, None]
+    model_server.fail(400, message="Requested token count exceeds the model's maximum context length of 8192 tokens.")
+    assert chat(ChatModel.from_name("sglang:m"), "again", max_tokens=4096).finish_reason == "context_length_exceeded"
+    assert len(model_server.chat_requests) == 3  # the caller's own limit is not dropped
+
+
+def test_a_replica_whose_context_is_counted_gets_the_limit_or_the_room_the_prompt_leaves(
+        model_server: ScriptedModelServer, table: None, embedded_dir: Path) -> None:
+    served.publish(ServedEndpoint(EMBEDDED_MODEL, model_server.url, str(embedded_dir), tokenizer=str(embedded_dir),
+                                  max_tokens=1024))
+    model = ChatModel.from_name(EMBEDDED_MODEL)
+    text = "word " * 7500
+    prompt = _context.prompt_tokens(str(embedded_dir), [{"role": "user", "content": text}])
+    chat(model, "Capital of France?")
+    chat(model, text)
+    assert [request.max_tokens for request in model_server.chat_requests] == [1024, 8192 - prompt]

@@ -143,6 +143,42 @@ def test_a_replica_keeps_its_nodes_cache_paths_and_takes_the_drivers_token() -> 
     driver = {"HF_TOKEN": "hf_secret", "HF_HOME": "/driver/cache", "HF_HUB_OFFLINE": "1"}
     node = {"HF_HOME": "/models/huggingface", "PATH": "/usr/bin"}
     env = replica_environment(driver, {"CUDA_VISIBLE_DEVICES": "0"}, node)
+    loopback = "127.0.0.1,localhost,::1"
     assert env == {"HF_HOME": "/models/huggingface", "PATH": "/usr/bin", "HF_TOKEN": "hf_secret",
-                   "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0"}
+                   "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0", "NO_PROXY": loopback, "no_proxy": loopback}
     assert replica_environment(driver, {}, {"PATH": "/usr/bin"})["HF_HOME"] == "/driver/cache"  # the node has none
+
+
+def test_a_replica_reaches_itself_past_a_proxy_of_the_environment_and_the_hub_through_it() -> None:
+    """sgl-project/sglang#9155: SGLang's warm-up request to its own port went to the cluster's proxy. The replica's
+    NO_PROXY names loopback after the node's own entries, in both spellings (urllib prefers the lower case); the
+    proxy variables stay, for downloads from the Hub."""
+    from runner.serving.replica import replica_environment
+
+    node = {"HTTPS_PROXY": "http://proxy.corp:3128", "http_proxy": "http://proxy.corp:3128",
+            "no_proxy": ".corp,localhost", "NO_PROXY": "10.0.0.0/8"}
+    env = replica_environment({}, {}, node)
+    assert env["NO_PROXY"] == env["no_proxy"] == "10.0.0.0/8,.corp,localhost,127.0.0.1,::1"
+    assert env["HTTPS_PROXY"] == env["http_proxy"] == "http://proxy.corp:3128"
+    import urllib.request
+
+    assert urllib.request.proxy_bypass_environment("127.0.0.1", {"no": env["no_proxy"]})
+    assert not urllib.request.proxy_bypass_environment("huggingface.co", {"no": env["no_proxy"]})
+
+
+def test_a_replica_is_published_with_how_its_calls_are_cancelled_and_its_output_limit(tmp_path: Path) -> None:
+    """vLLM and SGLang abort a plain request whose client went away; ``transformers serve`` only a streamed one
+    (docs/models.md), so its replica's calls stream. Each engine's default output limit comes with it."""
+    from runner.core.served import SERVED_MAX_TOKENS
+    from runner.serving import Replica
+
+    assert [(name, engine.cancels_on_disconnect) for name, engine in ENGINES.items()] == [
+        ("vllm", True), ("sglang", True), ("transformers", False)]
+    published = {}
+    for engine in ENGINES:
+        replica = Replica(ReplicaSpec(model=f"{engine}:m", engine=engine, source="m"), [], tmp_path)
+        replica.port = 40000
+        published[engine] = replica.endpoint
+    assert {engine: (found.stream, found.max_tokens) for engine, found in published.items()} == {
+        "vllm": (False, 4096), "sglang": (False, 4096), "transformers": (True, 1024)}
+    assert SERVED_MAX_TOKENS == {"vllm": 4096, "sglang": 4096, "transformers": 1024}

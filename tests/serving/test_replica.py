@@ -1,9 +1,11 @@
-"""A real ``transformers serve`` with the real embedded model (SmolLM2-135M-Instruct) on the CPU: readiness, an answer
-through the model layer, a killed server restarted, a bad engine flag and a start-up timeout refused in one line, and
-no process left behind. One replica is shared by the module's tests (a start costs 30 to 90 s on 2 busy cores)."""
+"""A real ``transformers serve`` with the real embedded model (SmolLM2-135M-Instruct) on the CPU: readiness and answers
+past a proxy of the environment, an answer through the model layer, an abandoned call whose generation stops, a
+killed server restarted, a bad engine flag and a start-up timeout refused in one line, and no process left behind.
+One replica is shared by the module's tests (a start costs 30 to 90 s on 2 busy cores)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from structlog.testing import capture_logs
 
@@ -22,6 +25,7 @@ from runner.core.usage import usage_scope
 from runner.models import ChatModel
 from runner.serving import Replica, ReplicaSpec, ServedModels, replica, replica_specs, shepherd, supervisor
 from runner.core.config import RunConfig
+from tests.support.http_proxy import ForwardProxy
 
 
 # The first test converts the embedded model if this machine never did (about two minutes on 2 busy cores) and starts
@@ -36,10 +40,23 @@ def spec(source: Path, **changes: object) -> ReplicaSpec:
 
 
 @pytest.fixture(scope="module")
-def group(embedded_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModels]:
+def proxy() -> Iterator[ForwardProxy]:
+    """A cluster's egress proxy, which cannot reach this machine's loopback (it answers 502 to everything)."""
+    with ForwardProxy() as forward:
+        yield forward
+
+
+@pytest.fixture(scope="module")
+def group(embedded_dir: Path, tmp_path_factory: pytest.TempPathFactory,
+          proxy: ForwardProxy) -> Iterator[ServedModels]:
     """The embedded model's replica, started as a run starts it (from the run's configuration), watched every
-    0.5 s."""
+    0.5 s, with :func:`proxy` set in the environment in every spelling and no ``NO_PROXY`` (issue 27: the readiness
+    probe went to such a proxy until the start-up timeout)."""
     with pytest.MonkeyPatch.context() as patch:
+        for name, value in proxy.environment().items():
+            patch.setenv(name, value)
+        for name in ("NO_PROXY", "no_proxy"):
+            patch.delenv(name, raising=False)
         patch.setattr(supervisor, "CHECK_INTERVAL_S", 0.5)
         [replica_spec] = replica_specs(RunConfig(benchmark="toy", model=EMBEDDED_MODEL))
         assert replica_spec.embedded
@@ -67,10 +84,24 @@ def test_a_ready_replica_answers_through_the_model_layer(group: ServedModels) ->
     assert "CUDA_VISIBLE_DEVICES=''" in log.splitlines()[0]
 
 
+def test_the_replica_is_ready_and_answers_with_the_proxy_receiving_nothing(group: ServedModels,
+                                                                           proxy: ForwardProxy) -> None:
+    """The readiness probes, the supervisor's health checks (every 0.5 s here) and the model layer's calls reach the
+    replica directly; the proxy variables stay in the environment of the server, which gets loopback in NO_PROXY."""
+    [replica] = group.replicas
+    assert os.environ["HTTP_PROXY"] == os.environ["all_proxy"] == proxy.url
+    reply = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=8).chat_sync("Say hello.")
+    assert reply.text
+    assert replica.check(timeout=120, generate=True).ok
+    assert proxy.requests == []
+    environ = psutil.Process(replica.process.pid).environ()
+    assert environ["HTTPS_PROXY"] == proxy.url and "127.0.0.1" in environ["no_proxy"].split(",")
+
+
 def test_the_replica_answers_only_to_its_own_name(group: ServedModels) -> None:
     [replica] = group.replicas
     assert replica.check(timeout=120, generate=True).ok
-    other = httpx.post(f"{replica.base_url}/chat/completions", timeout=60,
+    other = httpx.post(f"{replica.base_url}/chat/completions", timeout=60, trust_env=False,
                        json={"model": "another-model", "messages": [{"role": "user", "content": "hi"}],
                              "max_tokens": 1})
     assert other.status_code == 400 and "pinned to" in other.text
@@ -91,7 +122,53 @@ def test_a_conversation_over_the_context_is_answered_without_reaching_the_server
     assert replica.starts == starts and group.failure is None
 
 
-def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels) -> None:
+def _cpu_share(process: psutil.Process, window_s: float = 0.5) -> float:
+    """The CPU ``process`` used over the next ``window_s`` seconds, in cores (its threads together)."""
+    before, started = process.cpu_times(), time.monotonic()
+    time.sleep(window_s)
+    after = process.cpu_times()
+    return (after.user + after.system - before.user - before.system) / (time.monotonic() - started)
+
+
+def test_an_abandoned_call_stops_generating_on_the_replica(group: ServedModels) -> None:
+    """Issue 27: ``transformers serve`` cancels a generation whose client went away only for a streamed answer; a
+    plain request went on generating after its timeout, and each retry added one more. The model layer streams to
+    this replica, so abandoning a call (cancelled here; a timeout closes it the same way) ends its generation: the
+    server's CPU, busy with a 2,000-token story, falls back to idle, and a 1-token probe is answered."""
+    [replica] = group.replicas
+    server = psutil.Process(replica.process.pid)
+    assert served.served_endpoint(EMBEDDED_MODEL).stream
+    model = ChatModel.from_name(EMBEDDED_MODEL, temperature=0.8, max_tokens=2000, timeout=600)
+    busy: list[float] = []
+    quiet: list[float] = []
+
+    async def main() -> None:
+        call = asyncio.ensure_future(model.chat("Write a very long story about a dragon, in many chapters."))
+        # The event: the server generates (its CPU over a window above a third of a core). 2,000 tokens take
+        # minutes here, so it still generates when the call is abandoned.
+        for _ in range(240):
+            busy.append(await asyncio.to_thread(_cpu_share, server))
+            if busy[-1] > 0.33 or call.done():
+                break
+        assert not call.done(), "the 2,000-token answer ended before the call was abandoned"
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        # From the event on: windows until one is idle, at most 20 (the story had minutes to go).
+        for _ in range(20):
+            quiet.append(await asyncio.to_thread(_cpu_share, server))
+            if quiet[-1] < 0.1:
+                break
+        await model.aclose()
+
+    asyncio.run(main())
+    assert busy[-1] > 0.33, busy
+    assert quiet[-1] < 0.1, quiet
+    assert replica.check(timeout=120, generate=True).ok
+    assert group.failure is None and replica.exit_status is None
+
+
+def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels, proxy: ForwardProxy) -> None:
     [replica] = group.replicas
     old_pid, old_url = replica.process.pid, replica.base_url
     with capture_logs() as logs:
@@ -110,6 +187,7 @@ def test_a_killed_server_is_restarted_and_its_restart_logged(group: ServedModels
     reply = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=8).chat_sync("Say hello.")
     assert reply.text
     assert replica.log_path.read_text().count("=== runner: start") == 2
+    assert proxy.requests == []  # the restart's readiness probes too
 
 
 def test_a_bad_engine_flag_is_refused_with_the_servers_own_line(embedded_dir: Path, tmp_path: Path) -> None:

@@ -12,10 +12,13 @@ another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts,
 enforce a rate limit as a provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond
 it), to take a fixed time per answer (:attr:`ScriptedModelServer.latency`) and to refuse, as vLLM does, a
 conversation whose earlier tool calls have arguments that are not a JSON object
-(:attr:`ScriptedModelServer.strict_tool_arguments`), and it records every request it received.
+(:attr:`ScriptedModelServer.strict_tool_arguments`), and it records every request it received, and every one whose
+client went away before its answer was complete (:attr:`ScriptedModelServer.disconnects`: a stall, a latency or a
+trickled answer cut short by a client that gave up, as a server that cancels the generation would see it).
 
-Endpoints: ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``; the paths are matched by their end,
-so a base URL without ``/v1`` reaches them too (as a web server that answers every path would).
+Endpoints: ``POST /v1/chat/completions`` (its answer streamed as server-sent events, chunk by chunk, when the
+request says ``"stream": true``) and ``GET /v1/models``; the paths are matched by their end, so a base URL without
+``/v1`` reaches them too (as a web server that answers every path would).
 
 Example::
 
@@ -31,6 +34,8 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import select
+import socket
 import sys
 import threading
 import time
@@ -118,6 +123,9 @@ class ScriptedModelServer:
         latency: seconds each chat request within the rate limit waits before its answer (a model's work).
         rate_limited: chat requests answered 429 by :meth:`limit_rate`.
         max_in_flight: the most chat requests waiting out their :attr:`latency` at once.
+        disconnects: the requests whose client closed the connection before their answer was complete (while the
+            server stalled, waited out its latency or trickled the answer), in the order it noticed; see
+            :meth:`wait_for_disconnects`.
         completions: answers ``POST /v1/completions`` (the legacy completions API, which lm-eval's
             ``local-completions`` speaks): ``completions(body)`` returns the answer's JSON body, or a
             :class:`RawAnswer`; ``None``: that route answers 404.
@@ -131,6 +139,8 @@ class ScriptedModelServer:
         self.list_models = True
         self.reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.requests: list[RecordedRequest] = []
+        self.disconnects: list[RecordedRequest] = []
+        self._disconnected = threading.Condition()
         self._mock = MockModel(policy)
         self._faults: deque[_Fault] = deque()
         self._every: tuple[int, _Fault] | None = None
@@ -212,6 +222,19 @@ class ScriptedModelServer:
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    def wait_for_disconnects(self, count: int, timeout: float = 30.0) -> bool:
+        """Block until :attr:`disconnects` holds ``count`` requests (the server notices a closed connection within
+        0.05 s); ``False`` if ``timeout`` seconds passed first."""
+        with self._disconnected:
+            return self._disconnected.wait_for(lambda: len(self.disconnects) >= count, timeout)
+
+    def _client_left(self, request: RecordedRequest | None) -> None:
+        if request is None:
+            return
+        with self._disconnected:
+            self.disconnects.append(request)
+            self._disconnected.notify_all()
 
     def stall(self, seconds: float, times: int = 1) -> None:
         """Wait ``seconds`` before answering each of the next ``times`` chat requests (for client timeouts)."""
@@ -345,6 +368,39 @@ def _arguments_refusal(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _events(body: dict[str, Any]) -> bytes:
+    """A ``/chat/completions`` body as the server-sent events of a streamed answer, as vLLM and ``transformers
+    serve`` send them: a first chunk with the role, the content a few characters per chunk, each tool call in a chunk
+    of its own (the arguments in two), the last chunk with the finish reason and the usage, then ``[DONE]``. A body
+    that is not a completion (an error) is one event."""
+    if not body.get("choices"):
+        return f"data: {json.dumps(body)}\n\ndata: [DONE]\n\n".encode()
+    choice = body["choices"][0]
+    message = choice.get("message") or {}
+    head = {key: body[key] for key in ("id", "model", "created") if key in body}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+        event = {**head, "object": "chat.completion.chunk",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}], **extra}
+        return f"data: {json.dumps(event)}\n\n"
+
+    events = [chunk({"role": "assistant"})]
+    content = message.get("content")
+    if isinstance(content, str):
+        events += [chunk({"content": content[start:start + 4]}) for start in range(0, len(content), 4)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        half = len(arguments) // 2 if isinstance(arguments, str) else 0
+        events.append(chunk({"tool_calls": [{"index": index, "id": call.get("id"), "type": "function", "function":
+                                             {"name": function.get("name"),
+                                              "arguments": arguments[:half] if half else arguments}}]}))
+        if half:
+            events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}))
+    events.append(chunk({}, choice.get("finish_reason"), **({"usage": body["usage"]} if "usage" in body else {})))
+    return ("".join(events) + "data: [DONE]\n\n").encode()
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: ScriptedModelServer
     protocol_version = "HTTP/1.1"
@@ -353,6 +409,27 @@ class _Handler(BaseHTTPRequestHandler):
         """Silence the per-request log lines on stderr."""
 
     drip: tuple[float, bool] | None = None
+    recorded: RecordedRequest | None = None
+    stream = False
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` while watching the connection: ``False`` (the request recorded in
+        :attr:`ScriptedModelServer.disconnects`) as soon as the client closed it."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if not readable:
+                continue
+            try:
+                data = self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                data = b""
+            if not data:
+                self.close_connection = True
+                self.owner._client_left(self.recorded)
+                return False
+            time.sleep(min(left, 0.05))  # bytes of a next request: not a disconnect
+        return True
 
     def _emit(self, status: int, headers: dict[str, str], data: bytes) -> None:
         """Send one answer, at once or a byte at a time (:meth:`ScriptedModelServer.drip`)."""
@@ -369,14 +446,23 @@ class _Handler(BaseHTTPRequestHandler):
         lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{k}: {v}" for k, v in headers.items()),
                  f"Content-Length: {len(data)}", "", ""]
         head = "\r\n".join(lines).encode()
-        if not headers_too:
-            self.wfile.write(head)
-        stream = head + data if headers_too else data
-        for index in range(len(stream)):
-            self.wfile.write(stream[index:index + 1])
-            time.sleep(seconds)
+        try:
+            if not headers_too:
+                self.wfile.write(head)
+            stream = head + data if headers_too else data
+            for index in range(len(stream)):
+                self.wfile.write(stream[index:index + 1])
+                self.wfile.flush()
+                if not self._wait(seconds):
+                    return
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            self.owner._client_left(self.recorded)
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        if self.stream and status == 200 and isinstance(payload, dict):
+            self._emit(status, {"Content-Type": "text/event-stream", **(headers or {})}, _events(payload))
+            return
         self._emit(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(payload).encode())
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
@@ -405,7 +491,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        fault = self.owner._record(RecordedRequest("POST", self.path, headers, body))
+        self.recorded = RecordedRequest("POST", self.path, headers, body)
+        self.stream = (isinstance(body, dict) and body.get("stream") is True
+                       and self.path.rstrip("/").endswith("/chat/completions"))
+        fault = self.owner._record(self.recorded)
         self.drip = self.owner._take_drip("chat") if self.path.rstrip("/").endswith("/chat/completions") else None
         if self.path.rstrip("/").endswith("/v1/completions") and self.owner.completions is not None:
             answered = self.owner.completions(body)
@@ -422,7 +511,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, refusal)
             return
         if fault is not None:
-            time.sleep(fault.delay)
+            if not self._wait(fault.delay):
+                return
             if fault.status is not None:
                 extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
                 self._error(fault.status, fault.message, extra)
@@ -433,7 +523,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.owner.latency:
             with self.owner._serving():
-                time.sleep(self.owner.latency)
+                if not self._wait(self.owner.latency):
+                    return
         answer = self.owner._raw("chat")
         if answer is not None:
             self._send_raw(answer)

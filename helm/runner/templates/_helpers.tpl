@@ -85,10 +85,35 @@ nvidia.com/gpu: {{ .gpu | int }}
 {{- end -}}
 
 {{/*
+NO_PROXY and no_proxy for the pods when common.env sets a proxy variable (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, in
+either case) and neither spelling of NO_PROXY: loopback and the cluster's own names, as a list of env entries (none
+otherwise). KubeRay's submitter runs "ray job submit" against <head service>.<namespace>.svc.cluster.local:8265
+with requests, which honours the proxy variables; an egress proxy cannot reach it. runner.kuberay.manifest's
+no_proxy_env makes the same.
+*/}}
+{{- define "runner.noProxyEnv" -}}
+{{- $names := list -}}
+{{- range .Values.common.env -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- $proxied := false -}}
+{{- range (list "HTTP_PROXY" "HTTPS_PROXY" "ALL_PROXY" "http_proxy" "https_proxy" "all_proxy") -}}
+{{- if has . $names }}{{ $proxied = true }}{{ end -}}
+{{- end -}}
+{{- $env := list -}}
+{{- if and $proxied (not (has "NO_PROXY" $names)) (not (has "no_proxy" $names)) -}}
+{{- range (list "NO_PROXY" "no_proxy") -}}
+{{- $env = append $env (dict "name" . "value" "127.0.0.1,localhost,::1,.svc,.cluster.local") -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $env -}}
+{{- end -}}
+
+{{/*
 Container fields shared by the head, the workers and the submitter: the pull policy, the security context, and
-the environment: common.env, then the container's own (a list in "env": HF_TOKEN, the model cache's paths). Takes
-(dict "root" $ "env" <list>). The storage Secret is referenced by name (envFrom), so its values never appear in
-values, manifests or the Ray runtime env.
+the environment: common.env and the NO_PROXY it calls for (runner.noProxyEnv), then the container's own (a list in
+"env": HF_TOKEN, the model cache's paths). Takes (dict "root" $ "env" <list>). The storage Secret is referenced by
+name (envFrom), so its values never appear in values, manifests or the Ray runtime env.
 */}}
 {{- define "runner.containerCommon" -}}
 {{- $values := .root.Values -}}
@@ -97,7 +122,7 @@ imagePullPolicy: {{ $values.image.pullPolicy }}
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with concat $values.common.env (.env | default list) }}
+{{- with concat $values.common.env (include "runner.noProxyEnv" .root | fromYamlArray) (.env | default list) }}
 env:
   {{- toYaml . | nindent 2 }}
 {{- end }}
