@@ -78,6 +78,10 @@ class TaskScorer:
             scored[filter_name] = (self.task.process_results(doc, filtered), filtered)
         return scored
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> TaskScorer:
+        # Scoring reads the task and changes nothing in it: a repeat's copy of a task shares its scorer.
+        return self
+
     def __getstate__(self) -> dict[str, Any]:
         import cloudpickle
 
