@@ -67,21 +67,6 @@ class Route:
     prompt_logprobs: bool
     token_prompts: bool
 
-    @property
-    def served(self) -> bool:
-        """Whether the run serves the model itself on each worker (a replica: no base URL, ``vllm:``/``sglang:``)."""
-        return self.kind != "hf" and self.base_url is None and self.provider in ("vllm", "sglang")
-
-    @property
-    def provider(self) -> str:
-        """The provider part of :attr:`model`."""
-        return model_key(self.model).partition(":")[0]
-
-    @property
-    def embedded(self) -> bool:
-        """Whether it is the embedded model (:data:`~runner.core.config.EMBEDDED_MODEL`)."""
-        return model_key(self.model) == EMBEDDED_MODEL
-
     def refuse_logprob_tasks(self, output_types: dict[str, str]) -> None:
         """Refuse tasks that need prompt log-probabilities when this engine returns none.
 
