@@ -24,10 +24,11 @@ WIDTH_OFF_TERMINAL = 160
 
 def default_console() -> Console:
     """The console tables print to: the terminal's width on a terminal, ``COLUMNS`` when set, else
-    :data:`WIDTH_OFF_TERMINAL`."""
+    :data:`WIDTH_OFF_TERMINAL`; no emoji codes (``:x:``) replaced."""
+    # emoji=False: a model or metric name is printed as written (rich turned "vllm:x: 0 in" into "vllm❌ 0 in").
     if sys.stdout.isatty() or os.environ.get("COLUMNS"):
-        return Console()
-    return Console(width=WIDTH_OFF_TERMINAL)
+        return Console(emoji=False)
+    return Console(width=WIDTH_OFF_TERMINAL, emoji=False)
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     if value is None:

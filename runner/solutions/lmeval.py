@@ -88,12 +88,11 @@ class DocumentBatcher:
             Exception: what the model class raised on this document's requests alone.
         """
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._dispatcher is None or self._dispatcher.done():
-            # First use, or another event loop (the sequential executor gives each item a loop of its own when a
-            # time limit is set, and abandons a blocked item's): a queue and a dispatcher of this loop.
-            self._loop, self._queue, self._running = loop, deque(), 0
+        if self._loop is not loop:
+            # First use, or another event loop (the sequential executor gives the items a loop of its own when a time
+            # limit is set, and a fresh one after it abandons a blocked item's): a queue of this loop.
+            self._loop, self._queue, self._running, self._dispatcher = loop, deque(), 0, None
             self._wake = asyncio.Event()
-            self._dispatcher = loop.create_task(self._dispatch(), name="lm-eval batcher")
         by_type: dict[str, list[int]] = {}
         for position, instance in enumerate(instances):
             by_type.setdefault(instance.request_type, []).append(position)
@@ -105,6 +104,8 @@ class DocumentBatcher:
             self._queue.append(unit)
         assert self._wake is not None
         self._wake.set()
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = loop.create_task(self._dispatch(), name="lm-eval batcher")
         resps: list[list[Any]] = [[] for _ in instances]
         usage: list[tuple[int | None, int | None]] = [(0, 0)] * len(instances)
         for positions, unit in units:
@@ -114,15 +115,19 @@ class DocumentBatcher:
         return resps, usage
 
     async def _dispatch(self) -> None:
+        """Start calls while requests wait; end once none waits and none runs (the next document starts it again), so
+        no task is left pending when the loop closes."""
         assert self._wake is not None
         while True:
-            await self._wake.wait()
             self._wake.clear()
             await self._settle()
             while self._queue and self._running < self.max_calls:
                 batch = self._take()
                 self._running += 1
                 asyncio.get_running_loop().create_task(self._run(batch))
+            if not self._queue and not self._running:
+                return
+            await self._wake.wait()
 
     async def _settle(self) -> None:
         """Let the documents in flight queue their requests: yield until two turns bring nothing new."""
@@ -272,12 +277,20 @@ def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractE
 
     base = LocalChatCompletion if route.kind == "chat" else LocalCompletionsAPI
     options: dict[str, Any] = {"max_retries": 1, "num_concurrent": 1, "batch_size": benchmark.batch_size}
+    tokenizer = None
     if route.kind != "chat":
         tokenizer = benchmark.model_args.get("tokenizer") or route.source or _embedded_folder()
         options.update(tokenizer=tokenizer, tokenizer_backend="huggingface", tokenized_requests=route.token_prompts,
                        max_length=benchmark.max_length or _context_length(model, tokenizer))
     options.update(benchmark.model_args)
-    lm = _over_transport(base)(transport, model=route.model, base_url="runner://model-layer", **options)
+    try:
+        lm = _over_transport(base)(transport, model=route.model, base_url="runner://model-layer", **options)
+    except OSError as exc:
+        raise ConfigError(
+            f"lm-eval's local-completions counts and sends {route.model}'s prompts as token ids, with its tokenizer "
+            f"{tokenizer!r}, which cannot be loaded here ({str(exc).splitlines()[0][:160]}); pass -B "
+            "model_args=tokenizer=FOLDER_OR_HUB_ID, or set HF_TOKEN (a gated model) and HF_HOME (a cache that holds "
+            "it)") from None
     if route.kind == "chat":
         return _Model(lm, route, lambda text: None)
     return _Model(lm, route, lambda text: len(lm.tok_encode(text)))

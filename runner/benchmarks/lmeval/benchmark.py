@@ -3,8 +3,10 @@ and aggregated by lm-eval itself (see docs/lm-eval.md)."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -22,16 +24,23 @@ private aggregation helper (``evaluator_utils._process_results``) may change bet
 
 
 def _parse_kwargs(value: str | dict[str, Any] | None, what: str) -> dict[str, Any] | None:
-    """A mapping, or lm-eval's ``key=value,key=value`` string (``simple_parse_args_string``)."""
+    """A mapping, or lm-eval's ``key=value,key=value`` string (``simple_parse_args_string``).
+
+    Raises:
+        BenchmarkError: a string with a part that is no ``key=value``, or that does not parse.
+    """
     if value is None or isinstance(value, dict):
         return value
     from lm_eval.utils import simple_parse_args_string
 
+    problem = f"-B {what}={value!r}: write key=value,key=value (as lm_eval --{what}) or a JSON object"
+    text = str(value).strip()
+    if not text or any("=" not in part for part in text.split(",") if part.strip()):
+        raise BenchmarkError(problem)
     try:
-        return simple_parse_args_string(str(value))
+        return simple_parse_args_string(text)
     except Exception:  # noqa: BLE001 - any parse failure is the user's input
-        raise BenchmarkError(f"-B {what}={value!r}: write key=value,key=value (as lm_eval --{what}) or a JSON "
-                             "object") from None
+        raise BenchmarkError(problem) from None
 
 
 class LMEvalBenchmark(BenchmarkBase):
@@ -101,6 +110,13 @@ class LMEvalBenchmark(BenchmarkBase):
                                  ("bootstrap_iters", bootstrap_iters, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise BenchmarkError(f"-B {name}={value!r}: give a whole number of at least {low}")
+        if num_fewshot is not None and (not isinstance(num_fewshot, int) or isinstance(num_fewshot, bool)
+                                        or num_fewshot < 0):
+            raise BenchmarkError(f"-B num_fewshot={num_fewshot!r}: give a whole number of examples, 0 or more")
+        if endpoint == "chat" and not apply_chat_template:
+            raise BenchmarkError("-B endpoint=chat sends each prompt as chat messages, which lm-eval builds only with "
+                                 "its chat template: add -B apply_chat_template=true (as lm_eval's "
+                                 "local-chat-completions needs --apply_chat_template)")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 2):
             raise BenchmarkError(f"-B max_length={max_length!r}: give the model's context in tokens")
         if limit is not None and (isinstance(limit, bool) or limit <= 0):
@@ -185,7 +201,7 @@ class LMEvalBenchmark(BenchmarkBase):
 
     @property
     def version(self) -> str | None:  # type: ignore[override]
-        """``lm-eval <version> <digest>``: the digest of every task's configuration (after the run's options), its
+        """``<lm-eval version>-<digest>``: the digest of every task's configuration (after the run's options), its
         version, and every document's requests, so a changed task, lm-eval release, few-shot setting or prompt
         is a changed fingerprint. ``None`` when the tasks cannot be prepared here (``status`` on a machine without
         the data)."""
@@ -203,7 +219,7 @@ class LMEvalBenchmark(BenchmarkBase):
             for document in loaded.documents[name]:
                 digest.update(json.dumps([document.doc_id, [instance.args for instance in document.instances]],
                                          default=_stable).encode())
-        return f"lm-eval {LM_EVAL_VERSION} {digest.hexdigest()[:16]}"
+        return f"{LM_EVAL_VERSION}-{digest.hexdigest()[:16]}"
 
     def __len__(self) -> int:
         return sum(len(documents) for documents in self.loaded.documents.values())
@@ -258,9 +274,21 @@ class LMEvalBenchmark(BenchmarkBase):
                      for document in found}
         repeats = any(record.repeat > 0 for record in kept)
         lines = results.samples(kept, loaded.tasks, documents, self._scorers, repeats)
+        model_name = self.options.metadata.get("pretrained") or self.options.metadata.get("model") or self.model
+        starts = [record.started_at for record in kept if record.started_at]
+        ends = [record.finished_at for record in kept if record.finished_at]
         extra = {
             "task_hashes": results.task_hashes(lines),
-            "config": {"model": self.model, "model_args": self.model_args, "batch_size": self.batch_size,
+            "model_source": routes.MODEL_CLASSES[self.route.kind] if self.route is not None else None,
+            "model_name": model_name,
+            "model_name_sanitized": str(model_name).replace("/", "__"),
+            "date": time.time(),
+            "total_evaluation_time_seconds": str(_seconds(min(starts), max(ends))) if starts and ends else None,
+            "config": {"model": routes.MODEL_CLASSES[self.route.kind] if self.route is not None else None,
+                       "runner_model": self.model,
+                       "model_args": {**({"pretrained": model_name} if self.route is not None and
+                                         self.route.kind == "hf" else {"model": model_name}), **self.model_args},
+                       "batch_size": self.batch_size,
                        "limit": self.options.limit, "bootstrap_iters": self.bootstrap_iters,
                        "gen_kwargs": self.options.gen_kwargs, "random_seed": self.options.seeds[0],
                        "numpy_seed": self.options.seeds[1], "torch_seed": self.options.seeds[2],
@@ -270,12 +298,21 @@ class LMEvalBenchmark(BenchmarkBase):
             "fewshot_as_multiturn": self.options.fewshot_as_multiturn,
             "chat_template": self.options.apply_chat_template,
         }
-        files = [ReportFile(results.RESULTS_FILE, results.results_json(aggregated, extra),
-                            "lm-eval's results_<date>.json, aggregated by lm-eval from the records")]
+        left_out = sorted(set(self.loaded.groups) - set(aggregated.get("group_subtasks", {})))
+        note = "lm-eval's results_<date>.json, aggregated by lm-eval from the records"
+        if left_out:
+            note += (f"; group(s) {', '.join(left_out)} left out, as lm-eval leaves out a group with a task that has no "
+                     "result (no record yet, or past --limit)")
+        files = [ReportFile(results.RESULTS_FILE, results.results_json(aggregated, extra), note)]
         for name, found in lines.items():
             files.append(ReportFile(results.SAMPLES_FILE.format(task=name), results.samples_jsonl(found),
                                     f"lm-eval's --log_samples lines of {name}"))
         return files
+
+
+def _seconds(start: str, end: str) -> float:
+    """Seconds from one ISO-8601 time to another (the records' first start to their last end)."""
+    return (_dt.datetime.fromisoformat(end) - _dt.datetime.fromisoformat(start)).total_seconds()
 
 
 def _stable(value: Any) -> Any:

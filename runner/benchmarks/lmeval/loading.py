@@ -277,6 +277,11 @@ def load(manager: Any, specs: list[Any]) -> dict[str, Any]:
         problem = _dataset_problem(exc)
         if problem is not None:
             raise BenchmarkError(problem) from None
+        if isinstance(exc, ModuleNotFoundError):
+            raise BenchmarkError(
+                f"an lm-eval task needs the Python package {exc.name!r}, which is not installed: install it on the "
+                "driver and the workers (lm-eval names the extras of its tasks, e.g. pip install "
+                "'lm-eval[ifeval]==0.4.13' for IFEval, 'lm-eval[math]==0.4.13' for the MATH tasks)") from None
         first = str(exc).splitlines()[0][:300] if str(exc) else ""
         raise BenchmarkError(f"lm-eval could not load the tasks ({type(exc).__name__}: {first}); check -B tasks "
                              "and -B include_path") from None

@@ -39,6 +39,9 @@ ENDPOINTS = ("completions", "chat")
 
 Kind = Literal["hf", "completions", "chat"]
 
+MODEL_CLASSES = {"hf": "hf", "completions": "local-completions", "chat": "local-chat-completions"}
+"""lm-eval's registered name of each route's model class (its ``--model``)."""
+
 
 @dataclass(frozen=True)
 class Route:
@@ -67,6 +70,11 @@ class Route:
     prompt_logprobs: bool
     token_prompts: bool
 
+    @property
+    def provider_name(self) -> str:
+        """The provider part of :attr:`model` (``vllm``)."""
+        return model_key(self.model).partition(":")[0]
+
     def refuse_logprob_tasks(self, output_types: dict[str, str]) -> None:
         """Refuse tasks that need prompt log-probabilities when this engine returns none.
 
@@ -83,6 +91,11 @@ class Route:
             return
         more = f" (and {len(needing) - 1} more)" if len(needing) > 1 else ""
         name = model_key(self.model).partition(":")[2]
+        if self.kind == "chat" and self.provider_name != "transformers":
+            raise BenchmarkError(
+                f"lm-eval task {needing[0]!r}{more} is {output_types[needing[0]]}, which needs the log-probabilities "
+                f"of the prompt's tokens, and a chat endpoint returns none; drop -B endpoint=chat (the completions "
+                f"endpoint of vLLM and SGLang returns them)")
         raise BenchmarkError(
             f"lm-eval task {needing[0]!r}{more} is {output_types[needing[0]]}, which needs the log-probabilities of "
             f"the prompt's tokens, and {self.model} through {self.engine} returns none; evaluate it with "

@@ -5,6 +5,8 @@ that is not in the cache while the Hub cannot be reached, a changed task configu
 from __future__ import annotations
 
 import shutil
+
+import pytest
 from pathlib import Path
 
 from tests.benchmarks.lmeval.conftest import EMBEDDED, OFFLINE
@@ -40,8 +42,8 @@ def test_a_rolling_task_against_a_chat_endpoint_is_refused(cli, lm_tasks: Path, 
         done = cli("-b", "lm-eval", "-B", "tasks=hotpot_ppl", "-B", f"include_path={lm_tasks}", "-B", "endpoint=chat",
                    "-B", "apply_chat_template=true", "--model", "vllm:scripted", "--model-base-url", server.url,
                    "--sequential", "--storage", str(tmp_path / "run"))
-    done.error_line("lm-eval task 'hotpot_ppl' is loglikelihood_rolling", "vllm:scripted through vLLM (chat "
-                    "completions) returns none")
+    done.error_line("lm-eval task 'hotpot_ppl' is loglikelihood_rolling", "a chat endpoint returns none; drop -B "
+                    "endpoint=chat")
     assert not (tmp_path / "run").exists()
 
 
@@ -94,3 +96,20 @@ def test_a_group_of_your_own_with_a_built_in_task_loads_it_from_lm_evals_index(c
     done = cli("-b", "lm-eval", "-B", "tasks=my_mix", "-B", f"include_path={tasks}", "--model", EMBEDDED,
                "--sequential", "--storage", str(tmp_path / "run"))
     done.error_line("dataset allenai/ai2_arc is not in the local Hugging Face cache")
+
+
+@pytest.mark.parametrize("argument, problem", [
+    ("endpoint=chat", "-B endpoint=chat sends each prompt as chat messages"),
+    ("num_fewshot=-1", "-B num_fewshot=-1: give a whole number of examples, 0 or more"),
+    ("gen_kwargs=notkv", "-B gen_kwargs='notkv': write key=value,key=value"),
+    ("metadata=notjson", "-B metadata='notjson': write key=value,key=value"),
+    ("batch_size=0", "-B batch_size=0: give a whole number of at least 1"),
+    ("seed=abc", "-B seed='abc': give an integer or random,numpy,torch,fewshot"),
+])
+def test_a_bad_argument_is_one_line_before_anything_is_written(cli, lm_tasks: Path, tmp_path: Path, argument: str,
+                                                               problem: str) -> None:
+    done = cli("-b", "lm-eval", "-B", "tasks=hotpot_gen", "-B", f"include_path={lm_tasks}", "-B", argument,
+               "--model", EMBEDDED, "--sequential", "--storage", str(tmp_path / "run"))
+    done.error_line(problem)
+    assert not (tmp_path / "run").exists()
+

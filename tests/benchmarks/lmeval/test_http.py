@@ -119,3 +119,23 @@ def test_items_on_loops_of_their_own_are_answered(cli, lm_tasks: Path, embedded_
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert (summary["completed"], summary["errors"]) == (N_DOCS["hotpot_yesno"], 0)
     assert len(completions.bodies) == 2 * N_DOCS["hotpot_yesno"]
+
+
+def test_a_group_cut_by_the_limit_is_left_out_and_said_so(cli, lm_tasks: Path, embedded_dir: Path, vllm_like,
+                                                         tmp_path: Path) -> None:
+    """``--limit 3`` stops inside the group's first task: lm-eval's results have no group without all its tasks,
+    and the summary's note says why; results.json names lm-eval's model class and the model, as lm_eval's does."""
+    server, _ = vllm_like
+    done = cli("-b", "lm-eval", "-B", "tasks=hotpot_mc", "-B", f"include_path={lm_tasks}", "-B",
+               f"model_args=tokenizer={embedded_dir}", "--model", "vllm:scripted", "--model-base-url", server.url,
+               "--limit", "3", "--sequential", "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Task was destroyed but it is pending" not in done.stderr  # the batcher ends with its last document
+    results = json.loads((tmp_path / "run" / "lm_eval" / "results.json").read_text())
+    assert "groups" not in results and list(results["results"]) == ["hotpot_yesno"]
+    assert results["n-samples"]["hotpot_yesno"] == {"original": N_DOCS["hotpot_yesno"], "effective": 3}
+    assert (results["model_source"], results["config"]["model"], results["model_name"]) == (
+        "local-completions", "local-completions", "scripted")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert any("group(s) hotpot_mc left out, as lm-eval leaves out a group with a task that has no result" in note
+               for note in summary["notes"])
