@@ -113,3 +113,23 @@ def test_a_bad_argument_is_one_line_before_anything_is_written(cli, lm_tasks: Pa
     done.error_line(problem)
     assert not (tmp_path / "run").exists()
 
+
+
+def test_a_gated_dataset_names_it_and_hf_token() -> None:
+    """The chain ``datasets`` raises for a gated dataset without a token (its DatasetNotFoundError's message, over the
+    Hub's 401), read as one line naming the dataset and HF_TOKEN; an unrelated failure is not taken for one."""
+    from datasets.exceptions import DatasetNotFoundError
+
+    from runner.benchmarks.lmeval.loading import _dataset_problem
+
+    try:
+        try:
+            raise OSError("401 Client Error: Unauthorized for url: https://huggingface.co/api/datasets/cais/gated")
+        except OSError as hub:
+            raise DatasetNotFoundError("Dataset 'cais/gated' is a gated dataset on the Hub. You must be authenticated "
+                                       "to access it.") from hub
+    except DatasetNotFoundError as exc:
+        line = _dataset_problem(exc)
+    assert line == ("dataset cais/gated is gated on the Hugging Face Hub: set HF_TOKEN to a token that was granted "
+                    "access (and accept the dataset's terms on its page)")
+    assert _dataset_problem(ValueError("doc_to_text is not a string")) is None
