@@ -107,12 +107,14 @@ class RayExecutor:
         from runner.engine.ray.limiter import RemoteTraffic, check_cache
 
         self._served = len(context.replicas)
+        # What the configuration alone refuses comes before the cluster is asked anything (a busy cluster's warning
+        # stood before this one line).
+        check_cache(traffic.cache)
         _check_default_storage(context, job=ray_cluster.ray_job())
         ray_cluster.preflight(self.address)
         self._started_ray = ray_cluster.connect(self.address)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
-            check_cache(traffic.cache)
             nodes = len(ray_cluster.cluster_nodes())
             _check_default_storage(context, nodes=nodes)
             if nodes > 1 and context.store.is_local:
