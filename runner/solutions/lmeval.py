@@ -79,6 +79,7 @@ class DocumentBatcher:
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._calls: set[asyncio.Task[None]] = set()
 
     async def submit(self, instances: list[Any]) -> tuple[list[list[Any]], list[tuple[int | None, int | None]]]:
         """The responses of one document's ``instances`` (a list of ``repeats`` responses per instance, in order)
@@ -124,7 +125,9 @@ class DocumentBatcher:
             while self._queue and self._running < self.max_calls:
                 batch = self._take()
                 self._running += 1
-                asyncio.get_running_loop().create_task(self._run(batch))
+                call = asyncio.get_running_loop().create_task(self._run(batch))
+                self._calls.add(call)  # the loop keeps only weak references to its tasks
+                call.add_done_callback(self._calls.discard)
             if not self._queue and not self._running:
                 return
             await self._wake.wait()
