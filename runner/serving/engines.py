@@ -171,12 +171,16 @@ class Engine:
 
     def environment(self, gpu_ids: Sequence[str], cache_dir: Path) -> dict[str, str]:
         """``CUDA_VISIBLE_DEVICES`` (empty hides every GPU) and the compile caches: torch inductor's and Triton's,
-        under ``cache_dir``; unbuffered Python output so that the log is current."""
+        under ``cache_dir``; unbuffered Python output so that the log is current; and no daily update check of the
+        Hugging Face CLIs (``transformers serve`` asks ``pypi.org`` for a newer release at its first start of a day,
+        ``huggingface_hub.check_cli_update``: an egress request, through any proxy, from every replica of a cluster
+        that may have no way out)."""
         return {
             "CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in gpu_ids),
             "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
             "TRITON_CACHE_DIR": str(cache_dir / "triton"),
             "PYTHONUNBUFFERED": "1",
+            "HF_HUB_DISABLE_UPDATE_CHECK": "1",
         }
 
     def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:

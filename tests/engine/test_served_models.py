@@ -63,11 +63,14 @@ def test_a_sequential_run_serves_the_embedded_model_from_the_driver(cli, tmp_pat
                                                                     proxy: ForwardProxy,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Run with an egress proxy in the environment, every spelling, and no NO_PROXY (issue 27: the replica's
-    readiness probe went to it until the start-up timeout): the replica is reached directly."""
+    readiness probe went to it until the start-up timeout): the replica is reached directly. A Hugging Face home
+    with no update check done yet: ``transformers serve``'s first start of a day asked pypi.org for a newer release
+    (through the proxy, on a fresh machine) until the replicas were told not to."""
     for name, value in proxy.environment().items():
         monkeypatch.setenv(name, value)
-    for name in ("NO_PROXY", "no_proxy"):
+    for name in ("NO_PROXY", "no_proxy", "HF_HUB_DISABLE_UPDATE_CHECK"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     before = _servers()
     storage = tmp_path / "run"
     result = cli("-b", "toy", "-B", "n_tasks=3", "-s", ASK, "--model", EMBEDDED_MODEL, "--sequential",
