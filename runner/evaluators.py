@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from runner import log
 from runner.core.benchmark import BenchmarkBase
-from runner.core.config import RunSettings, WorkerSpec, format_validation_error
+from runner.core.config import RENAMED, RunSettings, WorkerSpec, format_validation_error
 from runner.core.errors import BudgetExhausted, ConfigError, ServerStop
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
@@ -93,9 +93,6 @@ def _report(request: RunRequest, show: bool, html: bool) -> Summary:
     return summary
 
 
-_RENAMED = {"retry_errors": "solution_retries", "rerun_errors": "rerun_failed"}
-
-
 class EvaluatorBase:
     """Run a benchmark with a solution, store every record, and report.
 
@@ -145,7 +142,7 @@ class EvaluatorBase:
             raise ConfigError(f"benchmark must be a BenchmarkBase instance, got {type(benchmark).__name__}")
         if n_repeat < 1:
             raise ConfigError(f"n_repeat must be at least 1, got {n_repeat}")
-        for old, new in _RENAMED.items():
+        for old, new in RENAMED.items():
             if old in settings:
                 warnings.warn(f"{old}= is deprecated; use {new}=", FutureWarning, stacklevel=3)
                 settings.setdefault(new, settings.pop(old))
@@ -247,8 +244,9 @@ class GeneralEvaluator(EvaluatorBase):
         self.n_workers = n_workers
 
 
-_WORKER_SHORTCUTS = ("num_cpus", "num_gpus", "memory", "memory_limit", "resources", "accelerator_type",
-                     "max_concurrency", "max_attempts", "placement_timeout")
+_WORKER_SHORTCUTS = tuple(name for name in WorkerSpec.model_fields if name != "num_workers")
+"""The :class:`WorkerSpec` fields a ``RayEvaluator`` takes as keyword arguments (``num_workers`` is AgentScope's
+``n_workers`` / ``max_workers``)."""
 
 
 class RayEvaluator(EvaluatorBase):

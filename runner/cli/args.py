@@ -10,63 +10,18 @@ import difflib
 import json
 import shlex
 import sys
+import types
+import typing
 from collections.abc import Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from runner.core.config import RunConfig, build_config, load_config_file
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from runner.core.config import RENAMED, RunConfig, build_config, load_config_file
 from runner.core.errors import ConfigError
-
-# flag dest -> WorkerSpec field
-WORKER_FLAGS = {
-    "workers": "num_workers",
-    "num_cpus": "num_cpus",
-    "num_gpus": "num_gpus",
-    "memory": "memory",
-    "memory_limit": "memory_limit",
-    "resources": "resources",
-    "accelerator_type": "accelerator_type",
-    "concurrency": "max_concurrency",
-    "max_attempts": "max_attempts",
-    "placement_timeout": "placement_timeout",
-}
-# flag dest -> RunConfig field
-RUN_FLAGS = (
-    "benchmark",
-    "data_dir",
-    "solution",
-    "model",
-    "model_base_url",
-    "user_model",
-    "user_model_base_url",
-    "judge_model",
-    "judge_base_url",
-    "storage",
-    "storage_options",
-    "repeats",
-    "limit",
-    "timeout",
-    "metric_timeout",
-    "solution_retries",
-    "executor",
-    "force",
-    "rerun_failed",
-    "take_over",
-    "storage_outage",
-    "lease_ttl",
-    "allow_overwriting_store",
-    "ray_address",
-    "log_format",
-    "max_tokens",
-    "max_cost",
-    "cache",
-    "cache_policy",
-    "shards",
-    "model_startup_timeout",
-    "replica_restarts",
-)
-# flag dest -> EndpointLimits field; each flag takes N (every endpoint) or MODEL=N (that model's endpoints)
-LIMIT_FLAGS = ("max_rpm", "max_tpm", "max_connections")
-
+from runner.core.flags import Flag, Nested, declaration
 
 SUGGESTION_CUTOFF = 0.6
 """How close a mistyped flag must be to a known one to be suggested (``difflib.get_close_matches``' ratio)."""
@@ -172,139 +127,122 @@ class _Deprecated(argparse.Action):
         setattr(namespace, self.dest, values if self.nargs != 0 else True)
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One setting of the run configuration with a flag, as its field declares it (:mod:`runner.core.flags`).
+
+    Args:
+        path: where it sits in :class:`RunConfig`: ``("repeats",)``, ``("worker", "num_cpus")``, or
+            ``("serve", "model")`` (a field of each entry of the ``serve`` list).
+        flag: its declared :class:`Flag`.
+        info: the field (pydantic's ``FieldInfo``: its type, which the flag's text is read as, and its default).
+    """
+
+    path: tuple[str, ...]
+    flag: Flag
+    info: FieldInfo
+
+    @property
+    def annotation(self) -> Any:
+        """The field's type (``int | None``, a ``Literal``...)."""
+        return self.info.annotation
+
+    @property
+    def name(self) -> str:
+        """The dotted path, as a validation error names the field: ``worker.num_cpus``."""
+        return ".".join(self.path)
+
+    @property
+    def option(self) -> str:
+        """The flag: the declared spelling, else ``--`` and the field's name with dashes."""
+        return self.flag.spelling or "--" + self.path[-1].replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination: the flag's name with underscores (``--workers`` -> ``workers``)."""
+        return self.option.removeprefix("--").replace("-", "_")
+
+
+def declared_settings(model: type[BaseModel] = RunConfig, prefix: tuple[str, ...] = ()) -> list[Setting]:
+    """Every setting of ``model`` that has a flag, in declaration order, the fields of a :class:`Nested` model in
+    place (``worker``'s, ``serve``'s entries').
+
+    Raises:
+        TypeError: a field declares nothing (no :class:`Flag`, :class:`Nested` or :class:`NoFlag`): every setting
+            must say how the command line sets it.
+    """
+    settings: list[Setting] = []
+    for name, info in model.model_fields.items():
+        mark = declaration(info.metadata)
+        if mark is None:
+            raise TypeError(f"{model.__name__}.{name} declares no Flag, Nested or NoFlag (runner.core.flags)")
+        if isinstance(mark, Nested):
+            settings.extend(declared_settings(_nested_model(info.annotation), (*prefix, name)))
+        elif isinstance(mark, Flag):
+            settings.append(Setting((*prefix, name), mark, info))
+    return settings
+
+
+def _nested_model(annotation: Any) -> type[BaseModel]:
+    """The model of a :class:`Nested` field: ``WorkerSpec``, or the ``ServeSpec`` of ``list[ServeSpec]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    (item,) = typing.get_args(annotation)
+    return item
+
+
+GROUPS = {"what": "what to run", "where": "where results go", "how": "how to run",
+           "serving": "models served by the run (see docs/models.md)",
+           "traffic": "model traffic (shared by every worker; see docs/models.md)"}
+"""The headings of ``--help``, by a :class:`Flag`'s group."""
+
+_KINDS: dict[str, dict[str, Any]] = {
+    "switch": {"action": "store_true", "default": None},
+    "json": {"type": json_object},
+    "pairs": {"action": "append", "type": key_value},
+    "per_model": {"action": "append", "type": model_limit},
+    "prices": {"action": "append", "type": model_price},
+    "serve": {"action": "append", "nargs": "?", "const": ""},
+    "words": {"action": "append", "type": engine_args},
+}
+"""The argparse options of each :data:`~runner.core.flags.FlagKind` but ``value``."""
+
+
+def _value_options(annotation: Any) -> dict[str, Any]:
+    """The argparse ``type`` or ``choices`` that read one value of ``annotation``: ``int``, ``float``, the choices
+    of a ``Literal``, else the text itself (pydantic validates it with the rest of the configuration)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)] if union else [annotation]
+    kind = kinds[0] if len(kinds) == 1 else str
+    if typing.get_origin(kind) is Literal:
+        return {"choices": typing.get_args(kind)}
+    if kind in (int, float):
+        return {"type": kind}
+    return {}
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of a run (shared by ``run`` and ``submit``)."""
-    what = parser.add_argument_group("what to run")
-    what.add_argument("--config", metavar="FILE", help="YAML or JSON run config; flags override it")
-    what.add_argument("--benchmark", "-b", help="a built-in benchmark (see 'list') or module:Class")
-    what.add_argument(
-        "--benchmark-arg", "-B", dest="benchmark_args", action="append", type=key_value, metavar="KEY=VALUE",
-        help="benchmark constructor argument (repeatable), e.g. -B language=zh",
-    )
-    what.add_argument("--data-dir", help="where the benchmark reads its data (any fsspec path or URL)")
-    what.add_argument("--solution", "-s", help="a built-in solution (see 'list') or module:function")
-    what.add_argument(
-        "--solution-arg", "-S", dest="solution_args", action="append", type=key_value, metavar="KEY=VALUE",
-        help="solution constructor argument (repeatable)",
-    )
-    what.add_argument("--model", help="chat model of a model-driven solution, provider:model, e.g. openai:gpt-4o, "
-                      "vllm:Qwen/Qwen2.5-7B-Instruct, mock (default: $AGENT_CHAT_MODEL_NAME; see 'list')")
-    what.add_argument("--model-base-url", metavar="URL",
-                      help="API root of the model's server, e.g. http://localhost:8000/v1 (vLLM) or "
-                      "http://localhost:11434/v1 (Ollama)")
-    what.add_argument("--user-model", metavar="MODEL",
-                      help="chat model of the simulated user of a solution that has one (e.g. acebench's "
-                      "multi-turn agent tasks), provider:model (default: the agent's model)")
-    what.add_argument("--user-model-base-url", metavar="URL",
-                      help="API root of the user model's server (default: the provider's; the agent's server "
-                      "when --user-model names the agent's model)")
-    what.add_argument("--judge-model", help="model of the benchmark's LLM-judged metrics, provider:model "
-                      "(default: $EVAL_CHAT_MODEL_NAME, else --model; none: no judge, no judged metrics)")
-    what.add_argument("--judge-base-url", metavar="URL",
-                      help="API root of the judge's server (default: --model-base-url when the judge is the agent's "
-                      "model, else the provider's)")
-    what.add_argument("--repeats", type=int, help="runs of each task (default 1); pass@k is reported when > 1")
-    what.add_argument("--limit", type=int, help="run only the first N tasks")
-    what.add_argument("--timeout", type=float, metavar="SECONDS",
-                      help="seconds a solution may take on one task (default 3600; 0: no limit; given, it holds even "
-                      "when an async solution blocks its event loop)")
-    what.add_argument("--metric-timeout", type=float, metavar="SECONDS",
-                      help="seconds each metric may take on one item (default: --timeout's; 0: no limit)")
-    what.add_argument("--solution-retries", type=int, metavar="N",
-                      help="extra tries, each on a fresh copy of the task, when the solution raises (default 0)")
-    what.add_argument("--retry-errors", dest="solution_retries", type=int, action=_Deprecated,
-                      new="--solution-retries", help=argparse.SUPPRESS)
-
-    where = parser.add_argument_group("where results go")
-    where.add_argument("--storage", metavar="URI", help="run directory: path, file://, s3://... "
-                       "(default ./runs/<benchmark>-<UTC timestamp>)")
-    where.add_argument("--storage-options", type=json_object, metavar="JSON",
-                       help="fsspec options for the storage backend, e.g. '{\"endpoint_url\": \"http://...\"}'")
-    where.add_argument("--force", action="store_true", default=None,
-                       help="delete this run directory's records and start over")
-    where.add_argument("--rerun-failed", action="store_true", default=None,
-                       help="run again the items whose record is an error or a timeout (old records go to retired/)")
-    where.add_argument("--rerun-errors", dest="rerun_failed", nargs=0, action=_Deprecated, new="--rerun-failed",
-                       help=argparse.SUPPRESS)
-    where.add_argument("--take-over", action="store_true", default=None,
-                       help="take the run over from a driver whose lease lapsed (killed, or cut off from the "
-                       "storage); a live driver is never taken over")
-    where.add_argument("--storage-outage", type=float, metavar="SECONDS",
-                       help="how long record writes wait out a storage that fails with server errors, timeouts or "
-                       "resets (new items are held back meanwhile) before the run stops with exit status 3 "
-                       "(default 300)")
-    where.add_argument("--lease-ttl", type=float, metavar="SECONDS",
-                       help="seconds the driver's lease on the run lives without a renewal (renewed every quarter "
-                       "of it); a killed driver's lease lapses after it (default 60)")
-    where.add_argument("--allow-overwriting-store", action="store_true", default=None,
-                       help="write to an object store that does not honour conditional writes (If-None-Match, "
-                       "ifGenerationMatch), "
-                       "checking each record's existence first; two writers can then race")
-    where.add_argument("--shards", choices=("auto", "on", "off"),
-                       help="consolidate finished records into Parquet result shards (shards/), which reports, "
-                       "resumes and DuckDB read in a few requests (default auto: on object stores only)")
-
-    how = parser.add_argument_group("how to run")
-    how.add_argument("--executor", metavar="NAME",
-                     help="who runs the items: ray (the default) or sequential (see 'list')")
-    how.add_argument("--sequential", dest="executor", action="store_const", const="sequential",
-                     help="run here, one task at a time (debugging), instead of on Ray: short for --executor "
-                     "sequential")
-    how.add_argument("--ray-address", help="Ray cluster to attach to (default: RAY_ADDRESS, else an embedded Ray)")
-    how.add_argument("--workers", type=int, help="Ray actors (default: as many as the cluster fits)")
-    how.add_argument("--num-cpus", type=float, help="CPUs per worker (default 1)")
-    how.add_argument("--num-gpus", type=float, help="GPUs per worker, fractions allowed (default 0)")
-    how.add_argument("--memory", help="memory Ray reserves for each worker when it places it, bytes or with a unit "
-                     "(e.g. 8GiB); scheduling only: a worker that uses more is not stopped (see --memory-limit)")
-    how.add_argument("--memory-limit", metavar="BYTES",
-                     help="resident memory each worker process may use (e.g. 4GiB), enforced: an overrun makes the "
-                     "running item an error record and the worker is replaced (Ray workers only)")
-    how.add_argument("--resources", type=json_object, metavar="JSON", help="custom Ray resources per worker")
-    how.add_argument("--accelerator-type", help="Ray accelerator type per worker, e.g. A100")
-    how.add_argument("--concurrency", type=int, help="items in flight per worker (default 1)")
-    how.add_argument("--max-attempts", type=int,
-                     help="executions of an item before a dying worker fails it (default 3; a worker death charges "
-                     "an attempt, a solution that raises does not: see --solution-retries)")
-    how.add_argument("--placement-timeout", type=float, metavar="SECONDS",
-                     help="seconds to wait, with no worker running, for workers to get their resources (held by other "
-                     "jobs, or nodes still being added) before the run stops with one line (default 900; 0: no "
-                     "bound); the driver says every 30 s what they wait for")
-    how.add_argument("--log-format", choices=("console", "json"), help="default: console on a terminal, else json")
-
-    serving = parser.add_argument_group("models served by the run (see docs/models.md)")
-    serving.add_argument("--serve", action="append", nargs="?", const="", metavar="MODEL",
-                         help="serve MODEL in the run: one replica per worker on its GPUs (vllm:, sglang: or "
-                         "transformers: MODEL, a Hugging Face id or a local path); alone, the agent's --model; "
-                         "repeatable (e.g. for --judge-model). The embedded model transformers:smollm2-135m-instruct "
-                         "is served without it")
-    serving.add_argument("--engine-arg", dest="engine_args", action="append", type=engine_args, metavar="ARG",
-                         help="a flag for the served model's engine, passed as it is (repeatable), e.g. "
-                         "--engine-arg=--max-model-len=8192")
-    serving.add_argument("--model-startup-timeout", type=float, metavar="SECONDS",
-                         help="seconds a served model's replica may take to become ready (default 1800, enough for "
-                         "a 70B model read from disk)")
-    serving.add_argument("--replica-restarts", type=int, metavar="N",
-                         help="restarts of a replica that exits or stops answering, before the run stops (default 3)")
-
-    traffic = parser.add_argument_group("model traffic (shared by every worker; see docs/models.md)")
-    traffic.add_argument("--max-rpm", action="append", type=model_limit, metavar="[MODEL=]N",
-                         help="requests per minute to each model endpoint, or to MODEL's (repeatable)")
-    traffic.add_argument("--max-tpm", action="append", type=model_limit, metavar="[MODEL=]N",
-                         help="tokens (input + output) per minute to each model endpoint, or to MODEL's (repeatable)")
-    traffic.add_argument("--max-connections", action="append", type=model_limit, metavar="[MODEL=]N",
-                         help="requests in flight to each model endpoint, or to MODEL's (repeatable)")
-    traffic.add_argument("--max-tokens", type=int, metavar="N",
-                         help="the run's token budget (input + output, every model, resumes included); when spent, "
-                         "no new item starts and the run ends with exit status 4")
-    traffic.add_argument("--max-cost", type=float, metavar="USD",
-                         help="the run's budget in USD, from --price; as --max-tokens otherwise")
-    traffic.add_argument("--price", dest="prices", action="append", type=model_price, metavar="MODEL=IN,OUT",
-                         help="USD per million input and output tokens of MODEL (repeatable; no built-in prices)")
-    traffic.add_argument("--cache", metavar="URI",
-                         help="a response cache shared through storage (a path or any fsspec URL, e.g. "
-                         "s3://bucket/cache); a hit makes no call and costs nothing")
-    traffic.add_argument("--cache-policy", choices=("always", "deterministic", "off"),
-                         help="which requests the cache answers (default deterministic: temperature 0 or a seed)")
+    """The flags of a run (shared by ``run`` and ``submit``), one per declared setting (:func:`declared_settings`),
+    with the aliases they declare and the former names of :data:`~runner.core.config.RENAMED`."""
+    groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
+    groups["what"].add_argument("--config", metavar="FILE", help="YAML or JSON run config; flags override it")
+    former = {new: old for old, new in RENAMED.items()}
+    for setting in declared_settings():
+        flag = setting.flag
+        group = groups[flag.group]
+        options = dict(_KINDS[flag.kind]) if flag.kind != "value" else _value_options(setting.annotation)
+        if flag.metavar or "choices" not in options and flag.kind != "switch":
+            options["metavar"] = flag.metavar or setting.dest.upper()
+        spellings = [setting.option, *([flag.short] if flag.short else [])]
+        group.add_argument(*spellings, dest=setting.dest, help=flag.help, **options)
+        for alias in flag.aliases:
+            group.add_argument(alias.spelling, dest=setting.dest, action="store_const", const=alias.const,
+                               help=alias.help)
+        if setting.path[-1] in former:
+            old = "--" + former[setting.path[-1]].replace("_", "-")
+            kept = {key: value for key, value in options.items() if key in ("type", "metavar")}
+            group.add_argument(old, dest=setting.dest, action=_Deprecated, new=setting.option, help=argparse.SUPPRESS,
+                               **({"nargs": 0} if flag.kind == "switch" else kept))
 
 
 def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> RunConfig:
@@ -315,57 +253,59 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
             values of a Helm values file); a key of the file replaces the same key of ``base`` whole.
 
     Raises:
-        ConfigError: the file or the merged configuration does not validate (naming the field).
+        ConfigError: the file or the merged configuration does not validate (naming the field, or the flag that
+            set it).
     """
     data: dict[str, Any] = dict(base or {})
     if args.config:
         data.update(load_config_file(args.config))
     source = f"config {args.config!r}" if args.config else "run flags"
     given: dict[str, str] = {}
-    for name in RUN_FLAGS:
-        value = getattr(args, name, None)
-        if value is not None:
-            data[name] = value
-            given[name] = _flag(name)
-    for flag, field in (("benchmark_args", "benchmark_args"), ("solution_args", "solution_args")):
-        pairs = getattr(args, flag, None)
-        if pairs:
-            merged = dict(data.get(field) or {})
-            merged.update(dict(pairs))
-            data[field] = merged
-    _traffic_flags(args, data, given)
+    for setting in declared_settings():
+        value = getattr(args, setting.dest, None)
+        if value is None or setting.path[0] == "serve":
+            continue
+        if setting.flag.kind == "per_model":
+            _model_limit_flags(setting, value, data, given)
+            continue
+        if setting.flag.kind in ("pairs", "prices"):
+            value = {**(_at(data, setting.path) or {}), **dict(value)}
+        elif setting.flag.zero_is_none and value == 0:
+            value = None
+        _put(data, setting.path, value)
+        given[setting.name] = setting.option
     _serve_flags(args, data, given)
-    worker = dict(data.get("worker") or {})
-    for flag, field in WORKER_FLAGS.items():
-        value = getattr(args, flag, None)
-        if value is not None:
-            worker[field] = None if field == "placement_timeout" and value == 0 else value
-            given[f"worker.{field}"] = _flag(flag)
-    if worker:
-        data["worker"] = worker
     if not data.get("benchmark"):
         raise ConfigError("no benchmark: pass --benchmark NAME (see 'python -m runner list') or --config FILE")
     return build_config(data, source, given)
 
 
-def _traffic_flags(args: argparse.Namespace, data: dict[str, Any], given: dict[str, str]) -> None:
-    """Merge the limit and price flags into ``data`` (a bare limit sets the run's, ``MODEL=N`` the model's) and
-    note which flag set each field."""
-    model_limits = {name: dict(limits) for name, limits in (data.get("model_limits") or {}).items()}
-    for name in LIMIT_FLAGS:
-        for model, value in getattr(args, name, None) or ():
-            if model is None:
-                data[name] = value
-                given[name] = _flag(name)
-            else:
-                model_limits.setdefault(model, {})[name] = value
-                given[f"model_limits.{model}.{name}"] = _flag(name)
-    if model_limits:
-        data["model_limits"] = model_limits
-    prices = getattr(args, "prices", None)
-    if prices:
-        data["prices"] = {**(data.get("prices") or {}), **dict(prices)}
-        given.update({f"prices.{model}": "--price" for model, _ in prices})
+def _at(data: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in the nested mapping ``data``, or ``None``."""
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _put(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Set ``path`` in ``data`` to ``value``, copying the mappings on the way (a config file's stay unchanged)."""
+    *parents, last = path
+    for key in parents:
+        data[key] = dict(data.get(key) or {})
+        data = data[key]
+    data[last] = value
+
+
+def _model_limit_flags(setting: Setting, values: list[tuple[str | None, Any]], data: dict[str, Any],
+                       given: dict[str, str]) -> None:
+    """A limit flag's values into ``data``: a bare ``N`` sets the run's limit, ``MODEL=N`` that model's (under
+    ``model_limits``)."""
+    for model, value in values:
+        path = (setting.name,) if model is None else ("model_limits", model, setting.name)
+        if model is not None:
+            data["model_limits"] = {name: dict(limits) for name, limits in (data.get("model_limits") or {}).items()}
+        _put(data, path, value)
+        given[".".join(path)] = setting.option
 
 
 def _serve_flags(args: argparse.Namespace, data: dict[str, Any], given: dict[str, str]) -> None:
@@ -376,7 +316,7 @@ def _serve_flags(args: argparse.Namespace, data: dict[str, Any], given: dict[str
         ConfigError: ``--engine-arg`` without a served model, or with more than one.
     """
     named = getattr(args, "serve", None)
-    extra = [word for words in getattr(args, "engine_args", None) or () for word in words]
+    extra = [word for words in getattr(args, "engine_arg", None) or () for word in words]
     if not named and not extra:
         return
     serve = [entry if isinstance(entry, dict) else {"model": entry} for entry in data.get("serve") or []]
@@ -390,8 +330,3 @@ def _serve_flags(args: argparse.Namespace, data: dict[str, Any], given: dict[str
                 f"{len(serve) or 'none'}; with several, give each its engine_args in the config file's serve list")
         serve[0] = {**serve[0], "engine_args": [*serve[0].get("engine_args", []), *extra]}
     data["serve"] = serve
-
-
-def _flag(dest: str) -> str:
-    """The flag of an argparse destination: ``num_cpus`` -> ``--num-cpus``."""
-    return "--" + dest.replace("_", "-")

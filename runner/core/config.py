@@ -10,13 +10,14 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from runner.core.cache import CachePolicy
 from runner.core.errors import ConfigError
+from runner.core.flags import Alias, Flag, Nested, NoFlag
 from runner.core.limits import EndpointLimits, ModelPrice, model_key
 
 
@@ -90,16 +91,28 @@ class WorkerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    num_workers: int | None = Field(default=None, ge=1)
-    num_cpus: float = Field(default=1.0, ge=0)
-    num_gpus: float = Field(default=0.0, ge=0)
-    memory: ByteSize | None = Field(default=None, gt=0)
-    memory_limit: ByteSize | None = Field(default=None, gt=0)
-    resources: dict[str, float] = Field(default_factory=dict)
-    accelerator_type: str | None = None
-    max_concurrency: int = Field(default=1, ge=1)
-    max_attempts: int = Field(default=3, ge=1)
-    placement_timeout: float | None = Field(default=DEFAULT_PLACEMENT_TIMEOUT_S, gt=0)
+    num_workers: Annotated[int | None, Field(ge=1), Flag(
+        "Ray actors (default: as many as the cluster fits)", "how", spelling="--workers")] = None
+    num_cpus: Annotated[float, Field(ge=0), Flag("CPUs per worker (default 1)", "how")] = 1.0
+    num_gpus: Annotated[float, Field(ge=0), Flag("GPUs per worker, fractions allowed (default 0)", "how")] = 0.0
+    memory: Annotated[ByteSize | None, Field(gt=0), Flag(
+        "memory Ray reserves for each worker when it places it, bytes or with a unit (e.g. 8GiB); scheduling only: "
+        "a worker that uses more is not stopped (see --memory-limit)", "how")] = None
+    memory_limit: Annotated[ByteSize | None, Field(gt=0), Flag(
+        "resident memory each worker process may use (e.g. 4GiB), enforced: an overrun makes the running item an "
+        "error record and the worker is replaced (Ray workers only)", "how", metavar="BYTES")] = None
+    resources: Annotated[dict[str, float], Flag(
+        "custom Ray resources per worker", "how", metavar="JSON", kind="json")] = Field(default_factory=dict)
+    accelerator_type: Annotated[str | None, Flag("Ray accelerator type per worker, e.g. A100", "how")] = None
+    max_concurrency: Annotated[int, Field(ge=1), Flag(
+        "items in flight per worker (default 1)", "how", spelling="--concurrency")] = 1
+    max_attempts: Annotated[int, Field(ge=1), Flag(
+        "executions of an item before a dying worker fails it (default 3; a worker death charges an attempt, a "
+        "solution that raises does not: see --solution-retries)", "how")] = 3
+    placement_timeout: Annotated[float | None, Field(gt=0), Flag(
+        "seconds to wait, with no worker running, for workers to get their resources (held by other jobs, or nodes "
+        "still being added) before the run stops with one line (default 900; 0: no bound); the driver says every "
+        "30 s what they wait for", "how", metavar="SECONDS", zero_is_none=True)] = DEFAULT_PLACEMENT_TIMEOUT_S
 
     @model_validator(mode="before")
     @classmethod
@@ -151,8 +164,14 @@ class ServeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str | None = None
-    engine_args: list[str] = Field(default_factory=list)
+    model: Annotated[str | None, Flag(
+        "serve MODEL in the run: one replica per worker on its GPUs (vllm:, sglang: or transformers: MODEL, a Hugging "
+        "Face id or a local path); alone, the agent's --model; repeatable (e.g. for --judge-model). The embedded "
+        "model transformers:smollm2-135m-instruct is served without it", "serving", spelling="--serve",
+        metavar="MODEL", kind="serve")] = None
+    engine_args: Annotated[list[str], Flag(
+        "a flag for the served model's engine, passed as it is (repeatable), e.g. --engine-arg=--max-model-len=8192",
+        "serving", spelling="--engine-arg", metavar="ARG", kind="words")] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -174,8 +193,10 @@ class ServeSpec(BaseModel):
         return value.strip()
 
 
-_RENAMED = {"rerun_errors": "rerun_failed", "retry_errors": "solution_retries"}
-"""Old run setting names, still read (with a deprecation warning): name -> new name."""
+RENAMED = {"rerun_errors": "rerun_failed", "retry_errors": "solution_retries"}
+"""Former names of run settings, still read with a deprecation warning: former name -> name. The one table of
+renames: the configuration file, the evaluators' keyword arguments and the CLI (``--rerun-errors``, the former name
+with dashes) all read it."""
 
 
 class RunSettings(BaseModel):
@@ -243,34 +264,79 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    repeats: int = Field(default=1, ge=1)
-    limit: int | None = Field(default=None, ge=1)
-    timeout: float | None = Field(default=None, ge=0)
-    metric_timeout: float | None = Field(default=None, ge=0)
-    solution_retries: int = Field(default=0, ge=0)
-    force: bool = False
-    rerun_failed: bool = False
-    executor: str = "ray"
-    ray_address: str | None = None
-    worker: WorkerSpec = Field(default_factory=WorkerSpec)
-    log_format: Literal["console", "json"] | None = None
-    max_rpm: float | None = Field(default=None, gt=0)
-    max_tpm: float | None = Field(default=None, gt=0)
-    max_connections: int | None = Field(default=None, ge=1)
-    model_limits: dict[str, EndpointLimits] = Field(default_factory=dict)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_cost: float | None = Field(default=None, gt=0)
-    prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    cache: str | None = None
-    cache_policy: CachePolicy = "deterministic"
-    storage_outage: float = Field(default=300.0, gt=0)
-    lease_ttl: float = Field(default=60.0, ge=1)
-    take_over: bool = False
-    allow_overwriting_store: bool = False
-    shards: Literal["auto", "on", "off"] = "auto"
-    serve: list[ServeSpec] = Field(default_factory=list)
-    model_startup_timeout: float = Field(default=DEFAULT_STARTUP_TIMEOUT, gt=0)
-    replica_restarts: int = Field(default=3, ge=0)
+    repeats: Annotated[int, Field(ge=1), Flag(
+        "runs of each task (default 1); pass@k is reported when > 1", "what")] = 1
+    limit: Annotated[int | None, Field(ge=1), Flag("run only the first N tasks", "what", metavar="N")] = None
+    timeout: Annotated[float | None, Field(ge=0), Flag(
+        "seconds a solution may take on one task (default 3600; 0: no limit; given, it holds even when an async "
+        "solution blocks its event loop)", "what", metavar="SECONDS")] = None
+    metric_timeout: Annotated[float | None, Field(ge=0), Flag(
+        "seconds each metric may take on one item (default: --timeout's; 0: no limit)", "what",
+        metavar="SECONDS")] = None
+    solution_retries: Annotated[int, Field(ge=0), Flag(
+        "extra tries, each on a fresh copy of the task, when the solution raises (default 0)", "what",
+        metavar="N")] = 0
+    force: Annotated[bool, Flag("delete this run directory's records and start over", "where", kind="switch")] = False
+    rerun_failed: Annotated[bool, Flag(
+        "run again the items whose record is an error or a timeout (old records go to retired/)", "where",
+        kind="switch")] = False
+    executor: Annotated[str, Flag(
+        "who runs the items: ray (the default) or sequential (see 'list')", "how", metavar="NAME",
+        aliases=(Alias("--sequential", "sequential", "run here, one task at a time (debugging), instead of on Ray: "
+                       "short for --executor sequential"),))] = "ray"
+    ray_address: Annotated[str | None, Flag(
+        "Ray cluster to attach to (default: RAY_ADDRESS, else an embedded Ray)", "how")] = None
+    worker: Annotated[WorkerSpec, Nested()] = Field(default_factory=WorkerSpec)
+    log_format: Annotated[Literal["console", "json"] | None, Flag(
+        "default: console on a terminal, else json", "how")] = None
+    max_rpm: Annotated[float | None, Field(gt=0), Flag(
+        "requests per minute to each model endpoint, or to MODEL's (repeatable)", "traffic",
+        metavar="[MODEL=]N", kind="per_model")] = None
+    max_tpm: Annotated[float | None, Field(gt=0), Flag(
+        "tokens (input + output) per minute to each model endpoint, or to MODEL's (repeatable)", "traffic",
+        metavar="[MODEL=]N", kind="per_model")] = None
+    max_connections: Annotated[int | None, Field(ge=1), Flag(
+        "requests in flight to each model endpoint, or to MODEL's (repeatable)", "traffic", metavar="[MODEL=]N",
+        kind="per_model")] = None
+    model_limits: Annotated[dict[str, EndpointLimits], NoFlag(
+        "set by --max-rpm, --max-tpm and --max-connections MODEL=N")] = Field(default_factory=dict)
+    max_tokens: Annotated[int | None, Field(ge=1), Flag(
+        "the run's token budget (input + output, every model, resumes included); when spent, no new item starts "
+        "and the run ends with exit status 4", "traffic", metavar="N")] = None
+    max_cost: Annotated[float | None, Field(gt=0), Flag(
+        "the run's budget in USD, from --price; as --max-tokens otherwise", "traffic", metavar="USD")] = None
+    prices: Annotated[dict[str, ModelPrice], Flag(
+        "USD per million input and output tokens of MODEL (repeatable; no built-in prices)", "traffic",
+        spelling="--price", metavar="MODEL=IN,OUT", kind="prices")] = Field(default_factory=dict)
+    cache: Annotated[str | None, Flag(
+        "a response cache shared through storage (a path or any fsspec URL, e.g. s3://bucket/cache); a hit makes "
+        "no call and costs nothing", "traffic", metavar="URI")] = None
+    cache_policy: Annotated[CachePolicy, Flag(
+        "which requests the cache answers (default deterministic: temperature 0 or a seed)",
+        "traffic")] = "deterministic"
+    storage_outage: Annotated[float, Field(gt=0), Flag(
+        "how long record writes wait out a storage that fails with server errors, timeouts or resets (new items "
+        "are held back meanwhile) before the run stops with exit status 3 (default 300)", "where",
+        metavar="SECONDS")] = 300.0
+    lease_ttl: Annotated[float, Field(ge=1), Flag(
+        "seconds the driver's lease on the run lives without a renewal (renewed every quarter of it); a killed "
+        "driver's lease lapses after it (default 60)", "where", metavar="SECONDS")] = 60.0
+    take_over: Annotated[bool, Flag(
+        "take the run over from a driver whose lease lapsed (killed, or cut off from the storage); a live driver "
+        "is never taken over", "where", kind="switch")] = False
+    allow_overwriting_store: Annotated[bool, Flag(
+        "write to an object store that does not honour conditional writes (If-None-Match, ifGenerationMatch), "
+        "checking each record's existence first; two writers can then race", "where", kind="switch")] = False
+    shards: Annotated[Literal["auto", "on", "off"], Flag(
+        "consolidate finished records into Parquet result shards (shards/), which reports, resumes and DuckDB "
+        "read in a few requests (default auto: on object stores only)", "where")] = "auto"
+    serve: Annotated[list[ServeSpec], Nested()] = Field(default_factory=list)
+    model_startup_timeout: Annotated[float, Field(gt=0), Flag(
+        "seconds a served model's replica may take to become ready (default 1800, enough for a 70B model read "
+        "from disk)", "serving", metavar="SECONDS")] = DEFAULT_STARTUP_TIMEOUT
+    replica_restarts: Annotated[int, Field(ge=0), Flag(
+        "restarts of a replica that exits or stops answering, before the run stops (default 3)", "serving",
+        metavar="N")] = 3
 
     @model_validator(mode="before")
     @classmethod
@@ -285,7 +351,7 @@ class RunSettings(BaseModel):
             worker = dict(worker)
             data.setdefault("retry_errors", worker.pop("retry_errors"))
             data["worker"] = worker
-        for old, new in _RENAMED.items():
+        for old, new in RENAMED.items():
             if old in data:
                 value = data.pop(old)
                 warnings.warn(f"the run setting {old!r} is deprecated; use {new!r}", FutureWarning, stacklevel=2)
@@ -371,19 +437,41 @@ class _WhatToRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    benchmark: str
-    benchmark_args: dict[str, Any] = Field(default_factory=dict)
-    data_dir: str | None = None
-    solution: str | None = None
-    solution_args: dict[str, Any] = Field(default_factory=dict)
-    model: str | None = None
-    model_base_url: str | None = None
-    user_model: str | None = None
-    user_model_base_url: str | None = None
-    judge_model: str | None = None
-    judge_base_url: str | None = None
-    storage: str | None = None
-    storage_options: dict[str, Any] = Field(default_factory=dict)
+    benchmark: Annotated[str, Flag("a built-in benchmark (see 'list') or module:Class", "what", short="-b")]
+    benchmark_args: Annotated[dict[str, Any], Flag(
+        "benchmark constructor argument (repeatable), e.g. -B language=zh", "what", spelling="--benchmark-arg",
+        short="-B", metavar="KEY=VALUE", kind="pairs")] = Field(default_factory=dict)
+    data_dir: Annotated[str | None, Flag(
+        "where the benchmark reads its data (any fsspec path or URL)", "what")] = None
+    solution: Annotated[str | None, Flag(
+        "a built-in solution (see 'list') or module:function", "what", short="-s")] = None
+    solution_args: Annotated[dict[str, Any], Flag(
+        "solution constructor argument (repeatable)", "what", spelling="--solution-arg", short="-S",
+        metavar="KEY=VALUE", kind="pairs")] = Field(default_factory=dict)
+    model: Annotated[str | None, Flag(
+        "chat model of a model-driven solution, provider:model, e.g. openai:gpt-4o, vllm:Qwen/Qwen2.5-7B-Instruct, "
+        "mock (default: $AGENT_CHAT_MODEL_NAME; see 'list')", "what")] = None
+    model_base_url: Annotated[str | None, Flag(
+        "API root of the model's server, e.g. http://localhost:8000/v1 (vLLM) or http://localhost:11434/v1 "
+        "(Ollama)", "what", metavar="URL")] = None
+    user_model: Annotated[str | None, Flag(
+        "chat model of the simulated user of a solution that has one (e.g. acebench's multi-turn agent tasks), "
+        "provider:model (default: the agent's model)", "what", metavar="MODEL")] = None
+    user_model_base_url: Annotated[str | None, Flag(
+        "API root of the user model's server (default: the provider's; the agent's server when --user-model "
+        "names the agent's model)", "what", metavar="URL")] = None
+    judge_model: Annotated[str | None, Flag(
+        "model of the benchmark's LLM-judged metrics, provider:model (default: $EVAL_CHAT_MODEL_NAME, else "
+        "--model; none: no judge, no judged metrics)", "what")] = None
+    judge_base_url: Annotated[str | None, Flag(
+        "API root of the judge's server (default: --model-base-url when the judge is the agent's model, else the "
+        "provider's)", "what", metavar="URL")] = None
+    storage: Annotated[str | None, Flag(
+        "run directory: path, file://, s3://... (default ./runs/<benchmark>-<UTC timestamp>)", "where",
+        metavar="URI")] = None
+    storage_options: Annotated[dict[str, Any], Flag(
+        "fsspec options for the storage backend, e.g. '{\"endpoint_url\": \"http://...\"}'", "where",
+        metavar="JSON", kind="json")] = Field(default_factory=dict)
 
     @field_validator("benchmark")
     @classmethod
