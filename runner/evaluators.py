@@ -26,12 +26,11 @@ from pydantic import ValidationError
 
 from runner import log
 from runner.core.benchmark import BenchmarkBase
-from runner.core.config import RENAMED, RunSettings, WorkerSpec, format_validation_error
+from runner.core.config import RENAMED, RunConfig, WorkerSpec, format_validation_error
 from runner.core.errors import BudgetExhausted, ConfigError, ServerStop
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
-from runner.serving import settings_replicas
-from runner.engine.run import Executor, RunOutcome, execute_run, make_executor
+from runner.engine.run import Executor, RunOutcome, execute_run
 from runner.report import Summary, build_report, render, write_html_report
 from runner.report.table import default_console
 from runner.storage.store import ResultStore
@@ -98,23 +97,27 @@ class EvaluatorBase:
 
     Args:
         name: a name for the evaluation (AgentScope's first argument; informational).
-        benchmark: the :class:`BenchmarkBase` to run.
+        benchmark: the :class:`BenchmarkBase` to run, or the name of one (``"hotpotqa"``, ``module:Class``: see
+            ``python -m runner list``), built as the CLI builds it (with ``benchmark_args``, ``data_dir`` and the
+            judge defaults).
         n_repeat: repeats per task (>= 1); pass@k is reported when > 1.
         storage: a :class:`ResultStore` / ``FileEvaluatorStorage``, or its URI (a path, ``s3://bucket/prefix``, any
             fsspec URL: a ``ResultStore`` of it); ``None`` for ``./runs/<benchmark>-<timestamp>``.
         solution_func: the solution (the seed's form); or pass it to :meth:`run` (AgentScope v1's form). A
             function ``(task)`` or ``(task, context)``, sync or async; a class or ``@solution_factory`` is built
-            once per worker; a :class:`SolutionSpec` is used as is.
+            once per worker; a :class:`SolutionSpec` is used as is; a name (``"hotpotqa-reader"``) is resolved as
+            the CLI resolves ``--solution`` (with ``solution_args`` and ``model``).
         show: print the summary table when the run ends.
         progress_bar: draw a progress bar (``None``: when stderr is a terminal).
         fingerprint_fields: what identifies the configuration for resume (default: benchmark and solution names).
         config: the configuration stored in ``run.json``.
-        **settings: any other :class:`RunSettings` field: ``timeout`` (seconds per solution call), ``limit``,
-            ``solution_retries``, ``force``, ``rerun_failed`` (``retry_errors`` and ``rerun_errors``, their former
-            names, still work with a deprecation warning), model traffic (``max_rpm``, ``max_tpm``,
-            ``max_connections``, ``model_limits``, ``max_tokens``, ``max_cost``, ``prices``, ``cache``,
+        **settings: any other field of :class:`~runner.core.config.RunConfig` (``docs/settings.md`` lists them),
+            e.g. ``timeout`` (seconds per solution call), ``limit``, ``solution_retries``, ``force``,
+            ``rerun_failed`` (``retry_errors`` and ``rerun_errors``, their former names, still work with a
+            deprecation warning), the models (``model``, ``judge_model``...), model traffic (``max_rpm``,
+            ``max_tpm``, ``max_connections``, ``model_limits``, ``max_tokens``, ``max_cost``, ``prices``, ``cache``,
             ``cache_policy``: a spent budget raises :class:`~runner.core.errors.BudgetExhausted` after the summary
-            is written).
+            is written), served models (``serve``).
 
     Raises:
         ConfigError: a missing benchmark, ``n_repeat < 1``, a storage that is neither a store nor a URI, a setting
@@ -127,7 +130,7 @@ class EvaluatorBase:
     def __init__(
         self,
         name: str | None = None,
-        benchmark: BenchmarkBase | None = None,
+        benchmark: BenchmarkBase | str | None = None,
         n_repeat: int = 1,
         storage: ResultStore | str | os.PathLike[str] | None = None,
         *,
@@ -138,24 +141,25 @@ class EvaluatorBase:
         config: dict[str, Any] | None = None,
         **settings: Any,
     ) -> None:
-        if not isinstance(benchmark, BenchmarkBase):
-            raise ConfigError(f"benchmark must be a BenchmarkBase instance, got {type(benchmark).__name__}")
+        if not isinstance(benchmark, (BenchmarkBase, str)):
+            raise ConfigError(f"benchmark must be a BenchmarkBase instance or a benchmark's name, got "
+                              f"{type(benchmark).__name__}")
         if n_repeat < 1:
             raise ConfigError(f"n_repeat must be at least 1, got {n_repeat}")
         for old, new in RENAMED.items():
             if old in settings:
                 warnings.warn(f"{old}= is deprecated; use {new}=", FutureWarning, stacklevel=3)
                 settings.setdefault(new, settings.pop(old))
-        try:
-            self.settings = RunSettings.model_validate(
-                {"executor": self.default_executor, **{k: v for k, v in settings.items() if v is not None},
-                 "repeats": n_repeat})
-        except ValidationError as err:
-            raise ConfigError(format_validation_error(err, f"{type(self).__name__} options")) from None
-        self.name = name or benchmark.name
+        self.storage = _store_of(storage, settings.get("storage_options"))
+        self._storage_uri = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else (
+            self.storage.uri if self.storage.has_uri else None)
+        given = {key: value for key, value in settings.items() if value is not None}
+        self.run_config = self._config({"executor": self.default_executor, **given, "repeats": n_repeat,
+                                        "benchmark": benchmark if isinstance(benchmark, str) else benchmark.name})
+        self.settings = self.run_config.settings()
+        self.name = name or self.run_config.benchmark
         self.benchmark = benchmark
         self.n_repeat = n_repeat
-        self.storage = _store_of(storage)
         self.solution_func = solution_func
         self.show = show
         self.progress_bar = progress_bar
@@ -164,30 +168,43 @@ class EvaluatorBase:
         self.outcome: RunOutcome | None = None
         self.executor: Executor | None = None
 
-    def request(self, solution: Any = None) -> RunRequest:
-        """The :class:`RunRequest` of this evaluation with ``solution`` (default: ``solution_func``).
+    def _config(self, data: dict[str, Any]) -> RunConfig:
+        """The evaluation's :class:`RunConfig`, its storage the store's URI.
 
         Raises:
-            ConfigError: no solution.
+            ConfigError: a field that does not validate, or a keyword that is no setting.
+        """
+        data = {**data, "storage": self._storage_uri}
+        try:
+            return RunConfig.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err, f"{type(self).__name__} options")) from None
+
+    def request(self, solution: Any = None) -> RunRequest:
+        """The :class:`RunRequest` of this evaluation with ``solution`` (default: ``solution_func``), built by the
+        CLI's builder (:meth:`RunRequest.from_config`): a benchmark and a solution given by name make the very
+        request of the same ``python -m runner`` flags.
+
+        Raises:
+            ConfigError: no solution, or what the builder refuses.
         """
         chosen = solution if solution is not None else self.solution_func
-        if chosen is None:
+        config = self.run_config
+        if isinstance(chosen, str):
+            config = self._config({**config.model_dump(exclude_unset=True), "solution": chosen})
+        elif chosen is None and config.solution is None and config.model is None:
             raise ConfigError("no solution: pass solution_func= to the evaluator or a solution to run()")
-        spec = chosen if isinstance(chosen, SolutionSpec) else SolutionSpec(target=chosen, name=describe(chosen))
-        fields = self.fingerprint_fields or {
-            "benchmark": f"{describe(type(self.benchmark))}[{self.benchmark.name}]",
-            "solution": spec.display,
-        }
-        return RunRequest(
-            benchmark=self.benchmark,
-            solution=spec,
-            store=self.storage,
-            settings=self.settings,
-            fingerprint_fields=fields,
-            config=self.config or {"name": self.name, "benchmark": self.benchmark.name, "solution": spec.display},
-            progress_bar=self.progress_bar,
-            replicas=tuple(settings_replicas(self.settings)),
-        )
+        spec = None if chosen is None or isinstance(chosen, str) else (
+            chosen if isinstance(chosen, SolutionSpec) else SolutionSpec(target=chosen, name=describe(chosen)))
+        benchmark = self.benchmark if isinstance(self.benchmark, BenchmarkBase) else None
+        fields, record = self.fingerprint_fields, self.config
+        if benchmark is not None or spec is not None:
+            shown = spec.display if spec is not None else config.solution
+            fields = fields or {"benchmark": f"{describe(type(benchmark))}[{benchmark.name}]" if benchmark else
+                                config.benchmark, "solution": shown}
+            record = record or {"name": self.name, "benchmark": config.benchmark, "solution": shown}
+        return RunRequest.from_config(config, benchmark=benchmark, solution=spec, store=self.storage,
+                                      fingerprint_fields=fields, record=record, progress_bar=self.progress_bar)
 
     async def run(self, solution: Any = None) -> Summary:
         """Run every item without a record, then aggregate all records into ``summary.json`` and ``results.csv``.
@@ -202,29 +219,26 @@ class EvaluatorBase:
             RunnerError: bad input, before anything is written.
         """
         request = self.request(solution)
+        self.executor = request.executor
         log.configure_unless_configured()
-        summary, self.outcome = await evaluate(request, show=self.show, executor=self.make_executor())
+        summary, self.outcome = await evaluate(request, show=self.show)
         return summary
 
-    def make_executor(self) -> Executor:
-        """The executor of this evaluation, from its settings (see :data:`runner.registry.EXECUTORS`); kept as
-        :attr:`executor` (a ``RayExecutor``'s ``workers``, ``size`` and ``deaths`` describe its pool after a run)."""
-        self.executor = make_executor(self.settings)
-        return self.executor
 
-
-def _store_of(storage: ResultStore | str | os.PathLike[str] | None) -> ResultStore:
-    """The store of an evaluator's ``storage`` argument: a store as it is, a URI or path as a store of it.
+def _store_of(storage: ResultStore | str | os.PathLike[str] | None,
+              options: dict[str, Any] | None = None) -> ResultStore:
+    """The store of an evaluator's ``storage`` argument: a store as it is, a URI or path as a store of it (with the
+    fsspec ``options`` of the ``storage_options`` setting).
 
     Raises:
         ConfigError: anything else.
     """
     if storage is None:
-        return ResultStore()
+        return ResultStore(None, options)
     if isinstance(storage, ResultStore):
         return storage
     if isinstance(storage, (str, os.PathLike)):
-        return ResultStore(os.fspath(storage))
+        return ResultStore(os.fspath(storage), options)
     raise ConfigError(f"storage must be a ResultStore (FileEvaluatorStorage) or a URI such as 'runs/x', got "
                       f"{type(storage).__name__}")
 

@@ -142,16 +142,20 @@ the model's own chat template and refuses tasks its engine cannot answer): ``--m
 
 
 def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str | None = None,
-                    run_models: dict[str, Any] | None = None) -> BenchmarkBase:
+                    run_models: dict[str, Any] | None = None, target: Any = None) -> BenchmarkBase:
     """Construct the benchmark ``name`` with ``args`` (and ``data_dir`` when given), and the run's model settings
     (``run_models``: :data:`RUN_MODEL_ARGS` -> value) that its constructor names.
+
+    ``target``: the class or factory ``name`` resolves to, when the caller has resolved it already (it is then not
+    resolved again).
 
     Raises:
         PluginError: unknown name, bad import path, or not a :class:`BenchmarkBase`.
         BenchmarkError: arguments the benchmark does not accept, that do not validate against its constructor's
             annotations (:func:`runner.core.signature.mistyped`), or that it rejects.
     """
-    target, _ = resolve(name, available_benchmarks(), "benchmark")
+    if target is None:
+        target, _ = resolve(name, available_benchmarks(), "benchmark")
     kwargs = dict(args or {})
     if data_dir is not None:
         kwargs["data_dir"] = data_dir
@@ -199,12 +203,15 @@ def solution_spec(
     model_base_url: str | None = None,
     user_model: str | None = None,
     user_model_base_url: str | None = None,
+    target: Any = None,
 ) -> SolutionSpec:
-    """The recipe of the solution ``name`` with its arguments.
+    """The recipe of the solution ``name`` with its arguments, unchecked (:meth:`SolutionSpec.check` is the
+    caller's: :meth:`RunRequest.from_config <runner.engine.request.RunRequest.from_config>` checks it once).
 
     With no name but a ``model``, the benchmark's ``default_solution`` (a model-driven agent) is used.
     ``model``, ``model_base_url``, ``user_model`` and ``user_model_base_url`` are passed as the constructor
-    arguments of those names.
+    arguments of those names. ``target``: what the name (or the default solution) resolves to, when the caller has
+    resolved it already.
 
     Raises:
         ConfigError: no solution and no model, a model for a benchmark without a default agent, or a
@@ -218,7 +225,8 @@ def solution_spec(
         if default is None:
             raise ConfigError("this benchmark has no default agent for --model; pass --solution too")
         name = default
-    target, _ = resolve(name, available_solutions(), "solution")
+    if target is None:
+        target, _ = resolve(name, available_solutions(), "solution")
     kwargs = dict(args or {})
     if model is not None:
         kwargs["model"] = model
@@ -232,5 +240,4 @@ def solution_spec(
         if not spec.accepts(argument):
             raise ConfigError(f"solution {name!r} does not take {what}; drop {flag}")
         spec.kwargs[argument] = value
-    spec.check()
     return spec

@@ -26,7 +26,7 @@ from types import FrameType
 from runner._version import __version__
 from runner.cli.args import add_run_arguments, json_object, unrecognized
 from runner.core.errors import RunnerError
-from runner.storage.store import ResultStore, runs_written
+from runner.engine.run import interrupted_line, runs_started
 
 COMMANDS = ("run", "report", "status", "compare", "list", "submit", "k8s")
 
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     terminated = threading.Event()
-    written_before = len(runs_written())
+    written_before = runs_started()
     try:
         with warnings.catch_warnings(), _sigterm_as_interrupt(terminated):
             warnings.showwarning = _warning_line
@@ -118,27 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         word, status = ("terminated", 128 + signal.SIGTERM) if terminated.is_set() else ("interrupted", 130)
         if args.command == "run":
-            word = interrupted_line(word, runs_written()[written_before:])
+            word = interrupted_line(word, since=written_before)
         print(word, file=sys.stderr)
         return status
-
-
-KEPT = "finished records are kept; run the same command again to resume"
-
-
-def interrupted_line(word: str, written: Sequence[ResultStore]) -> str:
-    """What an interrupted run says is kept (``word``: ``interrupted`` or ``terminated``): nothing when it stopped
-    before writing its ``run.json`` (the preflight, Ray's start), no record when no item had finished, else
-    :data:`KEPT`. ``written``: the runs this command started writing (:func:`runs_written`)."""
-    if not written:
-        return f"{word}: nothing was written; run the same command again"
-    try:
-        has_records = bool(written[-1].list_record_paths())
-    except Exception:  # noqa: BLE001 - the line must be printed whatever the store does now
-        has_records = True
-    if not has_records:
-        return f"{word}: no item had finished, so no record was written; run the same command again to start the run"
-    return f"{word}: {KEPT}"
 
 
 @contextlib.contextmanager

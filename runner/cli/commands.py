@@ -14,15 +14,13 @@ import structlog
 
 from runner import log
 from runner.cli.args import config_from_args
-from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.models import PROVIDERS
 from runner.registry import available_benchmarks, available_executors, available_solutions
-from runner.report import build_report, render, summary_json, write_html_report
-from runner.report.status import rebuild_benchmark, run_status
+from runner.report import render, report_run, summary_json
+from runner.report.status import run_status
 from runner.report.table import default_console
-from runner.storage.store import ResultStore
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -35,28 +33,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(args: argparse.Namespace) -> ResultStore:
-    return ResultStore(args.uri, args.storage_options or {})
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     """``report URI [--html]``: re-aggregate a run's records (a partial run too) into summary.json and results.csv,
-    and with ``--html`` a self-contained report.html beside them."""
+    and with ``--html`` a self-contained report.html beside them (:func:`runner.report.report_run`)."""
     log.configure(args.log_format)
-    store = _store(args)
-    manifest = store.read_manifest()
-    if manifest is None:
-        raise ConfigError(f"no run at {store.uri} (no run.json); check the URI")
-    benchmark, problem = rebuild_benchmark(manifest)
-    if problem is not None:
-        structlog.get_logger("runner").warning("report.no_headline_score", reason=problem)
-    summary = build_report(store, benchmark)
+    done = report_run(args.uri, args.storage_options, html=args.html)
     if args.json:
-        print(summary_json(summary).decode(), end="")
+        print(summary_json(done.summary).decode(), end="")
     else:
-        render(summary, default_console(), storage=store.uri)
-    if args.html:
-        print(f"report: {write_html_report(store, summary)}", file=sys.stderr if args.json else sys.stdout)
+        render(done.summary, default_console(), storage=done.uri)
+    if done.page:
+        print(f"report: {done.page}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -64,9 +51,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """``status URI [--watch [SECONDS]]``: how far a run is (:func:`runner.report.status.run_status`). ``--watch``
     says it again every few seconds until no driver executes the run (or Ctrl-C); on a run no driver executes, it
     shows that final state once and says so."""
-    store = _store(args)
     benchmarks: dict[str, Any] = {}
-    status = run_status(store, benchmarks=benchmarks)
+    status = run_status(args.uri, args.storage_options, benchmarks=benchmarks)
     if args.watch is None or not status.executing:
         print(json.dumps(status.data, indent=2) if args.json else "\n".join(status.lines))
         if args.watch is not None and not args.json:
@@ -85,7 +71,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             if not status.executing:
                 return 0
             time.sleep(every)
-            status = run_status(store, benchmarks=benchmarks)
+            status = run_status(args.uri, args.storage_options, benchmarks=benchmarks)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

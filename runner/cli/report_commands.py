@@ -10,7 +10,6 @@ from typing import Any
 from runner.cli.args import json_object
 from runner.report.paired import N_RESAMPLES
 from runner.report.table import default_console
-from runner.storage.store import ResultStore
 
 
 def _resamples(text: str) -> int:
@@ -49,8 +48,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from runner.report.table import render_comparison
 
     options = args.storage_options or {}
-    comparison = compare_runs([ResultStore(uri, options) for uri in args.runs], seed=args.seed,
-                              n_resamples=args.resamples)
+    comparison = compare_runs(args.runs, seed=args.seed, n_resamples=args.resamples, storage_options=options)
     written = write_comparison(comparison, args.out, options, html=args.html)
     if args.json:
         print(json.dumps(comparison.model_dump(mode="json"), indent=2))

@@ -588,13 +588,15 @@ def format_validation_error(err: ValidationError, source: str, flags: dict[str, 
     """One line naming the first invalid field of ``err`` (or the flag that set it, when ``flags`` maps the
     field's dotted path to it, e.g. ``{"worker.num_workers": "--workers"}``) and what was wrong with it."""
     first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    where = ".".join(str(p) for p in first["loc"])
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     message = first["msg"].removeprefix("Value error, ")
     if first["type"].startswith("byte_size"):
         message += " (give bytes, or a number with a unit: 512MiB, 8GiB, 1.5GB)"
     if flags and where in flags:
         return f"{flags[where]}: {message}{more}"
+    if not first["loc"]:  # a rule of the whole configuration, which names its fields itself
+        return f"{source}: {message}{more}"
     return f"{source}: field '{where}': {message}{more}"
 
 

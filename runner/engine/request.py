@@ -1,9 +1,12 @@
 """What to run: a :class:`RunRequest` holds the resolved benchmark, the solution recipe, the store and the run's
 settings.
 
-It is the one shape between the faces and the engine: the CLI builds it from a :class:`RunConfig` with
-:meth:`RunRequest.from_config` (names resolved through :mod:`runner.registry`, the model and judge defaults settled
-from the environment), and the evaluators (``GeneralEvaluator``, ``RayEvaluator``) build it from objects.
+It is the one shape between the faces and the engine, and :meth:`RunRequest.from_config` is its one builder: the
+CLI's ``run`` and ``submit`` call it with the :class:`RunConfig` of the flags and file, the evaluators
+(``GeneralEvaluator``, ``RayEvaluator``) with the :class:`RunConfig` of their keywords and the objects they were
+given (a benchmark, a solution, a store) in place of names. Names are resolved through :mod:`runner.registry` once,
+the model and judge defaults settled from the environment (:func:`settle_models`), and every change of the
+configuration validated again (:func:`changed`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from runner import registry
 from runner.core import signature
 from runner.core.benchmark import BenchmarkBase
-from runner.core.config import RunConfig, RunSettings
+from runner.core.config import RunConfig, RunSettings, build_config
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
 from runner.core.solution import SolutionSpec
@@ -73,10 +76,33 @@ class RunRequest:
     replicas: tuple[ReplicaSpec, ...] = ()
 
     @classmethod
-    def from_config(cls, config: RunConfig, *, progress_bar: bool | None = None) -> RunRequest:
-        """Resolve ``config``: settle the model and judge defaults, build the benchmark (with its judge) and the
-        solution recipe, open the store and build the executor the configuration names (which starts nothing).
-        Nothing is written and nothing started.
+    def from_config(cls, config: RunConfig, *, benchmark: BenchmarkBase | None = None,
+                    solution: SolutionSpec | None = None, store: ResultStore | None = None,
+                    fingerprint_fields: dict[str, Any] | None = None, record: dict[str, Any] | None = None,
+                    progress_bar: bool | None = None) -> RunRequest:
+        """The one builder of a run: the CLI (``run``, ``submit``) and the evaluators call it with a validated
+        :class:`RunConfig`, the evaluators with the objects they were given in place of names.
+
+        Each name is resolved once (the benchmark's class, the solution's target); the model and judge defaults
+        are settled from the environment (:func:`settle_models`); each change of the configuration is validated
+        again (no ``model_copy(update=)``, which skips validators); the benchmark is built with its judge, the
+        solution recipe checked once (:meth:`SolutionSpec.check`), the replicas chosen (:func:`replica_specs`),
+        the store opened and the executor the configuration names built (which starts nothing). Nothing is
+        written and nothing started.
+
+        Args:
+            config: what to run and how; its ``benchmark`` (and ``solution``) name what ``benchmark`` (and
+                ``solution``) stand for when those are given.
+            benchmark: a benchmark object in place of ``config.benchmark`` (the Python API): used as it is, so the
+                judge defaults do not apply (its constructor took its judge).
+            solution: a solution recipe in place of ``config.solution``.
+            store: the run's store in place of ``config.storage``.
+            fingerprint_fields: what identifies the configuration for a resume; default
+                :meth:`RunConfig.fingerprint_fields` (the evaluators pass an object's class and the solution's
+                name).
+            record: the configuration kept in ``run.json``; default: ``config`` with its defaults settled (never
+                storage options).
+            progress_bar: draw a bar (``None``: when stderr is a terminal).
 
         Raises:
             PluginError: an unknown benchmark, solution or executor, or an import path that does not import.
@@ -87,35 +113,31 @@ class RunRequest:
         executor_class = registry.executor_class(config.executor)
         # The judge decides which metrics the tasks carry, so the model and judge are settled from the benchmark's
         # class before the benchmark is built with them.
-        target, _ = registry.resolve(config.benchmark, registry.available_benchmarks(), "benchmark")
-        config = with_judge_default(with_model_default(config, target), target)
-        unpriced = config.unpriced_models()
-        if unpriced:
-            raise ConfigError(f"--max-cost needs a price for every model of the run, and {unpriced[0]} has none; add "
-                              f"--price {unpriced[0]}=IN,OUT (USD per million input and output tokens)")
-        benchmark = registry.build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)},
-                                             config.data_dir, run_models=run_models(config))
-        spec = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,
-                                      config.model_base_url, config.user_model, config.user_model_base_url)
-        replicas = tuple(replica_specs(config, in_process=spec.in_process_providers))
-        on_gpu = config.worker.num_gpus > 0
-        # Items in flight that fill the engine's batch (and the benchmark's model batches), not one at a time.
-        wanted = [default_concurrency(replica, on_gpu) for replica in replicas]
-        hint = getattr(benchmark, "items_in_flight", None)
-        if callable(hint) and hint() is not None:
-            wanted.append(hint())
-        if wanted and "max_concurrency" not in config.worker.model_fields_set:
-            concurrency = max(wanted)
-            config = config.model_copy(update={"worker": config.worker.model_copy(
-                update={"max_concurrency": concurrency})})
+        target = type(benchmark) if benchmark is not None else registry.resolve(
+            config.benchmark, registry.available_benchmarks(), "benchmark")[0]
+        solution_target = None if solution is not None else _solution_target(config, target)
+        config = settle_models(config, target, solution_target, judge=benchmark is None)
+        _check_prices(config)
+        if benchmark is None:
+            benchmark = registry.build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)},
+                                                 config.data_dir, run_models=run_models(config), target=target)
+        if solution is None:
+            solution = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,
+                                              config.model_base_url, config.user_model, config.user_model_base_url,
+                                              target=solution_target)
+        solution.check()
+        replicas = tuple(replica_specs(config, in_process=solution.in_process_providers,
+                                       any_model=solution_target is None))
+        config = _with_concurrency(config, replicas, benchmark)
         settings = config.settings()
         return cls(
             benchmark=benchmark,
-            solution=spec,
-            store=ResultStore(config.storage, config.storage_options),
+            solution=solution,
+            store=store if store is not None else ResultStore(config.storage, config.storage_options),
             settings=settings,
-            fingerprint_fields=config.fingerprint_fields(),
-            config=config.model_dump(mode="json", exclude={"storage_options", "force", "rerun_failed", "take_over"}),
+            fingerprint_fields=fingerprint_fields if fingerprint_fields is not None else config.fingerprint_fields(),
+            config=record if record is not None else config.model_dump(
+                mode="json", exclude={"storage_options", "force", "rerun_failed", "take_over"}),
             progress_bar=progress_bar,
             executor=executor_class.from_settings(settings),
             replicas=replicas,
@@ -154,25 +176,75 @@ class RunRequest:
         registry.check_models(**self.models())
 
 
-def with_model_default(config: RunConfig, benchmark: Any) -> RunConfig:
-    """``config`` with ``model`` taken from ``$AGENT_CHAT_MODEL_NAME`` when it has none and a model is wanted.
-
-    A model is wanted when no solution is named and the benchmark (its class or an instance) has a default agent,
-    or when the named solution takes a ``model`` argument; a run of a solution without one (e.g. ``reference``)
-    ignores the variable, so its configuration (and fingerprint) does not change with the environment.
+def _solution_target(config: RunConfig, benchmark: Any) -> Any:
+    """The solution the configuration names, resolved once: ``config.solution``, else the benchmark's
+    ``default_solution`` (its model-driven agent); ``None`` when it names none.
 
     Raises:
-        PluginError: the named solution cannot be resolved.
+        PluginError: the name cannot be resolved.
     """
+    name = config.solution or getattr(benchmark, "default_solution", None)
+    if name is None:
+        return None
+    return registry.resolve(name, registry.available_solutions(), "solution")[0]
+
+
+def changed(config: RunConfig, **update: Any) -> RunConfig:
+    """``config`` with the fields of ``update`` replaced, validated again as a whole (pydantic's
+    ``model_copy(update=)`` skips every validator); the fields left unset stay unset.
+
+    Raises:
+        ConfigError: the changed configuration does not validate (naming the field).
+    """
+    return build_config({**config.model_dump(exclude_unset=True), **update}, "the run's configuration")
+
+
+def settle_models(config: RunConfig, benchmark: Any, solution: Any, *, judge: bool = True) -> RunConfig:
+    """``config`` with its agent's model and its judge settled.
+
+    The model: ``--model``, else ``$AGENT_CHAT_MODEL_NAME`` when a model is wanted, that is when the solution
+    (``solution``, its resolved target) takes a ``model`` argument; a run of a solution without one (e.g.
+    ``reference``), or of a solution object, ignores the variable, so its configuration (and fingerprint) does not
+    change with the environment.
+
+    The judge (with ``judge``; not for a benchmark object, whose constructor took its judge): ``--judge-model``,
+    else ``$EVAL_CHAT_MODEL_NAME``, else the agent's ``--model`` (BeeAI's order); ``judge_base_url`` defaults to
+    ``model_base_url`` when the judge is the agent's model. ``--judge-model none`` (:data:`NO_JUDGE`) means no judge.
+    A benchmark without judged metrics keeps no judge; ``-B judge_model=...`` wins over all of these.
+
+    Args:
+        benchmark: the benchmark's class or factory (or an instance).
+        solution: the solution's target, or ``None`` for a solution object.
+
+    Raises:
+        ConfigError: ``--judge-model`` or ``--judge-base-url`` for a benchmark that has no judged metrics.
+    """
+    update: dict[str, Any] = {}
     name = os.environ.get(MODEL_ENV, "").strip()
-    if config.model is not None or not name:
-        return config
-    if config.solution is None:
-        wanted = getattr(benchmark, "default_solution", None) is not None
-    else:
-        target, _ = registry.resolve(config.solution, registry.available_solutions(), "solution")
-        wanted = SolutionSpec(target=target).accepts("model")
-    return config.model_copy(update={"model": name}) if wanted else config
+    if config.model is None and name and solution is not None and SolutionSpec(target=solution).accepts("model"):
+        update["model"] = name
+    if judge:
+        update.update(_judge_default(config, benchmark, update.get("model", config.model)))
+    return changed(config, **update) if update else config
+
+
+def _judge_default(config: RunConfig, benchmark: Any, model: str | None) -> dict[str, Any]:
+    """The judge fields :func:`settle_models` sets (none for a benchmark without judged metrics)."""
+    if not takes_judge(benchmark):
+        if (config.judge_model and config.judge_model.strip().lower() != NO_JUDGE) or config.judge_base_url:
+            raise ConfigError(f"benchmark {config.benchmark!r} has no LLM-judged metrics; drop --judge-model and "
+                              "--judge-base-url")
+        return {}
+    if config.benchmark_args.get("judge_model"):
+        return {"judge_model": config.benchmark_args["judge_model"],
+                "judge_base_url": config.benchmark_args.get("judge_base_url")}
+    if (config.judge_model or "").strip().lower() == NO_JUDGE:
+        return {"judge_model": None, "judge_base_url": None}
+    judge = config.judge_model or os.environ.get(JUDGE_ENV, "").strip() or model
+    base_url = config.judge_base_url
+    if base_url is None and judge == model:
+        base_url = config.model_base_url
+    return {"judge_model": judge or None, "judge_base_url": base_url}
 
 
 def takes_judge(benchmark: Any) -> bool:
@@ -181,30 +253,29 @@ def takes_judge(benchmark: Any) -> bool:
     return signature.names_parameter(target, "judge_model")
 
 
-def with_judge_default(config: RunConfig, benchmark: Any) -> RunConfig:
-    """``config`` with its effective judge: ``--judge-model``, else ``$EVAL_CHAT_MODEL_NAME``, else the agent's
-    ``--model`` (BeeAI's order); ``judge_base_url`` defaults to ``model_base_url`` when the judge is the agent's
-    model. ``--judge-model none`` (:data:`NO_JUDGE`) means no judge. A benchmark without judged metrics keeps no
-    judge; ``-B judge_model=...`` wins over all of these.
+def _check_prices(config: RunConfig) -> None:
+    """Refuse ``max_cost`` while one of the run's models has no price.
 
     Raises:
-        ConfigError: ``--judge-model`` or ``--judge-base-url`` for a benchmark that has no judged metrics.
+        ConfigError: naming the model and the ``--price`` to add.
     """
-    if not takes_judge(benchmark):
-        if (config.judge_model and config.judge_model.strip().lower() != NO_JUDGE) or config.judge_base_url:
-            raise ConfigError(f"benchmark {config.benchmark!r} has no LLM-judged metrics; drop --judge-model and "
-                              "--judge-base-url")
+    unpriced = config.unpriced_models()
+    if unpriced:
+        raise ConfigError(f"--max-cost needs a price for every model of the run, and {unpriced[0]} has none; add "
+                          f"--price {unpriced[0]}=IN,OUT (USD per million input and output tokens)")
+
+
+def _with_concurrency(config: RunConfig, replicas: tuple[ReplicaSpec, ...], benchmark: BenchmarkBase) -> RunConfig:
+    """``config`` with the items in flight per worker that fill the served engines' batches (and the benchmark's
+    model batches, ``items_in_flight``), unless ``--concurrency`` was given."""
+    on_gpu = config.worker.num_gpus > 0
+    wanted = [default_concurrency(replica, on_gpu) for replica in replicas]
+    hint = getattr(benchmark, "items_in_flight", None)
+    if callable(hint) and hint() is not None:
+        wanted.append(hint())
+    if not wanted or "max_concurrency" in config.worker.model_fields_set:
         return config
-    if config.benchmark_args.get("judge_model"):
-        return config.model_copy(update={"judge_model": config.benchmark_args["judge_model"],
-                                         "judge_base_url": config.benchmark_args.get("judge_base_url")})
-    if (config.judge_model or "").strip().lower() == NO_JUDGE:
-        return config.model_copy(update={"judge_model": None, "judge_base_url": None})
-    judge = config.judge_model or os.environ.get(JUDGE_ENV, "").strip() or config.model
-    base_url = config.judge_base_url
-    if base_url is None and judge == config.model:
-        base_url = config.model_base_url
-    return config.model_copy(update={"judge_model": judge or None, "judge_base_url": base_url})
+    return changed(config, worker={**config.worker.model_dump(exclude_unset=True), "max_concurrency": max(wanted)})
 
 
 def run_models(config: RunConfig | dict[str, Any]) -> dict[str, Any]:

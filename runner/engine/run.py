@@ -35,7 +35,7 @@ from runner.traffic.control import TrafficControl
 from runner.storage import lease
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
 from runner.storage.probe import check_conditional_writes
-from runner.storage.store import PROGRESS_FILE
+from runner.storage.store import PROGRESS_FILE, runs_written
 
 if TYPE_CHECKING:
     from runner.storage.compaction import Compactor
@@ -131,14 +131,13 @@ class _Opening:
 
 
 def _prepare(request: RunRequest) -> None:
-    """The checks of a run's inputs that need no storage: prepare the benchmark, check the solution, bind the
-    default run URI.
+    """The checks of a run's inputs that need no storage: prepare the benchmark and bind the default run URI (the
+    solution was checked when the request was built, :meth:`RunRequest.from_config`).
 
     Raises:
-        BenchmarkError, ConfigError: from preparing the benchmark or checking the solution.
+        BenchmarkError: from preparing the benchmark.
     """
     request.benchmark.prepare()
-    request.solution.check()
     request.store.bind_default(default_run_uri(request.benchmark.name))
 
 
@@ -388,3 +387,30 @@ def _interrupted(exc: StorageError) -> RunStopped:
     """A storage failure after the run started writing, as a fault (exit status 3) rather than bad input."""
     return RunStopped(f"{exc}; the run stopped after it started writing: the records written so far are kept, "
                       "and the same command resumes once this is fixed")
+
+
+KEPT = "finished records are kept; run the same command again to resume"
+"""What an interrupted run that had written records says of them."""
+
+
+def runs_started() -> int:
+    """How many runs this process has started writing (``run.json`` written): a command notes it before it runs,
+    so that :func:`interrupted_line` looks only at the runs it started."""
+    return len(runs_written())
+
+
+def interrupted_line(word: str, since: int = 0) -> str:
+    """What an interrupted run says is kept (``word``: ``interrupted`` or ``terminated``): nothing when it stopped
+    before writing its ``run.json`` (the preflight, Ray's start), no record when no item had finished, else
+    :data:`KEPT`. ``since``: :func:`runs_started` before the command ran (the runs it started writing come
+    after)."""
+    written = runs_written()[since:]
+    if not written:
+        return f"{word}: nothing was written; run the same command again"
+    try:
+        has_records = bool(written[-1].list_record_paths())
+    except Exception:  # noqa: BLE001 - the line must be printed whatever the store does now
+        has_records = True
+    if not has_records:
+        return f"{word}: no item had finished, so no record was written; run the same command again to start the run"
+    return f"{word}: {KEPT}"

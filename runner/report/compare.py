@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -190,29 +191,32 @@ def _warnings(manifests: list[RunManifest], labels: list[str]) -> list[str]:
     return out
 
 
-def compare_runs(stores: Sequence[ResultStore], seed: int = 0, n_resamples: int = paired.N_RESAMPLES) -> Comparison:
-    """Compare the runs at ``stores`` (the first is the baseline).
+def compare_runs(runs: Sequence[ResultStore | str], seed: int = 0, n_resamples: int = paired.N_RESAMPLES,
+                 storage_options: dict[str, Any] | None = None) -> Comparison:
+    """Compare the runs at ``runs`` (the first is the baseline).
 
     Args:
-        stores: two or more runs of one benchmark version.
+        runs: two or more runs of one benchmark version: stores, or URIs (with ``storage_options``).
         seed: seeds every bootstrap, so the same runs give the same numbers.
         n_resamples: bootstrap resamples per interval.
+        storage_options: the fsspec options of the URIs' filesystems.
 
     Raises:
         CompareError: fewer than two runs, or runs of different benchmarks or benchmark versions.
         StorageError: a URI holds no run or cannot be read.
     """
-    if len(stores) < 2:
+    if len(runs) < 2:
         raise CompareError("compare needs two runs or more: python -m runner compare RUN_A RUN_B")
+    stores = [run if isinstance(run, ResultStore) else ResultStore(run, storage_options or {}) for run in runs]
     labels = _labels(stores)
     manifests = _manifests(stores, labels)
-    runs = [_load(store, manifest) for store, manifest in zip(stores, manifests)]
-    aligned = set(runs[0].items).intersection(*(run.items for run in runs[1:]))
+    loaded = [_load(store, manifest) for store, manifest in zip(stores, manifests)]
+    aligned = set(loaded[0].items).intersection(*(run.items for run in loaded[1:]))
     infos = []
-    for label, store, run in zip(labels, stores, runs):
+    for label, store, run in zip(labels, stores, loaded):
         because: dict[str, int] = defaultdict(int)
         for key in run.items.keys() - aligned:
-            for other_label, other in zip(labels, runs):
+            for other_label, other in zip(labels, loaded):
                 if key not in other.items:
                     because[f"absent from {other_label}"] += 1
         config = run.manifest.config
@@ -228,13 +232,13 @@ def compare_runs(stores: Sequence[ResultStore], seed: int = 0, n_resamples: int 
     )
     if len(runs) > 2:
         comparison.notes.append(f"{len(runs) - 1} runs are each compared with the first, {labels[0]} (the baseline)")
-    metric_sets = [{name for _, values in run.items.values() for name in values} for run in runs]
+    metric_sets = [{name for _, values in run.items.values() for name in values} for run in loaded]
     for name in sorted(set().union(*metric_sets)):
         missing = [label for label, names in zip(labels, metric_sets) if name not in names]
         if missing:
             comparison.notes.append(f"metric {name!r} is not in {', '.join(missing)}: not compared")
             continue
-        comparison.rows.extend(_metric_rows(name, sorted(aligned), runs, labels, seed, n_resamples))
+        comparison.rows.extend(_metric_rows(name, sorted(aligned), loaded, labels, seed, n_resamples))
     if not aligned:
         comparison.notes.append("no item is in every run: nothing to compare")
     return comparison

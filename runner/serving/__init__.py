@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from runner.core.errors import ReplicaFailed, ReplicaStartError
     from runner.serving.engines import ENGINES, Launch, default_concurrency, model_environment
     from runner.serving.replica import Health, Replica
-    from runner.serving.spec import ReplicaSpec, replica_specs, served_models, settings_replicas
+    from runner.serving.spec import ReplicaSpec, replica_specs, served_models
     from runner.serving.supervisor import ReplicaStatus, ServedModels
 
 # Names are imported on first use: a run that serves no model (and the CLI's start) never loads the supervisor's
@@ -41,7 +41,6 @@ _EXPORTS = {
     "model_environment": "runner.serving.engines",
     "replica_specs": "runner.serving.spec",
     "served_models": "runner.serving.spec",
-    "settings_replicas": "runner.serving.spec",
 }
 
 __all__ = sorted(_EXPORTS)

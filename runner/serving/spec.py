@@ -51,11 +51,11 @@ class ReplicaSpec:
         return clean[:60]
 
 
-def replica_specs(config: RunConfig, in_process: tuple[str, ...] = ()) -> list[ReplicaSpec]:
+def replica_specs(config: RunConfig, in_process: tuple[str, ...] = (), any_model: bool = False) -> list[ReplicaSpec]:
     """The replicas each worker of a run starts: the models of ``config.serve`` (the bare ``--serve`` standing for
     ``config.model``) and the embedded model (:data:`~runner.core.config.EMBEDDED_MODEL`) wherever the run names it
     without a URL (as the agent's model, the simulated user's or the judge's). Call it with the configuration whose
-    model and judge defaults are settled (``RunRequest.config``, or ``RunConfig`` after ``with_judge_default``).
+    model and judge defaults are settled (``RunRequest.config``, or :func:`~runner.engine.request.settle_models`).
 
     The GPU share is the worker's ``num_gpus`` when it is a fraction of one GPU (1 otherwise), divided among the
     replicas, which share the worker's GPUs; a whole number of GPUs above 1 is the tensor-parallel size (from the GPU
@@ -63,6 +63,9 @@ def replica_specs(config: RunConfig, in_process: tuple[str, ...] = ()) -> list[R
 
     ``in_process``: providers whose models the run's solution loads in its own process (lm-eval's ``HFLM`` for
     ``transformers:``): the agent's model of such a provider is not served (and ``--serve`` of it is refused).
+
+    ``any_model``: the solution is an object of the Python API, which may call a model the configuration does not
+    name (it builds its own client): a served model need not be one of the run's.
 
     Raises:
         ConfigError: a bare ``--serve`` without a model, a served model that is none of the run's models, a
@@ -79,35 +82,19 @@ def replica_specs(config: RunConfig, in_process: tuple[str, ...] = ()) -> list[R
         if name is None:
             raise ConfigError("--serve without a model serves the agent's model, and the run has none: pass --model "
                               "provider:MODEL, or name the model to serve (--serve vllm:MODEL)")
-        if model_key(name) not in named:
+        if model_key(name) not in named and not any_model:
             raise ConfigError(f"--serve {name} names none of the run's models ({', '.join(named.values()) or 'none'}); "
                               "serve the model of --model, --user-model or --judge-model")
         if model_key(name) == loaded_here and config.model_base_url is None:
             raise ConfigError(f"--serve {name}: the solution runs {name} in each worker itself; drop --serve (or "
                               "serve it yourself and pass --model-base-url)")
-        chosen[model_key(name)] = (named[model_key(name)], tuple(entry.engine_args))
+        chosen[model_key(name)] = (named.get(model_key(name), name), tuple(entry.engine_args))
     urls = {config.model: config.model_base_url, config.user_model: config.user_model_base_url,
             config.judge_model: config.judge_base_url}
     for name, url in urls.items():
         if name and model_key(name) == EMBEDDED_MODEL and url is None and model_key(name) != loaded_here:
             chosen.setdefault(EMBEDDED_MODEL, (EMBEDDED_MODEL, ()))
     return _specs(chosen, config.worker.num_gpus, config.model_startup_timeout, config.replica_restarts)
-
-
-def settings_replicas(settings: RunSettings) -> list[ReplicaSpec]:
-    """The replicas of a run of the Python API (``GeneralEvaluator(..., serve=[ServeSpec(model=...)])``), whose
-    settings name each served model (no ``--model`` stands in for a bare entry there).
-
-    Raises:
-        ConfigError: an entry without a model, a fractional ``num_gpus`` above 1, or an engine flag that takes over
-            what the runner manages.
-    """
-    chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for entry in settings.serve:
-        if entry.model is None:
-            raise ConfigError("serve=[ServeSpec()] needs the model to serve: ServeSpec(model='provider:MODEL')")
-        chosen[model_key(entry.model)] = (entry.model, tuple(entry.engine_args))
-    return _specs(chosen, settings.worker.num_gpus, settings.model_startup_timeout, settings.replica_restarts)
 
 
 def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_timeout: float,

@@ -23,7 +23,7 @@ SAMPLES: dict[str, tuple[list[str], object]] = {
     "benchmark": (["toy"], "toy"),
     "benchmark_args": (["size=3", "-B", "name=x"], {"size": 3, "name": "x"}),
     "data_dir": (["/data/x"], "/data/x"),
-    "solution": (["echo"], "echo"),
+    "solution": (["chat"], "chat"),
     "solution_args": (["k=true"], {"k": True}),
     "model": (["openai:gpt-4o"], "openai:gpt-4o"),
     "model_base_url": (["http://m:8000/v1"], "http://m:8000/v1"),

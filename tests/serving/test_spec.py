@@ -151,9 +151,11 @@ def test_the_cli_refuses_a_port_for_the_embedded_replica_before_anything_starts(
 
 
 def test_the_python_api_refuses_the_same_flags() -> None:
-    from runner.core.config import RunSettings, ServeSpec
-    from runner.serving import settings_replicas
+    from runner import GeneralEvaluator
+    from runner.benchmarks.toy import ToyBenchmark
+    from runner.core.config import ServeSpec
 
-    settings = RunSettings(serve=[ServeSpec(model="sglang:m", engine_args=["--host", "0.0.0.0"])])
+    evaluator = GeneralEvaluator(benchmark=ToyBenchmark(), solution_func=lambda task: "x",
+                                 serve=[ServeSpec(model="sglang:m", engine_args=["--host", "0.0.0.0"])])
     with pytest.raises(ConfigError, match=r"^sglang:m: --engine-arg --host takes over what the runner manages"):
-        settings_replicas(settings)
+        evaluator.request()

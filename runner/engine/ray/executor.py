@@ -111,7 +111,7 @@ class RayExecutor:
         # stood before this one line).
         check_cache(traffic.cache)
         _check_default_storage(context, job=ray_cluster.ray_job())
-        ray_cluster.preflight(self.address)
+        # The address was checked by preflight(), which execute_run calls first.
         self._started_ray = ray_cluster.connect(self.address)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
