@@ -124,11 +124,7 @@ class ACEBenchmark(BenchmarkBase):
         self._records = records
 
     def _read(self, root: str, relative: str) -> list[dict[str, Any]]:
-        where = f"{root.rstrip('/')}/{relative}"
-        data = files.read_bytes(root, relative, self.storage_options)
-        if self.verify:
-            files.verify(relative, data, where)
-        return files.parse_jsonl(data, where)
+        return files.DATA.load(root, relative, self.storage_options, verify=self.verify)
 
     def __len__(self) -> int:
         self.prepare()
