@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ReportFile, RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
+
+R = TypeVar("R")
 
 
 class BenchmarkBase(ABC):
@@ -73,3 +75,56 @@ class BenchmarkBase(ABC):
         in storage order; the default makes none). The report writes them each time it is built (at the end of a
         run and by ``python -m runner report``), and adds each file's note to the summary's notes."""
         return []
+
+
+class RecordsBenchmark(BenchmarkBase, Generic[R]):
+    """A benchmark whose tasks are made one per record of data loaded once, on first need (ACEBench, BFCL, GAIA,
+    HotpotQA).
+
+    A subclass defines :meth:`load_records` (read and check the data; the records in task order) and
+    :meth:`make_task`; this class gives :meth:`prepare`, :meth:`records`, ``len()`` and iteration on them.
+    Construction stays cheap, as :class:`BenchmarkBase` asks. Pickling (Ray sends the benchmark to every worker, for
+    :meth:`~BenchmarkBase.reference` and the headline) leaves the records out, and the attributes named in
+    :attr:`transient`: a copy that needs them loads them again.
+    """
+
+    transient: tuple[str, ...] = ()
+    """Attributes set by :meth:`load_records` that a pickled copy leaves out (set to ``None``), besides the records."""
+
+    _records: list[R] | None = None
+
+    @abstractmethod
+    def load_records(self) -> list[R]:
+        """Read and check the data; the records, in task order.
+
+        Raises:
+            BenchmarkError: the data is missing, unreadable or not the benchmark's (one line, with the fix).
+        """
+
+    @abstractmethod
+    def make_task(self, record: R) -> Task:
+        """The task of one record."""
+
+    def prepare(self) -> None:
+        """Load the records (:meth:`load_records`) unless they are loaded; raises what it raises."""
+        if self._records is None:
+            self._records = self.load_records()
+
+    def records(self) -> list[R]:
+        """The records, loaded on first use."""
+        self.prepare()
+        assert self._records is not None
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.records())
+
+    def __iter__(self) -> Iterator[Task]:
+        for record in self.records():
+            yield self.make_task(record)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in ("_records", *self.transient):
+            state[name] = None
+        return state

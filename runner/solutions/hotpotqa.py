@@ -8,10 +8,11 @@ so a run needs no network but the model's. BeeAI's agent reads live Wikipedia an
 tools=wikipedia,openmeteo`` adds those (:mod:`runner.solutions.web`: live, so not reproducible unless every answer
 comes from the run's ``--cache``).
 
-Loop: the model is called with both tools; each tool call is run and its result (or its error, including
-arguments that are not valid JSON) is fed back; a reply without tool calls is the answer when it holds a JSON
-object with ``answer`` (else the model is asked once more for that JSON). After ``max_turns`` calls with tools, one
-last call without tools asks for the answer. Every tool call lands in the trajectory with its arguments and
+Loop (:func:`runner.solutions.tool_loop.run_tool_loop`): the model is called with both tools; each tool call is
+run and its result (or its error, including arguments that are not valid JSON) is fed back; a reply without tool
+calls is the answer when it holds a JSON object with ``answer`` (else the model is asked once more for that JSON).
+After ``max_turns`` calls with tools, one last call without tools asks for the answer (its whole text when it holds
+no such JSON). Every tool call lands in the trajectory with its arguments and
 result (:mod:`runner.core.trajectory`), where ``tool_usage`` counts them.
 """
 
@@ -28,9 +29,10 @@ from runner.solutions.web.wikipedia import WIKIPEDIA_URL
 from runner.core.errors import ConfigError
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
-from runner.core.trajectory import tool_call_step, tool_calls
+from runner.core.trajectory import tool_calls
 from runner.core.solution import solution_factory
-from runner.models import ChatModel, ChatReply, parse_json, system_message, tool_message, user_message
+from runner.models import ChatModel, parse_json, system_message, user_message
+from runner.solutions.tool_loop import run_tool_loop
 
 ANSWER_FORMAT = (
     '{"answer": "<concise, specific answer only (e.g., \'Delhi\')>", '
@@ -156,49 +158,21 @@ async def answer_question(model: ChatModel, task: Task, max_turns: int = DEFAULT
         ModelError: the model failed for good (the task becomes an error record).
     """
     lookup = ContextLookup((task.metadata or {}).get("context"))
-    tools = TOOLS + (live.definitions if live else [])
+
+    async def tool(name: str, arguments: dict[str, Any]) -> Any:
+        return await run_tool(name, arguments, lookup, live)
+
     messages: list[Any] = [system_message(system_prompt(live)), user_message(str(task.input))]
-    trajectory: list[Any] = []
-    reply: ChatReply | None = None
-    answer: dict[str, Any] | None = None
-    turns = 0
-    while turns < max_turns and answer is None:
-        reply = await model.chat(messages, tools=tools)
-        turns += 1
-        messages.append(reply.to_message())
-        if reply.text:
-            trajectory.append({"type": "message", "role": "assistant", "content": reply.text})
-        if not reply.tool_calls:
-            answer = parse_answer(reply.text)
-            if answer is None:
-                messages.append(user_message(RETRY_PROMPT))
-            continue
-        for call in reply.tool_calls:
-            arguments: dict[str, Any] = call.arguments
-            result: Any = None
-            error = call.parse_error
-            if error is not None:
-                arguments = {"raw_arguments": call.raw_arguments}
-            else:
-                try:
-                    result = await run_tool(call.name, call.arguments, lookup, live)
-                except ToolError as exc:
-                    error = str(exc)
-            trajectory.append(tool_call_step(call.name, arguments, result=result, error=error))
-            messages.append(tool_message(call.id, result if error is None else {"error": error}, name=call.name))
-    stopped = "answer"
-    if answer is None:
-        stopped = "max_turns"
-        reply = await model.chat([*messages, user_message(FINAL_PROMPT)])
-        turns += 1
-        if reply.text:
-            trajectory.append({"type": "message", "role": "assistant", "content": reply.text})
-        answer = parse_answer(reply.text) or {"answer": reply.text}
+    outcome = await run_tool_loop(model, messages, TOOLS + (live.definitions if live else []), tool, parse_answer,
+                                  max_turns=max_turns, retry_prompt=RETRY_PROMPT, final_prompt=FINAL_PROMPT)
+    answer = outcome.answer
+    if answer is None:  # the last call gave no JSON answer either: its text is the answer
+        answer = {"answer": outcome.reply.text if outcome.reply else None}
     return SolutionOutput(
         success=True,
-        output=final_output(answer, trajectory, lookup),
-        trajectory=trajectory,
-        meta={"turns": turns, "stopped": stopped, "model": reply.model if reply else None},
+        output=final_output(answer, outcome.trajectory, lookup),
+        trajectory=outcome.trajectory,
+        meta=outcome.meta,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from runner.benchmarks.acebench import files
@@ -11,7 +10,7 @@ from runner.benchmarks.acebench.environment import ACEEnvironment
 from runner.benchmarks.acebench.headline import score_rows
 from runner.benchmarks.acebench.metrics import AgentAccuracy, NormalAccuracy, ProcessAccuracy, SpecialAccuracy
 from runner.benchmarks.acebench.reference import reference_output
-from runner.core.benchmark import BenchmarkBase
+from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
 from runner.core.results import Headline, RunResults
 from runner.core.solution import SolutionOutput
@@ -45,7 +44,11 @@ def parse_categories(categories: Any) -> tuple[str, ...]:
     return tuple(c for c in files.CATEGORIES if c in chosen)
 
 
-class ACEBenchmark(BenchmarkBase):
+Record = tuple[str, dict[str, Any], dict[str, Any]]
+"""One task's data: its category, its prompt line and its answer line."""
+
+
+class ACEBenchmark(RecordsBenchmark[Record]):
     """ACEBench: tool use in normal, special and agent settings.
 
     Args:
@@ -88,22 +91,19 @@ class ACEBenchmark(BenchmarkBase):
         self.verify = bool(verify)
         self.storage_options = dict(storage_options or {})
         self.version = f"{files.COMMIT[:7]}-{scoring}" + ("" if self.verify else "-unverified")
-        self._records: list[tuple[str, dict[str, Any], dict[str, Any]]] | None = None
 
     @property
     def strict(self) -> bool:
         """Whether the strict rules apply."""
         return self.scoring == "strict"
 
-    def prepare(self) -> None:
+    def load_records(self) -> list[Record]:
         """Load and check every file of the chosen categories (downloading them first with no ``data_dir``).
 
         Raises:
             BenchmarkError: a file is missing, unreadable, corrupt, of another version, or misaligned with its
                 answers; nothing of the run has been written then.
         """
-        if self._records is not None:
-            return
         relatives = files.needed_files(self.language, self.categories)
         if self.data_dir is None:
             root = str(files.ensure_downloaded(relatives))
@@ -121,27 +121,14 @@ class ACEBenchmark(BenchmarkBase):
                     raise BenchmarkError(f"ACEBench {self.language}/{category}: prompt {prompt.get('id')!r} is "
                                          f"paired with answer {answer.get('id')!r}; replace the data files")
                 records.append((category, prompt, answer))
-        self._records = records
+        return records
 
     def _read(self, root: str, relative: str) -> list[dict[str, Any]]:
-        where = f"{root.rstrip('/')}/{relative}"
-        data = files.read_bytes(root, relative, self.storage_options)
-        if self.verify:
-            files.verify(relative, data, where)
-        return files.parse_jsonl(data, where)
+        return files.DATA.load(root, relative, self.storage_options, verify=self.verify)
 
-    def __len__(self) -> int:
-        self.prepare()
-        assert self._records is not None
-        return len(self._records)
-
-    def __iter__(self) -> Iterator[Task]:
-        self.prepare()
-        assert self._records is not None
-        for category, prompt, answer in self._records:
-            yield self._task(category, prompt, answer)
-
-    def _task(self, category: str, prompt: dict[str, Any], answer: dict[str, Any]) -> Task:
+    def make_task(self, record: Record) -> Task:
+        """The task of one prompt and its answer (see the class docstring)."""
+        category, prompt, answer = record
         task_id = str(prompt["id"])
         functions = prompt.get("function") or []
         ground_truth = answer.get("ground_truth")

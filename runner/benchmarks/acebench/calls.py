@@ -6,7 +6,8 @@ Parsing follows the authors' ``decode_ast`` (``model_inference/utils.py``, funct
 ``"Paris"``), any unary operator negates, a nested call becomes ``{name: {kwargs}}``. One deliberate difference: the
 authors ``eval`` binary operations (``1+2``, ``'a'*3``); here only arithmetic and concatenation of constants are
 computed, with size bounds, so a model's output can never run code or exhaust memory (same value on every input
-that is not an attack).
+that is not an attack). The reading shared with BFCL's decoder is :mod:`runner.benchmarks.call_parser`;
+:class:`ACECallParser` holds what ACEBench's copy does differently.
 
 Before parsing, the scorer extracts the text to parse as the authors' ``eval_main.py`` does at commit 56dd66c:
 single-turn categories take the first outermost ``[...]`` (:func:`first_outermost_brackets`), multi-turn ones
@@ -19,6 +20,8 @@ import ast
 import operator
 from typing import Any
 
+from runner.benchmarks.call_parser import CallParser, dotted_name
+
 Call = dict[str, dict[str, Any]]
 """One decoded call: ``{function name: {argument: value}}``."""
 
@@ -29,6 +32,62 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 
 class CallSyntaxError(ValueError):
     """Text that does not decode into a list of calls (the authors' "wrong_output_format")."""
+
+
+class ACECallParser(CallParser):
+    """:class:`~runner.benchmarks.call_parser.CallParser` as ACEBench's scorer reads: every call, in the list or
+    inside an argument, is ``{name: {kwargs}}`` (the authors' ``ast_parse`` sends the list's elements through
+    ``resolve_ast_by_type`` too, whose copy gives a call without keywords ``{name: {}}`` where BFCL's gives its
+    text); a ``**mapping`` argument is dropped, as this port has always done (the authors' ``resolve_ast_call``
+    would keep it under the key ``None``); a binary operation is :meth:`binary`. Messages quote the source they
+    refuse."""
+
+    error = CallSyntaxError
+    NOT_A_LIST = "the output is not a list of calls"
+    NOT_A_CALL = "list element {text!r} is not a call"
+    BAD_UNARY = "unsupported operand {text!r}"
+    UNPACKING = "dictionary unpacking is not supported"
+    UNHASHABLE = "unhashable dictionary key {text!r}"
+    UNSUPPORTED = "unsupported expression {kind}"
+
+    def call(self, node: ast.Call) -> Call:
+        """``{name: {keyword: value}}``, positional and ``**`` arguments dropped."""
+        return {dotted_name(node.func): {kw.arg: self.value(kw.value) for kw in node.keywords if kw.arg is not None}}
+
+    def mapping(self, node: ast.Dict) -> dict[Any, Any]:
+        """As :meth:`CallParser.mapping`, but a ``**mapping`` entry is refused before any pair is read (the official
+        comprehension meets it in order): so this port has always done, and its messages stay as they were."""
+        if any(key is None for key in node.keys):
+            self.fail(self.UNPACKING, node)
+        return super().mapping(node)
+
+    def nested_call(self, node: ast.Call) -> Call:
+        """A call inside an argument reads as a call in the list does (:meth:`call`)."""
+        return self.call(node)
+
+    def binary(self, node: ast.BinOp) -> Any:
+        """Arithmetic on numbers and ``+``/``*`` on strings and lists of constants, bounded in size (the authors
+        ``eval`` it); each operand is read as an argument value first, so a bare name is its text."""
+        left, right = self.value(node.left), self.value(node.right)
+        op = _BINARY.get(type(node.op))
+        if isinstance(node.op, ast.Pow) and isinstance(left, (int, float)) and isinstance(right, (int, float)):
+            if abs(right) > 100 or abs(left) > 1e6:
+                raise CallSyntaxError("exponent too large")
+            return left**right
+        if op is None:
+            raise CallSyntaxError(f"unsupported operator {type(node.op).__name__}")
+        sequences = (str, list, tuple)
+        if isinstance(node.op, ast.Mult) and (isinstance(left, sequences) or isinstance(right, sequences)):
+            count = right if isinstance(left, sequences) else left
+            if not isinstance(count, int) or count > _MAX_REPEAT:
+                raise CallSyntaxError("repetition too large")
+        try:
+            return op(left, right)
+        except (TypeError, ZeroDivisionError, OverflowError) as exc:
+            raise CallSyntaxError(f"cannot compute {ast.unparse(node)[:80]!r}: {exc}") from None
+
+
+_PARSER = ACECallParser()
 
 
 def first_outermost_brackets(text: str) -> str | None:
@@ -52,96 +111,26 @@ def without_whitespace(text: str) -> str:
 
 
 def decode_calls(text: str | None) -> list[Call]:
-    """Decode ``"[f(a=1), g(b='x')]"`` into ``[{"f": {"a": 1}}, {"g": {"b": "x"}}]``.
+    """Decode ``"[f(a=1), g(b='x')]"`` into ``[{"f": {"a": 1}}, {"g": {"b": "x"}}]`` (the authors' ``decode_ast``).
 
-    The expression must be a list, tuple or set whose elements are all calls.
+    The expression must be a list, tuple or set whose elements are all calls (no stripping, no lone call).
 
     Raises:
-        CallSyntaxError: anything else.
+        CallSyntaxError: anything else, ``None`` among it (no bracketed list was found).
     """
     if not isinstance(text, str):
         raise CallSyntaxError("no bracketed call list found")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        raise CallSyntaxError(f"not a Python expression: {exc}") from None
-    body = tree.body
-    if not isinstance(body, (ast.List, ast.Tuple, ast.Set)):
-        raise CallSyntaxError("the output is not a list of calls")
-    calls = []
-    for element in body.elts:
-        if not isinstance(element, ast.Call):
-            raise CallSyntaxError(f"list element {ast.unparse(element)[:80]!r} is not a call")
-        calls.append(resolve_value(element))
-    return calls
-
-
-def dotted_name(node: ast.AST) -> str:
-    """``a.b.c`` for an attribute chain, ``f`` for a name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
+    return [_PARSER.call(node) for node in _PARSER.call_nodes(_PARSER.expression(text))]
 
 
 def resolve_value(node: ast.AST) -> Any:
-    """The value of an argument expression, read as the authors' ``resolve_ast_by_type`` reads it."""
-    if isinstance(node, ast.Constant):
-        return "..." if node.value is Ellipsis else node.value
-    if isinstance(node, ast.UnaryOp):
-        operand = getattr(node.operand, "value", None)
-        if not isinstance(operand, (int, float, complex)):
-            raise CallSyntaxError(f"unsupported operand {ast.unparse(node)[:80]!r}")
-        return -operand
-    if isinstance(node, ast.List):
-        return [resolve_value(v) for v in node.elts]
-    if isinstance(node, ast.Dict):
-        if any(k is None for k in node.keys):
-            raise CallSyntaxError("dictionary unpacking is not supported")
-        resolved = {}
-        for key, value in zip(node.keys, node.values):
-            resolved_key = resolve_value(key)
-            try:
-                resolved[resolved_key] = resolve_value(value)
-            except TypeError:
-                raise CallSyntaxError(f"unhashable dictionary key {ast.unparse(key)[:80]!r}") from None
-        return resolved
-    if isinstance(node, ast.BinOp):
-        return _binary(node)
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        name = dotted_name(node.func)
-        return {name: {kw.arg: resolve_value(kw.value) for kw in node.keywords if kw.arg is not None}}
-    if isinstance(node, ast.Tuple):
-        return tuple(resolve_value(v) for v in node.elts)
-    if isinstance(node, ast.Subscript):
-        return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
-    raise CallSyntaxError(f"unsupported expression {type(node).__name__}")
+    """The value of an argument expression, read as the authors' ``resolve_ast_by_type`` reads it
+    (:class:`ACECallParser`).
 
-
-def _binary(node: ast.BinOp) -> Any:
-    """Arithmetic on numbers and ``+``/``*`` on strings and lists of constants, bounded in size."""
-    left, right = resolve_value(node.left), resolve_value(node.right)
-    op = _BINARY.get(type(node.op))
-    if isinstance(node.op, ast.Pow) and isinstance(left, (int, float)) and isinstance(right, (int, float)):
-        if abs(right) > 100 or abs(left) > 1e6:
-            raise CallSyntaxError("exponent too large")
-        return left**right
-    if op is None:
-        raise CallSyntaxError(f"unsupported operator {type(node.op).__name__}")
-    sequences = (str, list, tuple)
-    if isinstance(node.op, ast.Mult) and (isinstance(left, sequences) or isinstance(right, sequences)):
-        count = right if isinstance(left, sequences) else left
-        if not isinstance(count, int) or count > _MAX_REPEAT:
-            raise CallSyntaxError("repetition too large")
-    try:
-        return op(left, right)
-    except (TypeError, ZeroDivisionError, OverflowError) as exc:
-        raise CallSyntaxError(f"cannot compute {ast.unparse(node)[:80]!r}: {exc}") from None
+    Raises:
+        CallSyntaxError: a node it cannot read.
+    """
+    return _PARSER.value(node)
 
 
 def format_value(value: Any) -> str:

@@ -9,17 +9,12 @@ against :data:`SHA256` (computed from that commit) before use.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
-from typing import Any
 
-import fsspec
-
+from runner.benchmarks.datafiles import DataFiles
 from runner.benchmarks.download import cache_dir as runner_cache_dir
 from runner.benchmarks.download import fetch
-from runner.core.errors import BenchmarkError
 
 COMMIT = "56dd66cf6439b0d9655ee1b353e4cd745c6f664e"
 BASE_URL = f"https://raw.githubusercontent.com/chenchen0103/ACEBench/{COMMIT}/data_all"
@@ -139,21 +134,6 @@ def default_cache_dir() -> Path:
     return runner_cache_dir("acebench", COMMIT)
 
 
-def sha256_hex(data: bytes) -> str:
-    """The sha256 of ``data`` as hex."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def _check_digest(relative: str, data: bytes, where: str, fix: str) -> None:
-    expected = SHA256[relative]
-    actual = sha256_hex(data)
-    if actual != expected:
-        raise BenchmarkError(
-            f"ACEBench file {where} is corrupt or of another version (sha256 {actual[:16]}..., expected "
-            f"{expected[:16]}... for commit {COMMIT[:7]}); {fix}"
-        )
-
-
 def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, base_url: str | None = None) -> Path:
     """Make sure every file in ``relatives`` is in the cache, verified against :data:`SHA256`; returns the cache
     folder. Missing or corrupt cached files are downloaded (again) through :func:`runner.benchmarks.download.fetch`.
@@ -174,53 +154,12 @@ def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, base_
     return cache
 
 
-def read_bytes(root: str, relative: str, storage_options: dict[str, Any] | None = None) -> bytes:
-    """The bytes of ``<root>/<relative>`` on any fsspec filesystem.
-
-    Raises:
-        BenchmarkError: the file is missing or unreadable (naming it and the fix).
-    """
-    url = f"{root.rstrip('/')}/{relative}"
-    try:
-        fs, path = fsspec.url_to_fs(url, **(storage_options or {}))
-        with fs.open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        raise BenchmarkError(
-            f"ACEBench file {url} is missing; the data folder must hold the repository's data_all/ layout "
-            f"(data_<lang>/data_<category>.json and data_<lang>/possible_answer/...), or leave out --data-dir "
-            f"to download it"
-        ) from None
-    except (OSError, ValueError, ImportError) as exc:
-        raise BenchmarkError(f"cannot read ACEBench file {url} ({type(exc).__name__}: {exc}); check --data-dir") from None
-
-
-def parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:
-    """Decode a JSON Lines file (blank lines skipped).
-
-    Raises:
-        BenchmarkError: a line that is not a JSON object (naming the file and line).
-    """
-    records = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BenchmarkError(f"ACEBench file {where} line {number} is not JSON ({exc.msg}); the file is corrupt, "
-                                 f"replace it with the original") from None
-        if not isinstance(record, dict):
-            raise BenchmarkError(f"ACEBench file {where} line {number} is not a JSON object; replace the file")
-        records.append(record)
-    return records
-
-
-def verify(relative: str, data: bytes, where: str) -> None:
-    """Check ``data`` against the pinned checksum of ``relative``.
-
-    Raises:
-        BenchmarkError: it differs (naming the file and the fix).
-    """
-    _check_digest(relative, data, where, "replace it with the file of that commit, or pass -B verify=false to use "
-                                         "modified data (its results are then not comparable)")
+DATA = DataFiles(
+    label="ACEBench",
+    sha256=SHA256,
+    pinned=f"commit {COMMIT[:7]}",
+    pinned_file="the file of that commit",
+    layout="the data folder must hold the repository's data_all/ layout (data_<lang>/data_<category>.json and "
+           "data_<lang>/possible_answer/...), or leave out --data-dir to download it",
+)
+"""Reading, checking and decoding ACEBench's files (:class:`~runner.benchmarks.datafiles.DataFiles`)."""

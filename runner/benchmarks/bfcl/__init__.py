@@ -5,7 +5,7 @@ Public face: :class:`BFCLBenchmark` (the ``bfcl`` benchmark), :class:`Environmen
 APIs), and the per-item checks :func:`check_ast`, :func:`check_relevance`, :func:`check_multi_turn`.
 ``docs/bfcl.md`` describes it for users.
 
-May import ``runner.core`` (and its own ``apis``); never the engine, storage or a face.
+May import ``runner.core`` (and its own ``apis`` and ``vendor``); never the engine, storage or a face.
 """
 
 from runner.benchmarks.bfcl.benchmark import BFCLBenchmark

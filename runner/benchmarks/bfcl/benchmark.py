@@ -3,7 +3,6 @@ categories that run offline, scored as the leaderboard scores them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from runner.benchmarks.bfcl import files
@@ -21,7 +20,7 @@ from runner.benchmarks.bfcl.languages import check_available
 from runner.benchmarks.bfcl.metrics import BFCLAccuracy
 from runner.benchmarks.bfcl.preprocess import multi_turn_functions, with_language_hints
 from runner.benchmarks.bfcl.reference import reference_output
-from runner.core.benchmark import BenchmarkBase
+from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
 from runner.core.results import Headline, RunResults
 from runner.core.solution import SolutionOutput
@@ -35,7 +34,11 @@ def group_of(category: str) -> str:
     return "live" if category in LIVE else "non_live"
 
 
-class BFCLBenchmark(BenchmarkBase):
+Record = tuple[str, dict[str, Any], Any]
+"""One task's data: its category, its question line and its ground truth (``None`` without a possible answer)."""
+
+
+class BFCLBenchmark(RecordsBenchmark[Record]):
     """BFCL v4: function calling, single-turn (AST and relevance checks) and multi-turn (simulated APIs).
 
     Args:
@@ -79,10 +82,9 @@ class BFCLBenchmark(BenchmarkBase):
         self.verify = bool(verify)
         self.storage_options = dict(storage_options or {})
         self.version = files.VERSION + ("" if self.verify else "-unverified")
-        self._records: list[tuple[str, dict[str, Any], Any]] | None = None
         self._docs: dict[str, list[dict[str, Any]]] = {}
 
-    def prepare(self) -> None:
+    def load_records(self) -> list[Record]:
         """Load and check every file of the chosen categories (downloading them first with no ``data_dir``), and
         the libraries they need (tree-sitter for Java and JavaScript, ``mpmath`` for multi-turn).
 
@@ -90,8 +92,6 @@ class BFCLBenchmark(BenchmarkBase):
             BenchmarkError: a file is missing, unreadable, corrupt, of another version or misaligned with its
                 answers, or a needed library is missing; nothing of the run has been written then.
         """
-        if self._records is not None:
-            return
         for language in {language_of(c) for c in self.categories} - {"python"}:
             check_available(language)
         if any(is_multi_turn(c) for c in self.categories):
@@ -115,27 +115,14 @@ class BFCLBenchmark(BenchmarkBase):
                                          f"{answer.get('id')!r}; replace the data files")
                 records.append((category, prompt, answer.get("ground_truth") if answer is not None else None))
         self._docs = docs
-        self._records = records
+        return records
 
     def _read(self, root: str, relative: str) -> list[dict[str, Any]]:
-        where = f"{root.rstrip('/')}/{relative}"
-        data = files.read_bytes(root, relative, self.storage_options)
-        if self.verify:
-            files.verify(relative, data, where)
-        return files.parse_jsonl(data, where)
+        return files.DATA.load(root, relative, self.storage_options, verify=self.verify)
 
-    def __len__(self) -> int:
-        self.prepare()
-        assert self._records is not None
-        return len(self._records)
-
-    def __iter__(self) -> Iterator[Task]:
-        self.prepare()
-        assert self._records is not None
-        for category, prompt, ground_truth in self._records:
-            yield self._task(category, prompt, ground_truth)
-
-    def _task(self, category: str, prompt: dict[str, Any], ground_truth: Any) -> Task:
+    def make_task(self, record: Record) -> Task:
+        """The task of one question and its ground truth (see the class docstring)."""
+        category, prompt, ground_truth = record
         task_id = str(prompt["id"])
         language, kind = language_of(category), kind_of(category)
         tags = {"category": category, "group": group_of(category), "language": language}

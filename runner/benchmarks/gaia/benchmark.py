@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from runner.benchmarks.gaia.attachments import Attachment
@@ -19,7 +19,7 @@ from runner.benchmarks.gaia.data import (
 )
 from runner.benchmarks.gaia.metrics import ACCURACY, Answered, GAIAAccuracy
 from runner.benchmarks.gaia.submission import submission_bytes, submission_file, submission_line
-from runner.core.benchmark import BenchmarkBase
+from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ReportFile, RunResults
@@ -54,7 +54,7 @@ def parse_levels(levels: Any) -> tuple[str, ...]:
     return tuple(level for level in LEVELS if level in chosen)
 
 
-class GAIABenchmark(BenchmarkBase):
+class GAIABenchmark(RecordsBenchmark[GAIARecord]):
     """GAIA: questions for tool-using assistants, with attached files, scored by the leaderboard's quasi exact match.
 
     Args:
@@ -88,6 +88,8 @@ class GAIABenchmark(BenchmarkBase):
 
     headline_metrics = ("accuracy", "answered")
     default_solution = "gaia-agent"
+    # Ray workers receive the benchmark for reference() and the headline only: its arguments, not the data.
+    transient = ("_location",)
 
     def __init__(self, data_dir: str | None = None, split: str = "validation", levels: Any = None,
                  revision: str | None = None, storage_options: dict[str, Any] | None = None) -> None:
@@ -105,21 +107,19 @@ class GAIABenchmark(BenchmarkBase):
         self.storage_options = dict(storage_options or {})
         self.version = "1"
         self._location: SplitLocation | None = None
-        self._records: list[GAIARecord] | None = None
 
     @property
     def scored(self) -> bool:
         """Whether the split's answers are public (validation), so the run scores them."""
         return self.split == "validation"
 
-    def prepare(self) -> None:
-        """Find, read and check the split (downloading it first without ``data_dir``).
+    def load_records(self) -> list[GAIARecord]:
+        """Find, read and check the split (downloading it first without ``data_dir``); its records of the chosen
+        levels, in the metadata's order.
 
         Raises:
             BenchmarkError: see the class docstring; nothing of the run has been written then.
         """
-        if self._records is not None:
-            return
         if self.data_dir is None:
             location = download_split(self.split, self.revision)
         else:
@@ -129,27 +129,8 @@ class GAIABenchmark(BenchmarkBase):
         if not chosen:
             raise BenchmarkError(f"GAIA {self.split} has no task of level {', '.join(self.levels)} in "
                                  f"{location.url}; check -B levels")
-        self._location, self._records = location, chosen
-
-    def records(self) -> list[GAIARecord]:
-        """The split's records of the chosen levels, in the metadata's order."""
-        self.prepare()
-        assert self._records is not None
-        return self._records
-
-    def __len__(self) -> int:
-        return len(self.records())
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Ray workers receive the benchmark for reference() and the headline only: ship its arguments, not the data.
-        state = self.__dict__.copy()
-        state["_records"] = None
-        state["_location"] = None
-        return state
-
-    def __iter__(self) -> Iterator[Task]:
-        for record in self.records():
-            yield self.make_task(record)
+        self._location = location
+        return chosen
 
     def make_task(self, record: GAIARecord) -> Task:
         """The task of one record (see the class docstring)."""

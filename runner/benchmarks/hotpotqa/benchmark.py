@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
 
-from runner.benchmarks.hotpotqa.data import FORMATS, Format, HotpotRecord, load_records
+from runner.benchmarks.hotpotqa.data import FORMATS, Format, HotpotRecord
+from runner.benchmarks.hotpotqa.data import load_records as read_records
 from runner.benchmarks.hotpotqa.embeddings import SentenceEmbedder
 from runner.benchmarks.hotpotqa.frameworks import framework_metrics, parse_extra_metrics
 from runner.benchmarks.hotpotqa.judges import AnswerLLMJudge, FactsSimilarity
@@ -17,7 +16,7 @@ from runner.benchmarks.hotpotqa.metrics import (
     OfficialMetric,
     ToolUsage,
 )
-from runner.core.benchmark import BenchmarkBase
+from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
 from runner.core.metric import MetricBase
 from runner.core.results import Headline, RunResults
@@ -29,7 +28,7 @@ from runner.models import ChatModel
 HEADLINE_COMPONENTS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
 
 
-class HotpotQABenchmark(BenchmarkBase):
+class HotpotQABenchmark(RecordsBenchmark[HotpotRecord]):
     """HotpotQA questions from a file in the official (distractor), simplified or BeeAI shape.
 
     Args:
@@ -106,36 +105,16 @@ class HotpotQABenchmark(BenchmarkBase):
             if judge_model else None
         self.embedder = SentenceEmbedder(embedding_model) if embedding_model else None
         self.extra_metrics = parse_extra_metrics(extra_metrics, self.judge)
-        self._records: list[HotpotRecord] | None = None
 
     @property
     def version(self) -> str:  # type: ignore[override]
         """Changes when the scoring rules change."""
         return "1"
 
-    def prepare(self) -> None:
-        """Read (or download and verify) the file; raises ``BenchmarkError`` naming the problem."""
-        if self._records is None:
-            self._records = load_records(self.path, self.format)
-
-    def records(self) -> list[HotpotRecord]:
-        """The loaded records."""
-        self.prepare()
-        assert self._records is not None
-        return self._records
-
-    def __len__(self) -> int:
-        return len(self.records())
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Ray workers get the benchmark through the object store: ship the path, not 7,405 records.
-        state = self.__dict__.copy()
-        state["_records"] = None
-        return state
-
-    def __iter__(self) -> Iterator[Task]:
-        for record in self.records():
-            yield self.make_task(record)
+    def load_records(self) -> list[HotpotRecord]:
+        """Read (or download and verify) the file; raises ``BenchmarkError`` naming the problem. A pickled copy
+        (Ray's workers) holds the path, not 7,405 records."""
+        return read_records(self.path, self.format)
 
     def metrics_for(self, record: HotpotRecord) -> list[MetricBase]:
         """The metrics that apply to ``record``."""

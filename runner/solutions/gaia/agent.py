@@ -2,10 +2,10 @@
 :mod:`runner.models`, with local tools (read the attached file, a calculator, Python in a subprocess) and, when the
 user turns them on, live web tools (``-S tools=wikipedia,openmeteo``, :mod:`runner.solutions.web`).
 
-The system prompt is GAIA's own (:data:`GAIA_SYSTEM_PROMPT`), followed by one paragraph on the tools. Loop: the model
-is called with the tools; each call is run and its result (or error) fed back; a reply without tool calls that holds
-``FINAL ANSWER:`` ends the task (otherwise the model is asked once more for it). After ``max_turns`` calls with
-tools, one last call without tools asks for the answer. The output is a submission line's fields:
+The system prompt is GAIA's own (:data:`GAIA_SYSTEM_PROMPT`), followed by one paragraph on the tools. Loop
+(:func:`runner.solutions.tool_loop.run_tool_loop`): the model is called with the tools; each call is run and its
+result (or error) fed back; a reply without tool calls that holds ``FINAL ANSWER:`` ends the task (otherwise the model
+is asked once more for it). After ``max_turns`` calls with tools, one last call without tools asks for the answer. The output is a submission line's fields:
 ``{"model_answer": <the text after the last "FINAL ANSWER:">, "reasoning_trace": <the last reply>}``; a model that
 never gives the template's answer has ``model_answer`` ``None`` (the leaderboard scores it as the text "None").
 """
@@ -20,9 +20,9 @@ from runner.benchmarks.gaia.attachments import Attachment
 from runner.core.errors import ConfigError
 from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
-from runner.core.trajectory import tool_call_step
-from runner.models import ChatModel, ChatReply, system_message, tool_message, user_message
+from runner.models import ChatModel, system_message, user_message
 from runner.solutions.gaia.tools import DEFAULT_PYTHON_TIMEOUT_S, Workspace
+from runner.solutions.tool_loop import run_tool_loop
 from runner.solutions.tools import ToolError
 from runner.solutions.web import LiveTools, check_timeout
 from runner.solutions.web.http import DEFAULT_TIMEOUT_S
@@ -105,49 +105,20 @@ async def solve_task(model: ChatModel, task: Task, live: LiveTools, max_turns: i
         ModelError: the model failed for good (the task becomes an error record).
     """
     with Workspace((task.metadata or {}).get("attachment"), python_timeout) as workspace:
-        tools = workspace.definitions + live.definitions
+
+        async def run_tool(name: str, arguments: dict[str, Any]) -> Any:
+            return await _call_tool(name, arguments, workspace, live)
+
         messages: list[Any] = [system_message(system_prompt(live)), user_message(user_prompt(task))]
-        trajectory: list[Any] = []
-        reply: ChatReply | None = None
-        answer: str | None = None
-        turns = 0
-        while turns < max_turns and answer is None:
-            reply = await model.chat(messages, tools=tools)
-            turns += 1
-            messages.append(reply.to_message())
-            if reply.text:
-                trajectory.append({"type": "message", "role": "assistant", "content": reply.text})
-            if not reply.tool_calls:
-                answer = parse_final_answer(reply.text)
-                if answer is None:
-                    messages.append(user_message(RETRY_PROMPT))
-                continue
-            for call in reply.tool_calls:
-                arguments: dict[str, Any] = call.arguments
-                result: Any = None
-                error = call.parse_error
-                if error is not None:
-                    arguments = {"raw_arguments": call.raw_arguments}
-                else:
-                    try:
-                        result = await _call_tool(call.name, call.arguments, workspace, live)
-                    except ToolError as exc:
-                        error = str(exc)
-                trajectory.append(tool_call_step(call.name, arguments, result=result, error=error))
-                messages.append(tool_message(call.id, result if error is None else {"error": error}, name=call.name))
-        stopped = "answer"
-        if answer is None:
-            stopped = "max_turns"
-            reply = await model.chat([*messages, user_message(FINAL_PROMPT)])
-            turns += 1
-            if reply.text:
-                trajectory.append({"type": "message", "role": "assistant", "content": reply.text})
-            answer = parse_final_answer(reply.text)
+        outcome = await run_tool_loop(model, messages, workspace.definitions + live.definitions, run_tool,
+                                      parse_final_answer, max_turns=max_turns, retry_prompt=RETRY_PROMPT,
+                                      final_prompt=FINAL_PROMPT)
+    reply = outcome.reply
     return SolutionOutput(
         success=True,
-        output={"model_answer": answer, "reasoning_trace": reply.text if reply else None},
-        trajectory=trajectory,
-        meta={"turns": turns, "stopped": stopped, "model": reply.model if reply else None},
+        output={"model_answer": outcome.answer, "reasoning_trace": reply.text if reply else None},
+        trajectory=outcome.trajectory,
+        meta=outcome.meta,
     )
 
 

@@ -3,7 +3,7 @@ from copy import deepcopy
 from datetime import datetime, time, timedelta
 from typing import Dict, List, Optional, Union
 
-from runner.benchmarks.bfcl.apis.long_context import (
+from runner.benchmarks.bfcl.vendor.long_context import (
     AUTOMOBILE_EXTENSION,
     MA_5_EXTENSION,
     MA_20_EXTENSION,

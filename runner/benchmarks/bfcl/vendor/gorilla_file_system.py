@@ -3,7 +3,7 @@ import subprocess
 from copy import deepcopy
 from typing import Dict, List, Optional, Union
 
-from runner.benchmarks.bfcl.apis.long_context import (
+from runner.benchmarks.bfcl.vendor.long_context import (
     FILE_CONTENT_EXTENSION,
     FILES_TAIL_USED,
     POPULATE_FILE_EXTENSION,

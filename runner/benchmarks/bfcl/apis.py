@@ -1,14 +1,11 @@
-"""BFCL's simulated APIs for the multi-turn categories: a file system, a calculator, messaging, posting, tickets,
-trading, travel booking and vehicle control.
+"""BFCL's simulated APIs for the multi-turn categories, by class name: a file system, a calculator, messaging,
+posting, tickets, trading, travel booking and vehicle control.
 
-The modules of this package are the package ``bfcl-eval`` 2026.3.23's
-``bfcl_eval/eval_checker/multi_turn_eval/func_source_code/{gorilla_file_system, long_context, math_api,
-message_api, posting_api, ticket_api, trading_bot, travel_booking, vehicle_control}.py``, byte for byte except the
-import path of ``long_context`` (Apache License 2.0, Copyright the Gorilla authors, UC Berkeley Sky Computing Lab;
-https://github.com/ShishirPatil/gorilla/tree/main/berkeley-function-call-leaderboard). They are copied rather than
-imported because ``bfcl-eval`` requires torch, FAISS and six model vendors' SDKs (see ``docs/bfcl.md``); the state
-checker compares their objects' attributes, so any edit would change verdicts. ``math_api`` needs ``mpmath`` (the
-``bfcl`` extra). The memory and web-search APIs are not copied: those categories are refused.
+The classes themselves are ``bfcl-eval`` 2026.3.23's, kept verbatim in :mod:`runner.benchmarks.bfcl.vendor` (Apache
+License 2.0; the provenance is there). They are copied rather than imported because ``bfcl-eval`` requires torch,
+FAISS and six model vendors' SDKs (see ``docs/bfcl.md``); the state checker compares their objects' attributes, so
+any edit would change verdicts. ``math_api`` needs ``mpmath`` (the ``bfcl`` extra). The memory and web-search APIs
+are not copied: those categories are refused.
 """
 
 from __future__ import annotations
@@ -17,6 +14,9 @@ import importlib
 from typing import Any
 
 from runner.core.errors import BenchmarkError
+
+VENDOR = "runner.benchmarks.bfcl.vendor"
+"""The package holding the verbatim modules."""
 
 CLASS_MODULES: dict[str, str] = {
     "GorillaFileSystem": "gorilla_file_system",
@@ -28,7 +28,8 @@ CLASS_MODULES: dict[str, str] = {
     "TravelAPI": "travel_booking",
     "VehicleControlAPI": "vehicle_control",
 }
-"""Class name -> module of this package (``CLASS_FILE_PATH_MAPPING`` of ``executable_backend_config.py``)."""
+"""Class name -> its module in :mod:`runner.benchmarks.bfcl.vendor` (``CLASS_FILE_PATH_MAPPING`` of
+``executable_backend_config.py``)."""
 
 FUNC_DOC_FILES: dict[str, str] = {
     "GorillaFileSystem": "gorilla_file_system.json",
@@ -55,7 +56,7 @@ def api_class(name: str) -> type:
     if name not in CLASS_MODULES:
         raise BenchmarkError(f"BFCL item uses an unknown simulated API {name!r}; known: {', '.join(CLASS_MODULES)}")
     try:
-        module = importlib.import_module(f"{__name__}.{CLASS_MODULES[name]}")
+        module = importlib.import_module(f"{VENDOR}.{CLASS_MODULES[name]}")
     except ImportError as exc:
         raise BenchmarkError(f"BFCL's {name} needs {exc.name} ({exc}); pip install 'ray-bench-runner[bfcl]'") from None
     return getattr(module, name)

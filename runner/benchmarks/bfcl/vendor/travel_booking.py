@@ -3,7 +3,7 @@ from copy import deepcopy
 from datetime import datetime
 from typing import Dict, List, Optional, Tuple, Union
 
-from runner.benchmarks.bfcl.apis.long_context import (
+from runner.benchmarks.bfcl.vendor.long_context import (
     BOOKING_RECORD_EXTENSION,
     CREDIT_CARD_EXTENSION,
 )
