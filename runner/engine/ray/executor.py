@@ -28,8 +28,9 @@ from runner.core.record import ErrorInfo
 from runner.engine.ray import cluster as ray_cluster
 from runner.engine.context import RunContext
 from runner.engine.item.execute import SolutionOutcome, record_fault, worker_identity
+from runner.engine.item.outcome import Fault
 from runner.engine.plan import WorkItem
-from runner.engine.pool.pool import Fault, WorkerPool
+from runner.engine.pool.pool import WorkerPool
 from runner.engine.progress import Progress
 from runner.traffic.control import TrafficControl
 
