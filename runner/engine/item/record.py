@@ -111,15 +111,16 @@ def build_record(item: WorkItem, task: Task, outcome: SolutionOutcome, verdict: 
     )
 
 
-def acknowledgement(record: TaskRecord, verdict: Verdict, stored: bytes | None, seconds: float,
+def acknowledgement(record: TaskRecord, cause: ErrorInfo | None, stored: bytes | None, seconds: float,
                     keep_stored: bool = False) -> ItemResult:
     """The :class:`ItemResult` of a record: its status, whether this write stored it (``stored``: the JSON it
-    stored, else ``None``), the cause of a failure, and its usable scores; with ``keep_stored``, the JSON too."""
+    stored, else ``None``), the ``cause`` of a failure (:attr:`Verdict.cause`), and its usable scores; with
+    ``keep_stored``, the JSON too."""
     # A corpus metric's per-item value is no sample of its aggregate: no running mean of it.
     scores = usable_scores((m.name, m.result) for m in record.metrics
                            if m.error is None and m.type is not MetricType.CORPUS)
     return ItemResult(record.task_id, record.repeat, record.status, stored is not None, record.attempt, seconds,
-                      verdict.cause, scores, record.tags.get("category"), stored if keep_stored else None)
+                      cause, scores, record.tags.get("category"), stored if keep_stored else None)
 
 
 _SERIAL_ERRORS = (PydanticSerializationError, TypeError, ValueError)
