@@ -23,9 +23,7 @@ import structlog
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError, RunnerError, exception_line
 from runner.engine.context import RunContext
-from runner.core.record import ErrorInfo
-from runner.engine.item.execute import ItemResult, ItemSite, SolutionOutcome, execute_one, record_fault, \
-    worker_identity
+from runner.engine.item.execute import Fault, ItemResult, ItemSite, execute_one, record_fault, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.replicas import WorkerReplicas, visible_gpus
@@ -149,8 +147,7 @@ class SequentialExecutor:
 
 async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, worker: dict[str, object]) -> str:
     """Store the ``timeout`` record of an item that blocked its event loop; the status of its stored record."""
-    error = ErrorInfo(type=alarm.error_type, message=alarm.message)
-    return await record_fault(item, 1, SolutionOutcome.failed(error, alarm.status), context, dict(worker))
+    return await record_fault(item, 1, Fault(alarm.status, alarm.error_type, alarm.message, dict(worker)), context)
 
 
 STRAY_GRACE_S = 3.0

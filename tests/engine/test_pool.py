@@ -21,7 +21,7 @@ from runner.core.record import ErrorInfo
 from runner.core.task import Task
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.pool.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
-from runner.engine.item.outcome import Fault, ItemResult
+from runner.engine.item.execute import Fault, ItemResult
 from runner.engine.pool import pool as pool_module
 from runner.engine.pool.pool import WorkerBuildFailed, WorkerLost, WorkerPool
 from runner.engine.pool.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls

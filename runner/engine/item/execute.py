@@ -27,16 +27,16 @@ from runner.core.usage import usage_scope
 from runner.engine.context import RunContext
 from runner.engine.item import watchdog
 from runner.engine.item.guard import guarded
-from runner.engine.item.outcome import SKIPPED, ItemResult, SolutionOutcome, error_info, worker_identity
+from runner.engine.item.outcome import SKIPPED, Fault, ItemResult, SolutionOutcome, error_info, worker_identity
 from runner.engine.item.record import acknowledgement, build_record, jsonable_input, jsonable_output, \
-    roll_up, scored_output
+    scored_output
 from runner.engine.item.scoring import NotScored, score
 from runner.engine.item.solution import Solution
 from runner.engine.plan import WorkItem
 from runner.storage.manifest import utc_now
 from runner.traffic.control import TrafficControl
 
-__all__ = ["ItemResult", "ItemSite", "PendingWrite", "SKIPPED", "SolutionOutcome", "execute_one", "record_fault",
+__all__ = ["Fault", "ItemResult", "ItemSite", "PendingWrite", "SKIPPED", "execute_one", "record_fault",
            "worker_identity"]
 
 
@@ -263,17 +263,17 @@ async def _score(
     """
     usage = usage if usage is not None else {}
     output = scored_output(outcome)
-    payload, serial_error = jsonable_output(output)
+    jsonable = jsonable_output(output)
     t_metrics = time.perf_counter()
     limit = context.settings.metric_limit
     with usage_scope(usage):
         in_thread = sync_in_thread or (limit is not None and context.settings.limits_given)
         metrics = await score(task.metrics, output, limit, in_thread)
     watchdog.phase("writing")
-    verdict = roll_up(outcome, output, serial_error, metrics)
-    record = build_record(item, task, outcome, verdict, payload, metrics, run_id=context.run_id, attempt=attempt,
-                          worker=worker or {}, usage=usage, metrics_s=time.perf_counter() - t_metrics)
-    return PendingWrite(record, verdict.cause, time.perf_counter() - outcome.t_start, context)
+    record, cause = build_record(item, task, outcome, output, metrics, run_id=context.run_id, attempt=attempt,
+                                 worker=worker or {}, usage=usage, metrics_s=time.perf_counter() - t_metrics,
+                                 jsonable=jsonable)
+    return PendingWrite(record, cause, time.perf_counter() - outcome.t_start, context)
 
 
 async def _store(built: PendingWrite, *, keep_stored: bool = False) -> ItemResult:
@@ -315,11 +315,20 @@ def _log_written(log: Any, record: TaskRecord, written: bool, seconds: float) ->
         log.info("item.exists", detail="a record of this item already existed; it was kept")
 
 
-async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, context: RunContext,
-                       worker: dict[str, Any]) -> str:
-    """Store the record of an item that did not finish where it ran (``outcome``: see
-    :meth:`SolutionOutcome.failed`), written by the executor, unless the item has a record already (its worker may
-    have written it first); the status of the item's stored record.
+async def record_fault(item: WorkItem, attempt: int, fault: Fault, context: RunContext) -> str:
+    """Store the record of an item that did not finish where it ran, written by its executor (the item's worker
+    died past ``--max-attempts``, it blocked its event loop, its worker overran the memory limit), unless the item
+    has a record already (its worker may have written it first); the status of the item's stored record.
+
+    Not a second path for an item: no solution runs here. The executor calls it where :func:`execute_one` could not
+    end (the Ray driver, for a worker's fault; the sequential executor, for an item that blocked its loop).
+
+    Args:
+        item: the item, as the executor sent it.
+        attempt: the attempt recorded.
+        fault: why (the record's status, error type and message), and the worker it happened on (``None``: the
+            driver's own identity is recorded).
+        context: the run.
 
     Its metrics are scored on the empty output, as for any failed item, on an event loop of their own (sync ones in
     threads, each under the metric time limit), so that a metric that hangs or blocks its loop cannot hold the
@@ -328,10 +337,13 @@ async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, c
     Raises:
         StorageError: the record cannot be written.
     """
+    # The outcome's clock starts when the executor gives the item up, before the store is asked about it.
+    outcome = SolutionOutcome.failed(ErrorInfo(type=fault.error_type, message=fault.message), fault.status)
     existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
     if existing is not None:
         return existing
     task = item.task.fresh()
+    worker = fault.worker or worker_identity(role="driver")
 
     async def score() -> ItemResult:
         with watchdog.tracked(item.task.id, item.repeat, attempt):

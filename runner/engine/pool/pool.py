@@ -46,7 +46,7 @@ import structlog
 from runner.core.config import WorkerSpec, resources_text
 from runner.core.errors import ConfigError, ResourcesBusy, WorkersLost
 from runner.engine.pool.dispatch import DispatchWindow
-from runner.engine.item.outcome import Fault, ItemResult
+from runner.engine.item.execute import Fault, ItemResult
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.pool.workers import Batch, Call, PoolWorker, WorkerBook, WorkerState, running_calls
