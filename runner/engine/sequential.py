@@ -1,11 +1,13 @@
 """The sequential executor: one item at a time, in this process, on the path of ``execute_one``.
 
-Each item's solution and metrics run before the next item starts (:func:`~runner.engine.item.execute.run_item`);
-its record is then written in the background (:func:`~runner.engine.item.execute.store_item`) while the next item
-runs, and counted done once stored. With a time limit (``--timeout`` or ``--metric-timeout``), each item runs on an event loop in a thread of its own
+Each item's solution and metrics run before the next item starts (:func:`~runner.engine.item.execute.execute_one`
+with ``write_behind``); its record is then written in the background
+(:meth:`~runner.engine.item.execute.PendingWrite.write`) while the next item runs, and counted done once stored.
+With a time limit (``--timeout`` or ``--metric-timeout``), each item runs on an event loop in a thread of its own
 (:class:`~runner.engine.item.watchdog.ItemLoop`): an item that blocks that loop past its limit is recorded as a
-``timeout`` from here and abandoned with its loop, and the next item gets a fresh one. Without a limit, items run
-in this process's own loop (a debugger's breakpoint in a solution works as usual), and nothing is abandoned.
+``timeout`` from here (:func:`~runner.engine.item.execute.record_fault`) and abandoned with its loop, and the next
+item gets a fresh one. Without a limit, items run in this process's own loop (a debugger's breakpoint in a solution
+works as usual), and nothing is abandoned.
 """
 
 from __future__ import annotations
@@ -21,9 +23,7 @@ import structlog
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError, RunnerError, exception_line
 from runner.engine.context import RunContext
-from runner.core.record import ErrorInfo
-from runner.engine.item.execute import ItemResult, ItemSite, SolutionOutcome, record_fault, run_item, store_item, \
-    worker_identity
+from runner.engine.item.execute import Fault, ItemResult, ItemSite, execute_one, record_fault, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.replicas import WorkerReplicas, visible_gpus
@@ -103,7 +103,7 @@ class SequentialExecutor:
                     await self.replicas.ready()
                 key = (item.task.id, item.repeat)
                 progress.sent(key)
-                coroutine = run_item(item, site)
+                coroutine = execute_one(item, site, write_behind=True)
                 answer = await (coroutine if item_loop is None else item_loop.run(coroutine))
                 if isinstance(answer, Alarm):
                     item_loop.abandon()  # type: ignore[union-attr]
@@ -114,8 +114,8 @@ class SequentialExecutor:
                 else:
                     # The server watch sees the outcome before the next item starts; the item counts as done once
                     # its record is stored.
-                    writes.add(key, store_item(answer, context, keep_stored=True))
-                    progress.observe(answer.verdict.status, answer.verdict.cause)
+                    writes.add(key, answer.write())
+                    progress.observe(answer.status, answer.cause)
                     await writes.room()
             await writes.drain()
         finally:
@@ -147,8 +147,7 @@ class SequentialExecutor:
 
 async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, worker: dict[str, object]) -> str:
     """Store the ``timeout`` record of an item that blocked its event loop; the status of its stored record."""
-    error = ErrorInfo(type=alarm.error_type, message=alarm.message)
-    return await record_fault(item, 1, SolutionOutcome.failed(error, alarm.status), context, dict(worker))
+    return await record_fault(item, 1, Fault(alarm.status, alarm.error_type, alarm.message, dict(worker)), context)
 
 
 STRAY_GRACE_S = 3.0

@@ -21,9 +21,9 @@ from runner.core.record import ErrorInfo
 from runner.core.task import Task
 from runner.engine.plan import Plan, WorkItem
 from runner.engine.pool.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
-from runner.engine.item.execute import ItemResult
+from runner.engine.item.execute import Fault, ItemResult
 from runner.engine.pool import pool as pool_module
-from runner.engine.pool.pool import Ack, Fault, WorkerBuildFailed, WorkerLost, WorkerPool
+from runner.engine.pool.pool import WorkerBuildFailed, WorkerLost, WorkerPool
 from runner.engine.pool.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls
 from runner.engine.progress import Progress
 
@@ -52,7 +52,7 @@ class FakeBackend:
                  node_of: Callable[[int], str] = lambda worker: "n0", concurrency: int = 1,
                  hold: Callable[[str, int], asyncio.Event | None] = lambda *_: None,
                  linger: Callable[[str, int], bool] = lambda *_: False,
-                 ack: Callable[[str], Ack] = lambda task: ItemResult(task, 0, "ok", True, 1, 0.001)) -> None:
+                 ack: Callable[[str], ItemResult] = lambda task: ItemResult(task, 0, "ok", True, 1, 0.001)) -> None:
         self.dies = dies
         self.linger = linger
         self.ack = ack
@@ -109,7 +109,7 @@ class FakeBackend:
         self._slots.setdefault(handle, asyncio.Semaphore(self.concurrency))
         return {"handle": handle, "node_id": self.node_of(handle), "host": "fake", "pid": 1000 + handle}
 
-    async def run(self, handle: int, batch: list[tuple[WorkItem, int, bool]]) -> tuple[list[Ack], float]:
+    async def run(self, handle: int, batch: list[tuple[WorkItem, int, bool]]) -> tuple[list[ItemResult], float]:
         self.sent.append((handle, [item.task.id for item, _, _ in batch]))
         await asyncio.sleep(0)
         self.batches.append(len(batch))

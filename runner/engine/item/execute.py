@@ -2,10 +2,12 @@
 
 Fresh task copy -> solution (sync or async, with a timeout) -> every metric once, each under its time limit
 (:mod:`~runner.engine.item.scoring`) -> the roll-up of one status and one record (:mod:`~runner.engine.item.record`),
-written once (:func:`finish_item`). A bug seen on the cluster therefore reproduces with ``--sequential``. Solutions
-and metrics are called through :func:`runner.engine.item.guard.guarded`, so nothing they raise, ``SystemExit``
-included, leaves the item; each phase is reported to :mod:`runner.engine.item.watchdog`, which sees an item that
-blocks the event loop.
+written once. Both executors enter here, and only here (the steps, ``_run_item``, ``_solve``, ``_score`` and
+``_store``, are this module's own), so a bug seen on the cluster reproduces with ``--sequential``. The one other way
+to a record is :func:`record_fault`, by which an executor records an item that did not finish where it ran (no
+solution runs there). Solutions and metrics are called through :func:`runner.engine.item.guard.guarded`, so nothing
+they raise, ``SystemExit`` included, leaves the item; each phase is reported to :mod:`runner.engine.item.watchdog`,
+which sees an item that blocks the event loop.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 import structlog
 
@@ -25,17 +27,17 @@ from runner.core.usage import usage_scope
 from runner.engine.context import RunContext
 from runner.engine.item import watchdog
 from runner.engine.item.guard import guarded
-from runner.engine.item.outcome import SKIPPED, ItemResult, SolutionOutcome, error_info, worker_identity
-from runner.engine.item.record import Verdict, acknowledgement, build_record, jsonable_input, jsonable_output, \
-    roll_up, scored_output
+from runner.engine.item.outcome import SKIPPED, Fault, ItemResult, SolutionOutcome, error_info, worker_identity
+from runner.engine.item.record import acknowledgement, build_record, jsonable_input, jsonable_output, \
+    scored_output
 from runner.engine.item.scoring import NotScored, score
 from runner.engine.item.solution import Solution
 from runner.engine.plan import WorkItem
 from runner.storage.manifest import utc_now
 from runner.traffic.control import TrafficControl
 
-__all__ = ["Finished", "ItemResult", "ItemSite", "SKIPPED", "SolutionOutcome", "execute_one", "finish_item",
-           "record_fault", "run_item", "score_item", "store_item", "worker_identity"]
+__all__ = ["Fault", "ItemResult", "ItemSite", "PendingWrite", "SKIPPED", "execute_one", "record_fault",
+           "worker_identity"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,20 @@ class _NotStarted(BaseException):
     handlers that turn a solution's exceptions into its record let it through."""
 
 
-async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned: bool = False) -> ItemResult:
-    """Run one (task, repeat) and store its record: :func:`run_item`, then :func:`store_item`.
+@overload
+async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned: bool = False,
+                      write_behind: Literal[False] = False) -> ItemResult: ...
+
+
+@overload
+async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned: bool = False,
+                      write_behind: Literal[True]) -> ItemResult | PendingWrite: ...
+
+
+async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned: bool = False,
+                      write_behind: bool = False) -> ItemResult | PendingWrite:
+    """Run one (task, repeat) and store its record: the solution (with its retries), every metric once, the
+    record built and written once. The one entry of an item's path, for every executor.
 
     Args:
         item: the task (the solution and metrics see a deep copy, :meth:`Task.fresh`, never ``item.task``), the
@@ -79,6 +93,9 @@ async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned
         attempt: which execution of this item this is (counted by the executor across dead workers).
         owned: the caller hands over ``item.task``, a private copy nothing else holds (a Ray worker's task was just
             deserialised for this item): without solution retries the one try uses it as is instead of a deep copy.
+        write_behind: return as soon as the record is built, before it is written: a :class:`PendingWrite` that
+            the caller writes itself (:meth:`PendingWrite.write`), on its own event loop, while its next item runs
+            (the sequential executor, whose items may run on a loop that a blocked item is abandoned with).
 
     The model calls of the item (the solution's and the metrics') go through the run's limiter and response cache
     (:meth:`TrafficControl.scope <runner.traffic.control.TrafficControl.scope>`); once the run's budget is reached,
@@ -86,7 +103,8 @@ async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned
 
     Returns:
         an :class:`ItemResult`; solution and metric failures are inside the record, never raised. Its status is
-        :data:`SKIPPED` for an item the budget kept from starting.
+        :data:`SKIPPED` for an item the budget kept from starting (nothing to write, with ``write_behind`` too).
+        With ``write_behind``, any other item is a :class:`PendingWrite`.
 
     Raises:
         StorageError: the record cannot be written (the item is then not done and may be retried).
@@ -95,47 +113,54 @@ async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned
     """
     with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt), \
             watchdog.tracked(item.task.id, item.repeat, attempt):
-        finished = await _run_item(item, site, attempt, owned)
-        if isinstance(finished, ItemResult):
-            return finished
+        built = await _run_item(item, site, attempt, owned)
+        if isinstance(built, ItemResult) or write_behind:
+            return built
         # Still tracked: an item its executor gave up on meanwhile (it blocked its loop) writes nothing.
-        return await store_item(finished, site.context)
+        return await _store(built)
 
 
 @dataclass(frozen=True)
-class Finished:
-    """An item whose record is built and not yet written (:func:`run_item`; :func:`store_item` writes it).
+class PendingWrite:
+    """An item whose record is built and not yet written: what :func:`execute_one` returns with ``write_behind``.
 
     Args:
         record: the record.
-        verdict: its rolled-up status and the cause of a failure.
+        cause: what made the item fail, without a traceback (``None`` for an ``ok`` item): the solution's error,
+            else the first failing metric's, else the record's own (as :attr:`ItemResult.error`).
         seconds: wall time of the item from its first solution slot.
+        context: the run whose store takes the record.
     """
 
     record: TaskRecord
-    verdict: Verdict
+    cause: ErrorInfo | None
     seconds: float
+    context: RunContext = field(repr=False)
+
+    @property
+    def status(self) -> str:
+        """The record's status: ``ok``, ``error`` or ``timeout``."""
+        return self.record.status
+
+    async def write(self) -> ItemResult:
+        """Write the record once and log it: the item's :class:`ItemResult`, carrying the JSON stored
+        (:attr:`ItemResult.stored`: the driver that writes a record hands it to the shard compactor). A record
+        another write had stored already is kept, and the result says ``written=False``.
+
+        Raises:
+            StorageError: the record cannot be written.
+        """
+        return await _store(self, keep_stored=True)
 
 
-async def run_item(item: WorkItem, site: ItemSite, *, attempt: int = 1,
-                   owned: bool = False) -> Finished | ItemResult:
-    """The part of :func:`execute_one` that runs user code: the solution (with its retries), then every metric
-    once; the record built, not written. An executor that writes records itself (the sequential one overlaps each
-    write with the next item) calls this and then :func:`store_item`.
-
-    Returns:
-        the :class:`Finished` item, or the :data:`SKIPPED` :class:`ItemResult` of one the budget kept from starting.
+async def _run_item(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -> PendingWrite | ItemResult:
+    """The part of :func:`execute_one` that runs user code, inside the item's tracking by the watchdog: the
+    solution (with its retries), then every metric once; the record built, not written. The :data:`SKIPPED`
+    :class:`ItemResult` of an item the budget kept from starting.
 
     Raises:
         StorageOutage: as :func:`execute_one` (the item waits while the store is out, before its solution runs).
     """
-    with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt), \
-            watchdog.tracked(item.task.id, item.repeat, attempt):
-        return await _run_item(item, site, attempt, owned)
-
-
-async def _run_item(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -> Finished | ItemResult:
-    """:func:`run_item` inside the item's tracking by the watchdog."""
     task = item.task
     await site.context.store.outage.wait()
     with usage_scope() as usage, site.traffic.scope(item.repeat):
@@ -147,8 +172,8 @@ async def _run_item(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -
             return ItemResult(task.id, item.repeat, SKIPPED, False, attempt, 0.0)
         outcome.task_input = given_input
         try:
-            return await score_item(item, fresh, outcome, site.context, attempt=attempt, worker=site.worker,
-                                    usage=usage, sync_in_thread=site.sync_in_thread)
+            return await _score(item, fresh, outcome, site.context, attempt=attempt, worker=site.worker,
+                                usage=usage, sync_in_thread=site.sync_in_thread)
         finally:
             site.traffic.flush()
 
@@ -197,31 +222,18 @@ async def _solve(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -> t
     return fresh, outcome
 
 
-async def finish_item(
-    item: WorkItem,
-    task: Task,
-    outcome: SolutionOutcome,
-    context: RunContext,
-    *,
-    attempt: int = 1,
-    worker: dict[str, Any] | None = None,
-    usage: dict[str, TokenUsage] | None = None,
-    sync_in_thread: bool = True,
-    keep_stored: bool = False,
-) -> ItemResult:
-    """Score ``outcome`` with every metric of ``task`` once and write the item's record once: :func:`score_item`,
-    then :func:`store_item` (``keep_stored``: as there). Used by an executor to record an item that did not finish
-    on its worker (:func:`record_fault`).
+async def _finish(item: WorkItem, task: Task, outcome: SolutionOutcome, context: RunContext, *, attempt: int,
+                  worker: dict[str, Any]) -> ItemResult:
+    """Score ``outcome`` with every metric of ``task`` once and write the item's record once (:func:`_score`, then
+    :func:`_store`): the record of an item that did not finish on its worker (:func:`record_fault`).
 
     Raises:
         StorageError: the record cannot be written.
     """
-    finished = await score_item(item, task, outcome, context, attempt=attempt, worker=worker, usage=usage,
-                                sync_in_thread=sync_in_thread)
-    return await store_item(finished, context, keep_stored=keep_stored)
+    return await _store(await _score(item, task, outcome, context, attempt=attempt, worker=worker))
 
 
-async def score_item(
+async def _score(
     item: WorkItem,
     task: Task,
     outcome: SolutionOutcome,
@@ -231,8 +243,8 @@ async def score_item(
     worker: dict[str, Any] | None = None,
     usage: dict[str, TokenUsage] | None = None,
     sync_in_thread: bool = True,
-) -> Finished:
-    """Score ``outcome`` with every metric of ``task`` once and build the item's record.
+) -> PendingWrite:
+    """Score ``outcome`` with every metric of ``task`` once and build the item's record (not written yet).
 
     A solution that did not return is scored as ``SolutionOutput(success=False)``
     (:func:`~runner.engine.item.record.scored_output`). Each metric may take ``context.settings.metric_limit``
@@ -251,21 +263,21 @@ async def score_item(
     """
     usage = usage if usage is not None else {}
     output = scored_output(outcome)
-    payload, serial_error = jsonable_output(output)
+    jsonable = jsonable_output(output)
     t_metrics = time.perf_counter()
     limit = context.settings.metric_limit
     with usage_scope(usage):
         in_thread = sync_in_thread or (limit is not None and context.settings.limits_given)
         metrics = await score(task.metrics, output, limit, in_thread)
     watchdog.phase("writing")
-    verdict = roll_up(outcome, output, serial_error, metrics)
-    record = build_record(item, task, outcome, verdict, payload, metrics, run_id=context.run_id, attempt=attempt,
-                          worker=worker or {}, usage=usage, metrics_s=time.perf_counter() - t_metrics)
-    return Finished(record, verdict, time.perf_counter() - outcome.t_start)
+    record, cause = build_record(item, task, outcome, output, metrics, run_id=context.run_id, attempt=attempt,
+                                 worker=worker or {}, usage=usage, metrics_s=time.perf_counter() - t_metrics,
+                                 jsonable=jsonable)
+    return PendingWrite(record, cause, time.perf_counter() - outcome.t_start, context)
 
 
-async def store_item(finished: Finished, context: RunContext, *, keep_stored: bool = False) -> ItemResult:
-    """Write a finished item's record once (unless its executor gave up on it meanwhile) and log it; the item's
+async def _store(built: PendingWrite, *, keep_stored: bool = False) -> ItemResult:
+    """Write a built item's record once (unless its executor gave up on it meanwhile) and log it; the item's
     :class:`ItemResult`. A record another write had stored already is kept, and the result says ``written=False``.
     With ``keep_stored`` (the driver writes it itself), the result carries the JSON stored
     (:attr:`ItemResult.stored`).
@@ -273,15 +285,15 @@ async def store_item(finished: Finished, context: RunContext, *, keep_stored: bo
     Raises:
         StorageError: the record cannot be written.
     """
-    record, verdict, seconds = finished.record, finished.verdict, finished.seconds
+    record, seconds = built.record, built.seconds
     log = structlog.get_logger("runner")
     if watchdog.abandoned():
         # Its executor gave up on it (it blocked its loop past its limit) and stores its record; nobody reads this.
         log.info("item.abandoned", detail="it ended after its executor had recorded it; its result is dropped")
-        return ItemResult(record.task_id, record.repeat, verdict.status, False, record.attempt, seconds)
-    stored = await asyncio.to_thread(context.store.store_record, record)
+        return ItemResult(record.task_id, record.repeat, record.status, False, record.attempt, seconds)
+    stored = await asyncio.to_thread(built.context.store.store_record, record)
     _log_written(log, record, stored is not None, seconds)
-    return acknowledgement(record, verdict, stored, seconds, keep_stored)
+    return acknowledgement(record, built.cause, stored, seconds, keep_stored)
 
 
 def _log_written(log: Any, record: TaskRecord, written: bool, seconds: float) -> None:
@@ -303,11 +315,20 @@ def _log_written(log: Any, record: TaskRecord, written: bool, seconds: float) ->
         log.info("item.exists", detail="a record of this item already existed; it was kept")
 
 
-async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, context: RunContext,
-                       worker: dict[str, Any]) -> str:
-    """Store the record of an item that did not finish where it ran (``outcome``: see
-    :meth:`SolutionOutcome.failed`), written by the executor, unless the item has a record already (its worker may
-    have written it first); the status of the item's stored record.
+async def record_fault(item: WorkItem, attempt: int, fault: Fault, context: RunContext) -> str:
+    """Store the record of an item that did not finish where it ran, written by its executor (the item's worker
+    died past ``--max-attempts``, it blocked its event loop, its worker overran the memory limit), unless the item
+    has a record already (its worker may have written it first); the status of the item's stored record.
+
+    Not a second path for an item: no solution runs here. The executor calls it where :func:`execute_one` could not
+    end (the Ray driver, for a worker's fault; the sequential executor, for an item that blocked its loop).
+
+    Args:
+        item: the item, as the executor sent it.
+        attempt: the attempt recorded.
+        fault: why (the record's status, error type and message), and the worker it happened on (``None``: the
+            driver's own identity is recorded).
+        context: the run.
 
     Its metrics are scored on the empty output, as for any failed item, on an event loop of their own (sync ones in
     threads, each under the metric time limit), so that a metric that hangs or blocks its loop cannot hold the
@@ -316,14 +337,17 @@ async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, c
     Raises:
         StorageError: the record cannot be written.
     """
+    # The outcome's clock starts when the executor gives the item up, before the store is asked about it.
+    outcome = SolutionOutcome.failed(ErrorInfo(type=fault.error_type, message=fault.message), fault.status)
     existing = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)
     if existing is not None:
         return existing
     task = item.task.fresh()
+    worker = fault.worker or worker_identity(role="driver")
 
     async def score() -> ItemResult:
         with watchdog.tracked(item.task.id, item.repeat, attempt):
-            return await finish_item(item, task, outcome, context, attempt=attempt, worker=worker)
+            return await _finish(item, task, outcome, context, attempt=attempt, worker=worker)
 
     scoring = watchdog.ItemLoop()
     with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt):
@@ -334,7 +358,7 @@ async def record_fault(item: WorkItem, attempt: int, outcome: SolutionOutcome, c
         if isinstance(answer, watchdog.Alarm):
             # A metric blocked the scoring loop too: record the item with its metrics unscored.
             task.metrics = [NotScored(metric, answer.message) for metric in task.metrics]
-            answer = await finish_item(item, task, outcome, context, attempt=attempt, worker=worker)
+            answer = await _finish(item, task, outcome, context, attempt=attempt, worker=worker)
     if answer.written:
         return answer.status
     stored = await asyncio.to_thread(context.store.record_status, item.task.id, item.repeat)

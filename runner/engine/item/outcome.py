@@ -1,5 +1,6 @@
-"""What one work item's run comes to: how its solution ended (:class:`SolutionOutcome`), and the small
-acknowledgement an executor gets back (:class:`ItemResult`)."""
+"""What one work item's run comes to: how its solution ended (:class:`SolutionOutcome`), the small
+acknowledgement an executor gets back (:class:`ItemResult`), and why an executor records an item itself
+(:class:`Fault`)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,24 @@ class ItemResult:
         """A first attempt whose record another writer had stored: a process writing to this run without its
         lease (the plan leaves duplicate task ids out, so they never get here)."""
         return not self.written and self.attempt == 1 and self.status != SKIPPED
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Why an item is recorded by its executor rather than on its own path (its worker died, it blocked its event
+    loop, its worker overran the memory limit).
+
+    Args:
+        status: the record's status (``error`` or ``timeout``).
+        error_type: the record's error type (``WorkerDied``, ``EventLoopBlocked``, ``MemoryLimitExceeded``).
+        message: one line.
+        worker: the identity of the worker it happened on (``None``: the driver's own is recorded).
+    """
+
+    status: str
+    error_type: str
+    message: str
+    worker: dict[str, Any] | None = None
 
 
 def worker_identity(**extra: Any) -> dict[str, Any]:

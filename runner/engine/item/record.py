@@ -1,5 +1,6 @@
-"""One item's record: the roll-up of its solution's outcome and its metrics into one status (:func:`roll_up`), and
-the :class:`~runner.core.record.TaskRecord` written for it (:func:`build_record`)."""
+"""One item's record: the :class:`~runner.core.record.TaskRecord` written for it (:func:`build_record`), with the
+roll-up of its solution's outcome and its metrics into one status (:func:`_roll_up`), and the :class:`ItemResult`
+its executor gets back (:func:`acknowledgement`)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from runner.storage.manifest import utc_now
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """An item's status, rolled up from its solution's outcome and its metrics (:func:`roll_up`).
+class _Verdict:
+    """An item's status, rolled up from its solution's outcome and its metrics (:func:`_roll_up`).
 
     Args:
         status: ``ok``, ``error`` or ``timeout``.
@@ -44,8 +45,8 @@ def scored_output(outcome: SolutionOutcome) -> SolutionOutput:
     return outcome.output if outcome.output is not None else SolutionOutput(success=False, output=None)
 
 
-def roll_up(outcome: SolutionOutcome, output: SolutionOutput, serial_error: ErrorInfo | None,
-            metrics: list[MetricRecord]) -> Verdict:
+def _roll_up(outcome: SolutionOutcome, output: SolutionOutput, serial_error: ErrorInfo | None,
+             metrics: list[MetricRecord]) -> _Verdict:
     """The item's status: the solution's (``error`` or ``timeout``) if it did not return ``ok``; else ``error``
     when its output cannot be serialised or says ``success=False``; else ``timeout`` when a metric ran past its
     limit, ``error`` when one raised; else ``ok``."""
@@ -67,25 +68,30 @@ def roll_up(outcome: SolutionOutcome, output: SolutionOutput, serial_error: Erro
         cause = outcome.error or next((m.error for m in failed), None) or error
     if cause is not None:
         cause = cause.model_copy(update={"traceback": None})
-    return Verdict(status, error, cause)
+    return _Verdict(status, error, cause)
 
 
-def build_record(item: WorkItem, task: Task, outcome: SolutionOutcome, verdict: Verdict, payload: dict[str, Any],
+def build_record(item: WorkItem, task: Task, outcome: SolutionOutcome, output: SolutionOutput,
                  metrics: list[MetricRecord], *, run_id: str, attempt: int, worker: dict[str, Any],
-                 usage: dict[str, TokenUsage], metrics_s: float) -> TaskRecord:
-    """The item's :class:`TaskRecord`.
+                 usage: dict[str, TokenUsage], metrics_s: float,
+                 jsonable: tuple[dict[str, Any], ErrorInfo | None]) -> tuple[TaskRecord, ErrorInfo | None]:
+    """The item's :class:`TaskRecord`, its status rolled up (:func:`_roll_up`), and what made it fail, for its
+    executor (``None`` for an ``ok`` record; see :attr:`ItemResult.error`).
 
     Args:
         item: the item (its repeat and position).
         task: the copy of the task the solution saw (its id and tags).
         outcome: how the solution ended (times, tries, the input taken before it ran).
-        verdict: the rolled-up status.
-        payload: the output's ``output``, ``trajectory`` and ``meta`` as JSON (:func:`jsonable_output`).
+        output: what the metrics scored (:func:`scored_output`).
         metrics: one record per metric.
         run_id, attempt, worker: the run, the attempt and the executing worker's identity.
         usage: tokens by model, the solution's and the metrics'.
         metrics_s: seconds the metrics took.
+        jsonable: ``output`` as :func:`jsonable_output` gave it before the metrics ran (the payload, and the error
+            of a field JSON cannot hold).
     """
+    payload, serial_error = jsonable
+    verdict = _roll_up(outcome, output, serial_error, metrics)
     return TaskRecord(
         run_id=run_id,
         task_id=task.id,
@@ -108,18 +114,19 @@ def build_record(item: WorkItem, task: Task, outcome: SolutionOutcome, verdict: 
                         total_s=time.perf_counter() - outcome.t_start),
         usage=usage,
         worker=worker,
-    )
+    ), verdict.cause
 
 
-def acknowledgement(record: TaskRecord, verdict: Verdict, stored: bytes | None, seconds: float,
+def acknowledgement(record: TaskRecord, cause: ErrorInfo | None, stored: bytes | None, seconds: float,
                     keep_stored: bool = False) -> ItemResult:
     """The :class:`ItemResult` of a record: its status, whether this write stored it (``stored``: the JSON it
-    stored, else ``None``), the cause of a failure, and its usable scores; with ``keep_stored``, the JSON too."""
+    stored, else ``None``), the ``cause`` of a failure (from :func:`build_record`), and its usable scores; with
+    ``keep_stored``, the JSON too."""
     # A corpus metric's per-item value is no sample of its aggregate: no running mean of it.
     scores = usable_scores((m.name, m.result) for m in record.metrics
                            if m.error is None and m.type is not MetricType.CORPUS)
     return ItemResult(record.task_id, record.repeat, record.status, stored is not None, record.attempt, seconds,
-                      verdict.cause, scores, record.tags.get("category"), stored if keep_stored else None)
+                      cause, scores, record.tags.get("category"), stored if keep_stored else None)
 
 
 _SERIAL_ERRORS = (PydanticSerializationError, TypeError, ValueError)

@@ -3,5 +3,6 @@ through a backend (the Ray one is :class:`runner.engine.ray.backend.RayBackend`;
 workers' bookkeeping (:mod:`.workers`: pending, ready, suspect, dead, replaced) apart from the dispatch window
 (:mod:`.dispatch`: the plan, the retry queue, batch sizes as pure functions).
 
-May import ``core`` and the engine's run-level modules and ``item`` (for the acknowledgement's shape); never Ray.
+May import ``core`` and the engine's run-level modules and ``item`` (for the shapes of an acknowledgement and a fault);
+never Ray.
 """

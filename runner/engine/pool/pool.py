@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -47,15 +46,10 @@ import structlog
 from runner.core.config import WorkerSpec, resources_text
 from runner.core.errors import ConfigError, ResourcesBusy, WorkersLost
 from runner.engine.pool.dispatch import DispatchWindow
-from runner.engine.item.execute import ItemResult
+from runner.engine.item.execute import Fault, ItemResult
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.pool.workers import Batch, Call, PoolWorker, WorkerBook, WorkerState, running_calls
-
-Ack = ItemResult
-"""One item's acknowledgement: its :class:`~runner.engine.item.execute.ItemResult` (status, duplicate, seconds, what
-ended it as an error, the metric values the driver's live statistics use)."""
-
 
 class WorkerLost(Exception):
     """A worker died while it held a call (its process or node ended, it ran out of memory); the message says why
@@ -86,7 +80,7 @@ class WorkerBackend(Protocol):
         probe of a suspect): answered even while its items run."""
         ...
 
-    def run(self, handle: Any, batch: Batch) -> Awaitable[tuple[list[Ack], float]]:
+    def run(self, handle: Any, batch: Batch) -> Awaitable[tuple[list[ItemResult], float]]:
         """Execute ``batch``: one acknowledgement per item and the seconds the batch kept the worker busy."""
         ...
 
@@ -111,23 +105,6 @@ class WorkerBackend(Protocol):
     def kill(self, handle: Any) -> None:
         """Stop the worker for good (no error if it is gone already)."""
         ...
-
-
-@dataclass(frozen=True)
-class Fault:
-    """Why an item is recorded by the pool rather than by its worker.
-
-    Args:
-        status: the record's status (``error`` or ``timeout``).
-        error_type: the record's error type (``WorkerDied``, ``EventLoopBlocked``, ``MemoryLimitExceeded``).
-        message: one line.
-        worker: the identity of the worker it happened on (``None``: the driver's own is recorded).
-    """
-
-    status: str
-    error_type: str
-    message: str
-    worker: dict[str, Any] | None = None
 
 
 WAIT_LOG_S = 30.0
@@ -328,7 +305,7 @@ class WorkerPool:
         if call.kind == "run":
             self._acknowledge(call, answer)
 
-    def _acknowledge(self, call: Call, answer: tuple[list[Ack], float]) -> None:
+    def _acknowledge(self, call: Call, answer: tuple[list[ItemResult], float]) -> None:
         assert self._progress is not None
         acks, busy = answer
         for (item, _, _), result in zip(call.items, acks):

@@ -24,12 +24,11 @@ import structlog
 from runner import log
 from runner.core.config import RunSettings, WorkerSpec
 from runner.core.errors import ConfigError
-from runner.core.record import ErrorInfo
 from runner.engine.ray import cluster as ray_cluster
 from runner.engine.context import RunContext
-from runner.engine.item.execute import SolutionOutcome, record_fault, worker_identity
+from runner.engine.item.execute import record_fault
 from runner.engine.plan import WorkItem
-from runner.engine.pool.pool import Fault, WorkerPool
+from runner.engine.pool.pool import WorkerPool
 from runner.engine.progress import Progress
 from runner.traffic.control import TrafficControl
 
@@ -127,7 +126,7 @@ class RayExecutor:
             structlog.get_logger("runner").info(
                 "ray.pool", workers=self.size, per_worker=ray_cluster.demand(self.spec),
                 max_concurrency=self.spec.max_concurrency, cluster=ray_cluster.gcs_address())
-            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(_record, context=context))
+            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(record_fault, context=context))
             await self._pool.start(context.solution.display)
             await self._hub.start(traffic.budget, self.size)
             traffic.use(self._hub)
@@ -195,9 +194,3 @@ def _check_default_storage(context: RunContext, *, job: str | None = None, nodes
         f"no --storage given, and the default {context.store.uri} is a local path; {where}: pass --storage with "
         "an object store URL (s3://bucket/prefix, gs://..., az://...) or a path on a filesystem every node mounts"
     )
-
-
-async def _record(item: WorkItem, attempt: int, fault: Fault, *, context: RunContext) -> str:
-    """Store the record of an item its workers could not finish (unless one of them stored it); its status."""
-    outcome = SolutionOutcome.failed(ErrorInfo(type=fault.error_type, message=fault.message), fault.status)
-    return await record_fault(item, attempt, outcome, context, fault.worker or worker_identity(role="driver"))

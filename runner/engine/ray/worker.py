@@ -26,7 +26,6 @@ from runner import log
 from runner.engine.context import RunContext
 from runner.engine.item.execute import ItemResult, ItemSite, execute_one, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.pool.pool import Ack
 from runner.engine.item.solution import Solution
 from runner.engine.item.watchdog import Alarm, WorkerWatch
 from runner.engine.pool.workers import Batch
@@ -110,7 +109,7 @@ class EvalWorker:
         if self.replicas is not None:
             self.replicas.stop()
 
-    async def run(self, items: Batch, turn: int, limiter: Any = None) -> tuple[list[Ack], float]:
+    async def run(self, items: Batch, turn: int, limiter: Any = None) -> tuple[list[ItemResult], float]:
         """Execute ``items`` (each with its attempt, and whether it went out before) concurrently: one
         acknowledgement per item, and the seconds this batch kept the worker busy (from its first item's start to
         its last item's end), from which the driver sizes batches.
@@ -149,7 +148,7 @@ class EvalWorker:
         async with self._order:
             await self._order.wait_for(lambda: self._turn == turn)
         try:
-            acks: dict[int, tuple[Ack, float]] = {}
+            acks: dict[int, tuple[ItemResult, float]] = {}
             for index, (item, attempt, again) in enumerate(items):
                 if again:
                     existing = await asyncio.to_thread(self.context.store.record_status, item.task.id, item.repeat)
@@ -174,7 +173,7 @@ class EvalWorker:
         busy = max(end for _, end in done) - min(end - ack.seconds for ack, end in done)
         return [ack for ack, _ in done], busy
 
-    async def _one(self, item: WorkItem, attempt: int, owned: bool) -> tuple[Ack, float]:
+    async def _one(self, item: WorkItem, attempt: int, owned: bool) -> tuple[ItemResult, float]:
         assert self._site is not None
         result = await execute_one(item, self._site, attempt=attempt, owned=owned)
         return result, time.perf_counter()
