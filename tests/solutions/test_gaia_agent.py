@@ -173,7 +173,7 @@ def test_the_agents_arguments_are_checked_before_anything_runs(tmp_path):
                                ({"python_timeout": -1}, "python_timeout must be a positive number"),
                                ({"tools": "wikipedia,web"}, "unknown live tool 'web'")):
         with pytest.raises(ConfigError, match=message):
-            solution_spec("gaia-agent", arguments, model="mock", benchmark=benchmark)
+            solution_spec("gaia-agent", arguments, model="mock", benchmark=benchmark).check()
 
 
 def test_the_mock_finds_the_arithmetic_of_a_question():

@@ -146,7 +146,7 @@ def test_the_agent_and_its_tasks_pickle_for_ray_workers(distractor_file):
 
 def test_a_bad_max_turns_is_refused_before_the_run(distractor_file, tmp_path, capsys):
     with pytest.raises(ConfigError, match="max_turns must be an integer of at least 1"):
-        solution_spec("hotpotqa-agent", {"max_turns": 0}, model="mock")
+        solution_spec("hotpotqa-agent", {"max_turns": 0}, model="mock").check()
     assert main(["-b", "hotpotqa", "--data-dir", distractor_file, "--model", "mock", "-S", "max_turns=two",
                  "--sequential", "--storage", str(tmp_path / "run")]) == 2
     assert "max_turns must be an integer of at least 1, got 'two'" in capsys.readouterr().err

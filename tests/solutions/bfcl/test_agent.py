@@ -97,4 +97,4 @@ def test_prompting_sends_bfcls_system_prompt_and_keeps_the_reply_text(bfcl_tasks
 
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ConfigError, match="use -S mode=prompting or -S mode=native"):
-        solution_spec("bfcl", {"mode": "tools"}, model="mock")
+        solution_spec("bfcl", {"mode": "tools"}, model="mock").check()
