@@ -35,7 +35,7 @@ from runner.traffic.control import TrafficControl
 from runner.storage import lease
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
 from runner.storage.probe import check_conditional_writes
-from runner.storage.store import PROGRESS_FILE, runs_written
+from runner.storage.store import PROGRESS_FILE, ResultStore, runs_written
 
 if TYPE_CHECKING:
     from runner.storage.compaction import Compactor
@@ -252,63 +252,93 @@ def _new_folders(path: str) -> list[str]:
     return missing
 
 
+@dataclass
+class _Planned:
+    """What a run will execute, decided before the executor starts: the plan, its gated items (``first`` taken
+    from them, ``None`` when there is nothing to run), the items expected, those already done, the failed items
+    to run again, and the run's traffic control."""
+
+    plan: Plan
+    items: Iterator[WorkItem]
+    first: WorkItem | None
+    expected: int | None
+    already_done: int
+    failed: set[tuple[str, int]]
+    traffic: TrafficControl
+
+
+def _plan_run(request: RunRequest, opening: _Opening) -> _Planned:
+    """The run's plan: every item without a record (or with an error record, with ``rerun_failed``), gated by the
+    run's traffic control (a spent budget hands out no item).
+
+    Raises:
+        BenchmarkError: the benchmark yields no task at all.
+    """
+    settings, store = request.settings, request.store
+    done = set() if opening.clear else store.done_items()
+    failed = store.failed_items() if settings.rerun_failed and done else set()
+    resumable = done - failed
+    # Records of tasks past a lowered limit are counted too (their positions are known only inside the records).
+    already_done = sum(1 for _, repeat in resumable if repeat < settings.repeats)
+    plan = Plan(request.benchmark, settings.repeats, settings.limit, resumable)
+    traffic = TrafficControl.for_run(settings, store, kept=resumable)
+    items = traffic.gate(iter(plan))
+    first = next(items, None)
+    if first is None and plan.exhausted and plan.n_tasks == 0:
+        raise BenchmarkError(
+            f"the benchmark {request.benchmark.name!r} yielded no tasks, so there is nothing to run; nothing was "
+            "written; check its data and arguments (--data-dir, -B)")
+    return _Planned(plan, items, first, plan.expected_items(), already_done, failed, traffic)
+
+
+def _open_run(request: RunRequest, opening: _Opening, planned: _Planned, executor: Executor) -> None:
+    """The run's first writes, once the executor has started: earlier records dropped (``force``), failed ones
+    retired (``rerun_failed``), ``run.json`` written; then the ``run.start`` line."""
+    store, log = request.store, structlog.get_logger("runner")
+    if opening.clear:
+        store.clear()
+    if planned.failed:
+        store.retire(planned.failed)
+        log.info("run.rerun_failed", retired=len(planned.failed), detail="error and timeout records moved to retired/")
+    store.write_manifest(opening.manifest)
+    log.info("run.start", benchmark=request.benchmark.name, storage=store.uri, executor=executor.name,
+             repeats=request.settings.repeats, already_done=planned.already_done, to_run=planned.expected)
+
+
+def _progress(request: RunRequest, planned: _Planned, executor: Executor, run_id: str,
+              compactor: Compactor | None) -> Progress:
+    """The run's :class:`Progress`: counts, bar, heartbeat, ``progress.json``, and the compactor's feed."""
+    return Progress(planned.expected, bar=request.progress_bar,
+                    details=lambda: {**planned.traffic.progress_fields(), **executor.details()},
+                    heartbeat_s=progress_module.HEARTBEAT_S,  # read here, so a test can shorten it
+                    headline=request.benchmark.headline_metrics, run_id=run_id,
+                    sink=functools.partial(request.store.write_file, PROGRESS_FILE),
+                    file_s=progress_module.PROGRESS_FILE_S,
+                    on_done=compactor.acknowledged if compactor is not None else None)
+
+
 async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseKeeper) -> RunOutcome:
     """The run, under the lease ``keeper`` renews (see :func:`execute_run`)."""
-    settings, store = request.settings, request.store
     opening = _check_run(request)
     manifest = opening.manifest
     keeper.bind_run(manifest.run_id)
-    log = structlog.get_logger("runner")
     with structlog.contextvars.bound_contextvars(run_id=manifest.run_id):
         started = time.monotonic()
-        done = set() if opening.clear else store.done_items()
-        failed = store.failed_items() if settings.rerun_failed and done else set()
-        resumable = done - failed
-        # Records of tasks past a lowered limit are counted too (their positions are known only inside the records).
-        already_done = sum(1 for _, repeat in resumable if repeat < settings.repeats)
-        plan = Plan(request.benchmark, settings.repeats, settings.limit, resumable)
-        expected = plan.expected_items()
-        items: Iterator[WorkItem] = iter(plan)
-        traffic = TrafficControl.for_run(settings, store, kept=resumable)
-        items = traffic.gate(items)
-        first = next(items, None)
-        if first is None and plan.exhausted and plan.n_tasks == 0:
-            raise BenchmarkError(
-                f"the benchmark {request.benchmark.name!r} yielded no tasks, so there is nothing to run; nothing was "
-                "written; check its data and arguments (--data-dir, -B)")
-        context = RunContext(request.benchmark, request.solution, store, manifest.run_id, settings, traffic.cache,
-                             request.replicas, request.model_environment())
+        planned = _plan_run(request, opening)
+        first, traffic = planned.first, planned.traffic
+        context = RunContext(request.benchmark, request.solution, request.store, manifest.run_id, request.settings,
+                             traffic.cache, request.replicas, request.model_environment())
         if first is not None:
-            await executor.start(context, traffic, expected)
+            await executor.start(context, traffic, planned.expected)
         try:
             keeper.check()
-            if opening.clear:
-                store.clear()
-            if failed:
-                store.retire(failed)
-                log.info("run.rerun_failed", retired=len(failed), detail="error and timeout records moved to retired/")
-            store.write_manifest(manifest)
-            log.info(
-                "run.start",
-                benchmark=request.benchmark.name,
-                storage=store.uri,
-                executor=executor.name,
-                repeats=settings.repeats,
-                already_done=already_done,
-                to_run=expected,
-            )
+            _open_run(request, opening, planned, executor)
             compactor = _compactor(request, keeper)
-            progress = Progress(expected, bar=request.progress_bar,
-                                details=lambda: {**traffic.progress_fields(), **executor.details()},
-                                heartbeat_s=progress_module.HEARTBEAT_S,  # read here, so a test can shorten it
-                                headline=request.benchmark.headline_metrics, run_id=manifest.run_id,
-                                sink=functools.partial(store.write_file, PROGRESS_FILE),
-                                file_s=progress_module.PROGRESS_FILE_S,
-                                on_done=compactor.acknowledged if compactor is not None else None)
+            progress = _progress(request, planned, executor, manifest.run_id, compactor)
             try:
                 if first is not None:
-                    await _execute_while_owned(executor.execute(itertools.chain([first], items), context, progress),
-                                               keeper)
+                    await _execute_while_owned(
+                        executor.execute(itertools.chain([first], planned.items), context, progress), keeper)
             except BaseException:
                 if compactor is not None:
                     await asyncio.to_thread(compactor.close)  # the next run's finish adopts what is left
@@ -320,32 +350,53 @@ async def _execute_owned(request: RunRequest, executor: Executor, keeper: LeaseK
                 await executor.close()
         if compactor is not None:
             await asyncio.to_thread(compactor.finish)
-        traffic.write(store)
-        if plan.exhausted:
-            # The plan saw every task position, so it counted every duplicate task id.
-            counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": plan.duplicate_tasks}
-            if manifest.benchmark.model_dump(include=set(counted)) != counted:
-                manifest.benchmark = manifest.benchmark.model_copy(update=counted)
-                try:
-                    store.write_manifest(manifest)
-                except StorageError as exc:
-                    raise _interrupted(exc) from None
+        traffic.write(request.store)
+        _count_tasks(request.store, manifest, planned.plan)
         seconds = time.monotonic() - started
-        if progress.done == 0 and plan.exhausted:
-            log.info("run.nothing_to_do", detail="every item already has a record file; nothing was executed")
-        if progress.duplicates:
-            log.warning("run.records_of_another_writer", items=progress.duplicates,
-                        detail="items whose record another writer had stored when their first attempt ended (kept "
-                        "as they were): a process that writes to this storage without the run's lease")
-        log.info("run.finished", executed=progress.done, errors=progress.errors,
-                 duplicate_tasks=plan.duplicate_tasks, written_by_another=progress.duplicates,
-                 seconds=round(seconds, 3))
-        if traffic.stopped and (progress.skipped or not plan.exhausted):
-            done = already_done + progress.done
-            total = f" of {already_done + expected}" if expected is not None else ""
-            raise BudgetExhausted(f"the budget is spent: {traffic.budget_line()}; {done}{total} items are done; run "
-                                  "the same command with a larger budget to resume")
-        return RunOutcome(manifest, progress.done, plan.skipped, progress.errors, seconds)
+        _finished(planned, progress, seconds)
+        return RunOutcome(manifest, progress.done, planned.plan.skipped, progress.errors, seconds)
+
+
+def _count_tasks(store: ResultStore, manifest: RunManifest, plan: Plan) -> None:
+    """Once the plan saw every task position (so it counted every duplicate task id), ``run.json``'s task counts
+    are made its.
+
+    Raises:
+        RunStopped: ``run.json`` cannot be written (the same command resumes).
+    """
+    if not plan.exhausted:
+        return
+    counted = {"n_tasks": plan.n_tasks, "duplicate_tasks": plan.duplicate_tasks}
+    if manifest.benchmark.model_dump(include=set(counted)) != counted:
+        manifest.benchmark = manifest.benchmark.model_copy(update=counted)
+        try:
+            store.write_manifest(manifest)
+        except StorageError as exc:
+            raise _interrupted(exc) from None
+
+
+def _finished(planned: _Planned, progress: Progress, seconds: float) -> None:
+    """The run's last lines (nothing to do, records of another writer, ``run.finished``), and the stop of a run
+    whose budget is spent.
+
+    Raises:
+        BudgetExhausted: the budget stopped the run before every item ran.
+    """
+    log, plan = structlog.get_logger("runner"), planned.plan
+    if progress.done == 0 and plan.exhausted:
+        log.info("run.nothing_to_do", detail="every item already has a record file; nothing was executed")
+    if progress.duplicates:
+        log.warning("run.records_of_another_writer", items=progress.duplicates,
+                    detail="items whose record another writer had stored when their first attempt ended (kept "
+                    "as they were): a process that writes to this storage without the run's lease")
+    log.info("run.finished", executed=progress.done, errors=progress.errors,
+             duplicate_tasks=plan.duplicate_tasks, written_by_another=progress.duplicates,
+             seconds=round(seconds, 3))
+    if planned.traffic.stopped and (progress.skipped or not plan.exhausted):
+        done = planned.already_done + progress.done
+        total = f" of {planned.already_done + planned.expected}" if planned.expected is not None else ""
+        raise BudgetExhausted(f"the budget is spent: {planned.traffic.budget_line()}; {done}{total} items are done; "
+                              "run the same command with a larger budget to resume")
 
 
 def _compactor(request: RunRequest, keeper: LeaseKeeper) -> Compactor | None:
