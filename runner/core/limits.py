@@ -122,14 +122,22 @@ class RateSignal:
     exhausted_s: float | None = None
 
     @property
+    def retry_s(self) -> float | None:
+        """Seconds the server asks a failed request to wait before it is tried again, or ``None`` (it said nothing):
+        its ``Retry-After`` (or ``retry-after-ms``), else, for a refusal for rate, the reset of the limit it says is
+        used up. The model layer's retries wait this long (:class:`runner.models.RetryPolicy`), and the endpoint's
+        pause for every worker is the same time (:attr:`pause_s`), so a retried refusal waits once."""
+        if self.wait_s is not None:
+            return self.wait_s
+        return self.exhausted_s if self.limited else None
+
+    @property
     def pause_s(self) -> float | None:
         """Seconds every worker should hold back the endpoint's requests, or ``None``: for a refusal the server's
-        wait, else the reset of the exhausted limit, else :data:`DEFAULT_PAUSE_S`; for an answer that exhausted a
-        limit, its reset."""
+        wait (:attr:`retry_s`), else :data:`DEFAULT_PAUSE_S`; for an answer that exhausted a limit, its reset."""
         if self.limited:
-            if self.wait_s is not None:
-                return self.wait_s
-            return self.exhausted_s if self.exhausted_s is not None else DEFAULT_PAUSE_S
+            retry = self.retry_s
+            return retry if retry is not None else DEFAULT_PAUSE_S
         return self.exhausted_s
 
     @classmethod

@@ -20,7 +20,7 @@ import structlog
 
 from runner.core.config import SERVABLE_PROVIDERS
 from runner.core.errors import ConfigError
-from runner.core.limits import Answer, Endpoint, estimate_tokens, request_slot
+from runner.core.limits import Answer, Endpoint, RateSignal, estimate_tokens, request_slot
 from runner.core.served import ServedEndpoint
 from runner.core.served import pending as served_pending
 from runner.core.usage import record_timeout
@@ -33,7 +33,7 @@ from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelErr
                                    UnreadableReply, error_message, exceeds_context, one_line)
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
-from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
+from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause
 from runner.models._route import Route, route_of
 from runner.models._stream import read_events
 from runner.models._types import ChatReply, ChatRequest, Usage
@@ -403,6 +403,12 @@ class OpenAICompatibleModel(ChatModel):
         (:data:`~runner.models._retry.QUOTA_CODES`), nor a refusal of a conversation longer than the model's context
         whatever its status (:data:`~runner.models._errors.CONTEXT_REFUSALS`).
 
+        The one retry loop of a model call: ``retry.max_attempts`` tries in all, and between two of them the wait of
+        :meth:`RetryPolicy.delay <runner.models._retry.RetryPolicy.delay>`, which is the server's own wait when its
+        answer gave one, read as the run's limiter reads it (:attr:`RateSignal.retry_s
+        <runner.core.limits.RateSignal.retry_s>`): the endpoint's pause for every worker then ends as the retry
+        goes, and holds it back no further. The limiter paces requests; it never sends one again.
+
         Each try first waits for a restarting replica (:meth:`_replica_ready`), then takes its :class:`Route` (one
         read of the served table) and uses it alone: the URL, the body's model name (given to ``call``), the
         limiter's endpoint and the URL its errors name. A try past the model timeout is cancelled (its connection
@@ -462,7 +468,7 @@ class OpenAICompatibleModel(ChatModel):
             if missing is not None:
                 raise missing from exc
             status = exc.status_code
-            wait = retry_after_seconds(exc.response.headers)
+            wait = RateSignal.from_answer(status, exc.response.headers).retry_s
             quota = status == 429 and refusal_cause(exc.body)[1]
             # A refusal for the context's length, whatever its status (Xinference sends vLLM's as a 500).
             over = exceeds_context(exc.message, exc.body)
