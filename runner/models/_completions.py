@@ -2,10 +2,10 @@
 (lm-evaluation-harness's ``local-completions`` and ``local-chat-completions``) and needs only the transport.
 
 The request goes where the model's chat calls go (its pinned base URL, else the replica this process's run serves
-it on, with that replica's own model name, read together once per attempt: :class:`~runner.models._route.Route`), holds a permit of the run's limiter,
-and is retried, timed and explained as a chat call is (:meth:`OpenAICompatibleModel._with_retries
-<runner.models._openai.OpenAICompatibleModel._with_retries>`). Usage is not recorded here: one request may carry the
-prompts of several items, and its caller knows whose they are.
+it on, with that replica's own model name, read together once per attempt: :class:`~runner.models._route.Route`),
+holds a permit of the run's limiter, and is retried, timed and explained as a chat call is
+(:meth:`OpenAICompatibleModel._with_retries <runner.models._openai.OpenAICompatibleModel._with_retries>`). Usage is
+not recorded here: one request may carry the prompts of several items, and its caller knows whose they are.
 """
 
 from __future__ import annotations

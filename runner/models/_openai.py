@@ -78,12 +78,12 @@ class OpenAICompatibleModel(ChatModel):
         provider: a :class:`Provider` (see ``PROVIDERS``).
         model: the model name the server knows.
         options: :class:`ModelOptions`. ``base_url`` default: the replica this process's run serves the model on
-            (:mod:`runner.core.served`, read once at the start of every attempt: :meth:`route`), else the provider's environment variable, else its
-            default. ``timeout``: seconds one HTTP request may take in all, from sending it to the last byte of its
-            answer (default 300): a deadline that holds however slowly the bytes arrive (the HTTP client's own
-            timeouts only bound each wait for the next byte). A request past it is retried like a connection
-            failure, per ``retry``; a call's longest time is about ``retry.max_attempts`` times it, plus the delays
-            between attempts.
+            (:mod:`runner.core.served`, read once at the start of every attempt: :meth:`route`), else the provider's
+            environment variable, else its default. ``timeout``: seconds one HTTP request may take in all, from
+            sending it to the last byte of its answer (default 300): a deadline that holds however slowly the bytes
+            arrive (the HTTP client's own timeouts only bound each wait for the next byte). A request past it is
+            retried like a connection failure, per ``retry``; a call's longest time is about ``retry.max_attempts``
+            times it, plus the delays between attempts.
 
     Raises:
         ConfigError: a required API key is missing, or the provider has no base URL and none was given.
