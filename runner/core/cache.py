@@ -3,17 +3,19 @@ key, and the cache the engine installs for the calls of a work item.
 
 :meth:`ChatModel.chat <runner.models.ChatModel.chat>` looks a request up in the current cache
 (:func:`current_cache`) before calling the server, and stores the reply after; the engine installs the run's cache
-(``--cache URI``, kept in storage by :mod:`runner.storage.cache`) with :func:`cache_scope` around each work item.
+(``--cache URI``, kept in storage by :mod:`runner.storage.cache`) in each work item's
+:class:`~runner.core.scope.CallScope`, with the item's repeat.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Protocol
+
+from runner.core.scope import call_scope, current_scope
 
 CachePolicy = Literal["always", "deterministic", "off"]
 """Which requests the cache answers: ``always`` every one (a sampled one per repeat of its task, see
@@ -65,28 +67,19 @@ class ResponseCache(Protocol):
         ...
 
 
-_scope: contextvars.ContextVar[tuple[ResponseCache, int] | None] = contextvars.ContextVar("runner_cache",
-                                                                                          default=None)
-
-
 @contextlib.contextmanager
 def cache_scope(cache: ResponseCache | None, repeat: int = 0) -> Iterator[None]:
     """Make ``cache`` the current one inside the block (``None``: no cache), for the calls of a work item of repeat
-    ``repeat``."""
-    token = _scope.set((cache, repeat) if cache is not None else None)
-    try:
+    ``repeat``; the rest of the current :class:`~runner.core.scope.CallScope` stays."""
+    with call_scope(cache=cache, repeat=repeat if cache is not None else 0):
         yield
-    finally:
-        _scope.reset(token)
 
 
 def current_cache() -> ResponseCache | None:
     """The response cache the engine installed for the current work item, or ``None``."""
-    scope = _scope.get()
-    return scope[0] if scope is not None else None
+    return current_scope().cache
 
 
 def current_repeat() -> int:
     """The repeat of the current work item (0 outside one)."""
-    scope = _scope.get()
-    return scope[1] if scope is not None else 0
+    return current_scope().repeat

@@ -3,15 +3,15 @@ its rate limit, and the limiter the engine installs for the calls of a work item
 
 The model layer (:mod:`runner.models`) asks the current limiter (:func:`current_limiter`) for a permit before each
 HTTP request (:func:`request_slot`), tells it how the request ended, and reports every call's tokens for the budget
-(:func:`spend`). The engine installs the run's implementation with :func:`limiter_scope` around each work item: an
-in-process limiter when sequential, a client of one limiter actor per run on Ray. So plug-ins see only this module,
-never the engine; without an installed limiter every call goes out at once, as before.
+(:func:`spend`). The engine installs the run's implementation in each work item's
+:class:`~runner.core.scope.CallScope`: an in-process limiter when sequential, a client of one limiter actor per run
+on Ray. So plug-ins see only this module, never the engine; without an installed limiter every call goes out at
+once, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import email.utils
 import json
 import math
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from runner.core.scope import call_scope, current_scope
 
 DEFAULT_PAUSE_S = 1.0
 """Seconds an endpoint pauses after a 429 that says nothing about when to come back."""
@@ -122,14 +124,22 @@ class RateSignal:
     exhausted_s: float | None = None
 
     @property
+    def retry_s(self) -> float | None:
+        """Seconds the server asks a failed request to wait before it is tried again, or ``None`` (it said nothing):
+        its ``Retry-After`` (or ``retry-after-ms``), else, for a refusal for rate, the reset of the limit it says is
+        used up. The model layer's retries wait this long (:class:`runner.models.RetryPolicy`), and the endpoint's
+        pause for every worker is the same time (:attr:`pause_s`), so a retried refusal waits once."""
+        if self.wait_s is not None:
+            return self.wait_s
+        return self.exhausted_s if self.limited else None
+
+    @property
     def pause_s(self) -> float | None:
         """Seconds every worker should hold back the endpoint's requests, or ``None``: for a refusal the server's
-        wait, else the reset of the exhausted limit, else :data:`DEFAULT_PAUSE_S`; for an answer that exhausted a
-        limit, its reset."""
+        wait (:attr:`retry_s`), else :data:`DEFAULT_PAUSE_S`; for an answer that exhausted a limit, its reset."""
         if self.limited:
-            if self.wait_s is not None:
-                return self.wait_s
-            return self.exhausted_s if self.exhausted_s is not None else DEFAULT_PAUSE_S
+            retry = self.retry_s
+            return retry if retry is not None else DEFAULT_PAUSE_S
         return self.exhausted_s
 
     @classmethod
@@ -264,22 +274,17 @@ class Limiter(Protocol):
         ...
 
 
-_limiter: contextvars.ContextVar[Limiter | None] = contextvars.ContextVar("runner_limiter", default=None)
-
-
 @contextlib.contextmanager
 def limiter_scope(limiter: Limiter | None) -> Iterator[None]:
-    """Make ``limiter`` the current one inside the block (``None``: none)."""
-    token = _limiter.set(limiter)
-    try:
+    """Make ``limiter`` the current one inside the block (``None``: none); the rest of the current
+    :class:`~runner.core.scope.CallScope` stays."""
+    with call_scope(limiter=limiter):
         yield
-    finally:
-        _limiter.reset(token)
 
 
 def current_limiter() -> Limiter | None:
     """The limiter the engine installed for the current work item, or ``None``."""
-    return _limiter.get()
+    return current_scope().limiter
 
 
 @contextlib.asynccontextmanager
@@ -294,7 +299,7 @@ async def request_slot(endpoint: Endpoint, tokens: int) -> AsyncIterator[Answer]
             response = await send(body)
             answer.set(response.status_code, response.headers, tokens=used)
     """
-    limiter = _limiter.get()
+    limiter = current_scope().limiter
     answer = Answer()
     if limiter is None:
         yield answer
@@ -308,7 +313,7 @@ async def request_slot(endpoint: Endpoint, tokens: int) -> AsyncIterator[Answer]
 
 def spend(model: str, input_tokens: int | None, output_tokens: int | None) -> None:
     """Count one call's tokens against the current limiter's budget (nothing without a limiter)."""
-    limiter = _limiter.get()
+    limiter = current_scope().limiter
     if limiter is not None:
         limiter.spend(model, input_tokens, output_tokens)
 

@@ -3,7 +3,8 @@ address of its ready replica.
 
 :mod:`runner.serving` starts one replica of each served model per worker (a ``vllm serve``, SGLang or ``transformers
 serve`` subprocess on a loopback port) and publishes it here once it is ready; the model layer
-(:class:`~runner.models.OpenAICompatibleModel`) looks its name up on every call when it was given no base URL, so
+(:class:`~runner.models.OpenAICompatibleModel`) looks its name up once at the start of every attempt of a call
+when it was given no base URL, and uses only what it read for that attempt (``runner.models._route.Route``), so
 a solution, a judge or a simulated user built anywhere (even unpickled from the driver) reaches this worker's replica
 through the usual retries, limiter, cache, usage and budget. A replica restarted on another port is published again
 and the next call goes there. Plug-ins import this module, never :mod:`runner.serving`.

@@ -1,20 +1,19 @@
 """Token usage attributed to the work item that spent it.
 
-The engine opens a :func:`usage_scope` around each (task, repeat); model clients call :func:`record_usage` after each
-request. A context variable carries the scope, so concurrent items on one worker (asyncio tasks, or the thread a
-sync solution runs in) never mix their counts.
+The engine gives each (task, repeat) its usage in the item's :class:`~runner.core.scope.CallScope` (or a
+:func:`usage_scope`); model clients call :func:`record_usage` after each request. A context variable carries the
+scope, so concurrent items on one worker (asyncio tasks, or the thread a sync solution runs in) never mix their
+counts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator
 from typing import Literal
 
 from runner.core.record import TokenUsage
-
-_current: contextvars.ContextVar[dict[str, TokenUsage] | None] = contextvars.ContextVar("runner_usage", default=None)
+from runner.core.scope import call_scope, current_scope
 
 
 @contextlib.contextmanager
@@ -22,11 +21,8 @@ def usage_scope(usage: dict[str, TokenUsage] | None = None) -> Iterator[dict[str
     """Collect usage recorded inside the block into the yielded dict (model name -> :class:`TokenUsage`): ``usage``
     when given (to go on counting into it), else a new one."""
     usage = usage if usage is not None else {}
-    token = _current.set(usage)
-    try:
+    with call_scope(usage=usage):
         yield usage
-    finally:
-        _current.reset(token)
 
 
 def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | None = 0, *,
@@ -41,7 +37,7 @@ def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | 
             tokens are ignored); ``"miss"``: a cacheable call the cache did not hold (counted in ``calls`` and
             ``cache_misses``); ``None``: a call the cache was not asked about.
     """
-    usage = _current.get()
+    usage = current_scope().usage
     if usage is None:
         return
     entry = usage.setdefault(model, TokenUsage())
@@ -59,6 +55,6 @@ def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | 
 def record_timeout(model: str) -> None:
     """Count one request to ``model`` abandoned at the model timeout (its whole answer had not arrived; the request
     was cancelled) in the current item's usage (:attr:`TokenUsage.timeouts`); outside an item it does nothing."""
-    usage = _current.get()
+    usage = current_scope().usage
     if usage is not None:
         usage.setdefault(model, TokenUsage()).timeouts += 1

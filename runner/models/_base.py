@@ -168,7 +168,8 @@ class ChatModel(ABC):
             **settings,
         )
         started = time.perf_counter()
-        cache, key = self._cache_for(request)
+        endpoint = self.endpoint  # one look, for the cache's key and entry
+        cache, key = self._cache_for(request, endpoint)
         cached = await self._cached(cache, key) if cache is not None and key is not None else None
         if cached is not None:
             record_usage(self.name, cache="hit")
@@ -176,7 +177,7 @@ class ChatModel(ABC):
         else:
             reply = cut_at_stop(await self._generate(request), request.stop)
             if cache is not None and key is not None:
-                await self._store(cache, key, reply)
+                await self._store(cache, key, reply, endpoint)
             record_usage(self.name, reply.usage.input_tokens, reply.usage.output_tokens,
                          cache="miss" if key is not None else None)
             spend(self.name, reply.usage.input_tokens, reply.usage.output_tokens)
@@ -192,15 +193,16 @@ class ChatModel(ABC):
         )
         return reply
 
-    def _cache_for(self, request: ChatRequest) -> tuple[ResponseCache | None, str | None]:
+    def _cache_for(self, request: ChatRequest, endpoint: Endpoint) -> tuple[ResponseCache | None, str | None]:
         """The run's cache and the request's key in it (a sampled request's per repeat of the item), when the model
-        has a server and the cache's policy takes the request (``(None, None)`` otherwise)."""
+        has a server (``endpoint``: where its calls go) and the cache's policy takes the request (``(None, None)``
+        otherwise)."""
         cache = current_cache()
-        if cache is None or self.base_url is None or not cacheable(cache.policy, request.temperature, request.seed):
+        if cache is None or not endpoint.base_url or not cacheable(cache.policy, request.temperature, request.seed):
             return None, None
         repeat = None if deterministic(request.temperature, request.seed) else current_repeat()
         # The endpoint's API root, not base_url: every replica of a served model shares one (runner.core.served).
-        return cache, cache_key(self.provider, self.endpoint.base_url, self.model, request.to_openai_kwargs(), repeat)
+        return cache, cache_key(self.provider, endpoint.base_url, self.model, request.to_openai_kwargs(), repeat)
 
     async def _cached(self, cache: ResponseCache, key: str) -> ChatReply | None:
         """The reply stored under ``key``, or ``None`` (also when the cache cannot be read: logged, then the server
@@ -213,9 +215,10 @@ class ChatModel(ABC):
                                                           error=one_line(exc, 200), detail="calling the server")
             return None
 
-    async def _store(self, cache: ResponseCache, key: str, reply: ChatReply) -> None:
-        """Store ``reply`` under ``key`` (a cache that cannot be written is logged; the reply stands)."""
-        entry = {"provider": self.provider, "base_url": self.base_url, "model": self.model,
+    async def _store(self, cache: ResponseCache, key: str, reply: ChatReply, endpoint: Endpoint) -> None:
+        """Store ``reply`` under ``key`` (a cache that cannot be written is logged; the reply stands); the entry names
+        ``endpoint``'s API root (``served-by-run`` for a served model, whose replicas' ports come and go)."""
+        entry = {"provider": self.provider, "base_url": endpoint.base_url, "model": self.model,
                  "reply": reply.model_dump(mode="json"), "created_at": time.time()}
         try:
             await asyncio.to_thread(cache.put, key, entry)

@@ -2,10 +2,10 @@
 (lm-evaluation-harness's ``local-completions`` and ``local-chat-completions``) and needs only the transport.
 
 The request goes where the model's chat calls go (its pinned base URL, else the replica this process's run serves
-it on, with that replica's own model name, read together once per attempt), holds a permit of the run's limiter,
-and is retried, timed and explained as a chat call is (:meth:`OpenAICompatibleModel._with_retries
-<runner.models._openai.OpenAICompatibleModel._with_retries>`). Usage is not recorded here: one request may carry the
-prompts of several items, and its caller knows whose they are.
+it on, with that replica's own model name, read together once per attempt: :class:`~runner.models._route.Route`),
+holds a permit of the run's limiter, and is retried, timed and explained as a chat call is
+(:meth:`OpenAICompatibleModel._with_retries <runner.models._openai.OpenAICompatibleModel._with_retries>`). Usage is
+not recorded here: one request may carry the prompts of several items, and its caller knows whose they are.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from runner.core.limits import Answer, estimate_tokens
 from runner.models._body import json_body
 from runner.models._errors import UnreadableReply
 from runner.models._openai import OpenAICompatibleModel
+from runner.models._route import Route
 
 PATHS = ("completions", "chat/completions")
 """The routes :func:`post_json` sends to, below the API root."""
@@ -41,15 +42,14 @@ async def post_json(model: OpenAICompatibleModel, path: str, payload: dict[str, 
         raise ValueError(f"path {path!r}: use one of {', '.join(PATHS)}")
     body = dict(payload)
 
-    async def once(answer: Answer) -> dict[str, Any]:
-        await model._replica_ready()
-        body["model"] = model._wire_model()
-        response = await model._http().post(f"/{path}", cast_to=httpx.Response, body=body)
+    async def once(route: Route, answer: Answer) -> dict[str, Any]:
+        sent = {**body, "model": route.wire_model}
+        response = await model._http(route).post(f"/{path}", cast_to=httpx.Response, body=sent)
         answer.set(response.status_code, response.headers)
         try:
             data = json_body(response)
         except UnreadableReply as exc:
-            raise model._protocol_error(response, exc) from None
+            raise model._protocol_error(route, response, exc) from None
         usage = data.get("usage") if isinstance(data, dict) else None
         if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
             answer.tokens = usage["total_tokens"]

@@ -20,9 +20,8 @@ import structlog
 
 from runner.core.config import SERVABLE_PROVIDERS
 from runner.core.errors import ConfigError
-from runner.core.limits import Answer, Endpoint, estimate_tokens, request_slot
-from runner.core.secrets import mask
-from runner.core.served import SERVED_ENDPOINT, ServedEndpoint, served_endpoint
+from runner.core.limits import Answer, Endpoint, RateSignal, estimate_tokens, request_slot
+from runner.core.served import ServedEndpoint
 from runner.core.served import pending as served_pending
 from runner.core.usage import record_timeout
 from runner.models import _retry
@@ -34,7 +33,8 @@ from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelErr
                                    UnreadableReply, error_message, exceeds_context, one_line)
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
-from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause, retry_after_seconds
+from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause
+from runner.models._route import Route, route_of
 from runner.models._stream import read_events
 from runner.models._types import ChatReply, ChatRequest, Usage
 
@@ -78,12 +78,12 @@ class OpenAICompatibleModel(ChatModel):
         provider: a :class:`Provider` (see ``PROVIDERS``).
         model: the model name the server knows.
         options: :class:`ModelOptions`. ``base_url`` default: the replica this process's run serves the model on
-            (:mod:`runner.core.served`, looked up on every call), else the provider's environment variable, else its
-            default. ``timeout``: seconds one HTTP request may take in all, from sending it to the last byte of its
-            answer (default 300): a deadline that holds however slowly the bytes arrive (the HTTP client's own
-            timeouts only bound each wait for the next byte). A request past it is retried like a connection
-            failure, per ``retry``; a call's longest time is about ``retry.max_attempts`` times it, plus the delays
-            between attempts.
+            (:mod:`runner.core.served`, read once at the start of every attempt: :meth:`route`), else the provider's
+            environment variable, else its default. ``timeout``: seconds one HTTP request may take in all, from
+            sending it to the last byte of its answer (default 300): a deadline that holds however slowly the bytes
+            arrive (the HTTP client's own timeouts only bound each wait for the next byte). A request past it is
+            retried like a connection failure, per ``retry``; a call's longest time is about ``retry.max_attempts``
+            times it, plus the delays between attempts.
 
     Raises:
         ConfigError: a required API key is missing, or the provider has no base URL and none was given.
@@ -109,17 +109,24 @@ class OpenAICompatibleModel(ChatModel):
         )
         self._dropped_noted: set[str] = set()
 
+    def route(self) -> Route:
+        """Where a request sent now goes (:class:`~runner.models._route.Route`): the replica this process's run serves
+        the model on, read once from :mod:`runner.core.served`, when the model was given no base URL and one is
+        ready; else the base URL fixed when the model was built. Every attempt of a call takes one, at its start,
+        and uses nothing else."""
+        return route_of(self.provider, self.model, self._base_url, self._pinned)
+
     @property
     def served(self) -> ServedEndpoint | None:
         """The replica of this model that the run serves in this process (:mod:`runner.core.served`), when the
-        model was given no base URL and one is ready; ``None`` otherwise."""
-        return None if self._pinned else served_endpoint(self.name)
+        model was given no base URL and one is ready; ``None`` otherwise. A look at this moment: a call reads it
+        through :meth:`route`."""
+        return self.route().replica
 
     @property
     def base_url(self) -> str:  # type: ignore[override]
-        """The API root calls go to: the served replica's, else the one fixed when the model was built."""
-        served = self.served
-        return served.base_url if served is not None else self._base_url
+        """The API root calls go to now: the served replica's, else the one fixed when the model was built."""
+        return self.route().base_url
 
     @base_url.setter
     def base_url(self, value: str | None) -> None:
@@ -128,20 +135,13 @@ class OpenAICompatibleModel(ChatModel):
     @property
     def url(self) -> str:
         """The base URL as messages and logs show it: a password in it masked (:func:`runner.core.secrets.mask`)."""
-        return mask(self.base_url)
+        return self.route().url
 
     @property
     def endpoint(self) -> Endpoint:
         """As :attr:`ChatModel.endpoint`; every replica of a served model is one endpoint (``served-by-run``), so its
         limits and cached replies hold across replicas and their ports."""
-        if self.served is not None:
-            return Endpoint(self.provider, SERVED_ENDPOINT, self.model)
-        return super().endpoint
-
-    def _wire_model(self) -> str:
-        """The model name sent to the server: the served replica's own name, else :attr:`model`."""
-        served = self.served
-        return served.served_name if served is not None else self.model
+        return self.route().endpoint
 
     @classmethod
     def for_provider(cls, provider: Provider, model: str, options: ModelOptions) -> OpenAICompatibleModel:
@@ -165,22 +165,21 @@ class OpenAICompatibleModel(ChatModel):
         self.__dict__.update(state)
         self._clients = weakref.WeakKeyDictionary()
 
-    def _http(self) -> openai.AsyncOpenAI:
-        """The HTTP client of the running event loop (created on first use in that loop, and again when the base
-        URL moved: a served replica restarted on another port).
+    def _http(self, route: Route) -> openai.AsyncOpenAI:
+        """The HTTP client of the running event loop for ``route``'s URL (created on first use in that loop, and again
+        when the URL moved: a served replica restarted on another port).
 
         A served replica's client ignores the proxy variables of the environment (``trust_env=False``): a proxy
         cannot reach this machine's loopback (:mod:`runner.core.loopback`). Any other URL is reached as the
         ``openai`` client and httpx do, ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` included."""
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
-        served = self.served
-        url = served.base_url if served is not None else self._base_url
+        url = route.base_url.rstrip("/")
         if client is not None and str(client.base_url).rstrip("/") != url:
             self._clients.pop(loop, None)
             client = None
         if client is None:
-            http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if served is not None else None
+            http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if route.served else None
             client = openai.AsyncOpenAI(api_key=self._api_key, base_url=url, timeout=self.timeout,
                                         max_retries=0, http_client=http_client)
             self._clients[loop] = client
@@ -197,34 +196,36 @@ class OpenAICompatibleModel(ChatModel):
 
     async def _generate(self, request: ChatRequest) -> ChatReply:
         """One call: to the replica the run serves when there is one (its default output limit filled in for a
-        call that sets none, its answer streamed when its server cancels only streams), else to :attr:`base_url`."""
+        call that sets none, its answer streamed when its server cancels only streams), else to :attr:`base_url`.
+
+        The output limit and the prompt's fit are decided once, from the route the call sees first: the replica's
+        engine and tokenizer are facts of the model, which its restarts keep. Where each attempt goes, and under
+        which name, is its own route's (:meth:`_with_retries`)."""
         kwargs = self._request_kwargs(request)
         turn = request.count("assistant")
 
-        async def once(answer: Answer) -> ChatReply:
-            await self._replica_ready()
-            kwargs["model"] = self._wire_model()
-            replica = self.served
-            if replica is not None and replica.stream:
-                return await self._streamed(kwargs, answer, turn)
-            raw = await self._http().chat.completions.with_raw_response.create(**kwargs)
-            return self._answered(raw.http_response, answer, turn)
+        async def once(route: Route, answer: Answer) -> ChatReply:
+            body = {**kwargs, "model": route.wire_model}
+            if route.stream:
+                return await self._streamed(route, body, answer, turn)
+            raw = await self._http(route).chat.completions.with_raw_response.create(**body)
+            return self._answered(route, raw.http_response, answer, turn)
 
-        served = self.served
+        await self._replica_ready()
+        first = self.route()
         # The output limit of a call to a served model that sets none (runner.core.served.SERVED_MAX_TOKENS).
-        limit = served.max_tokens if served is not None and request.max_tokens is None else None
-        tokenizer = served.tokenizer if served is not None else None
-        counted = tokenizer is not None
-        if tokenizer is not None:
+        limit = first.max_tokens if request.max_tokens is None else None
+        counted = first.tokenizer is not None
+        if first.tokenizer is not None:
             # Its server hangs on a conversation longer than the context instead of refusing it: count it here,
             # and give the answer no more than the room the prompt leaves (at least one token).
             asked = request.max_tokens
             if asked is None and limit is not None:
                 asked = 1
-            detail, room = await asyncio.to_thread(fit, tokenizer, kwargs.get("messages") or [], kwargs.get("tools"),
-                                                   asked)
+            detail, room = await asyncio.to_thread(fit, first.tokenizer, kwargs.get("messages") or [],
+                                                   kwargs.get("tools"), asked)
             if detail is not None:
-                return self._too_long(detail)
+                return self._too_long(first, detail)
             if limit is not None and room is not None:
                 limit = min(limit, room)
         if limit is not None:
@@ -247,15 +248,15 @@ class OpenAICompatibleModel(ChatModel):
                 if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                     raise
                 refusal = exc
-        return self._too_long(str(refusal))
+        return self._too_long(first, str(refusal))
 
-    def _answered(self, response: httpx.Response, answer: Answer, turn: int,
+    def _answered(self, route: Route, response: httpx.Response, answer: Answer, turn: int,
                   body: object = None) -> ChatReply:
         """The reply in a successful answer (``body``: its JSON when already read, as a stream is), with the status,
         headers and tokens told to the limiter (:class:`~runner.core.limits.Answer`)."""
         answer.set(response.status_code, response.headers)
         try:
-            reply = self._reply(response, turn, body)
+            reply = self._reply(route, response, turn, body)
         except ModelError as exc:
             if exc.status is not None:
                 # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
@@ -264,7 +265,7 @@ class OpenAICompatibleModel(ChatModel):
         answer.tokens = reply.usage.total_tokens
         return reply
 
-    async def _streamed(self, kwargs: dict[str, Any], answer: Answer, turn: int) -> ChatReply:
+    async def _streamed(self, route: Route, body: dict[str, Any], answer: Answer, turn: int) -> ChatReply:
         """One request with its answer streamed (``stream: true``), put together into the reply a plain request
         would have had (:mod:`runner.models._stream`). Leaving it early (the model timeout, a cancellation) closes
         the stream, which is what makes ``transformers serve`` stop generating. An answer that is plain JSON after
@@ -278,23 +279,23 @@ class OpenAICompatibleModel(ChatModel):
         extra: dict[str, Any] = {"stream": True}
         if "stream_options" not in self.spec.dropped_params:
             extra["stream_options"] = {"include_usage": True}
-        async with self._http().chat.completions.with_streaming_response.create(**kwargs, **extra) as raw:
+        async with self._http(route).chat.completions.with_streaming_response.create(**body, **extra) as raw:
             response = raw.http_response
             if media_type(response) == "application/json":
                 await response.aread()
-                return self._answered(response, answer, turn)
+                return self._answered(route, response, answer, turn)
             try:
-                body = await read_events(response.aiter_lines())
+                events = await read_events(response.aiter_lines())
             except UnreadableReply as exc:
-                raise self._protocol_error(response, exc) from None
-        return self._answered(response, answer, turn, body)
+                raise self._protocol_error(route, response, exc) from None
+        return self._answered(route, response, answer, turn, events)
 
-    def _too_long(self, detail: str) -> ChatReply:
+    def _too_long(self, route: Route, detail: str) -> ChatReply:
         """The reply to a conversation longer than the model's context: the item's answer, not a failure of the
         server (as Inspect AI's stop reason ``model_length``). The solution sees an empty reply and the reason
         ``context_length_exceeded``; never retried."""
         structlog.get_logger("runner.models").warning("model.context_length_exceeded", model=self.name,
-                                                      url=self.url, detail=detail)
+                                                      url=route.url, detail=detail)
         return ChatReply(content="", finish_reason=CONTEXT_LENGTH_EXCEEDED, model=self.model,
                          usage=Usage(input_tokens=0, output_tokens=0))
 
@@ -323,10 +324,9 @@ class OpenAICompatibleModel(ChatModel):
             await asyncio.sleep(REPLICA_POLL_S)
 
     def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
-        """``client.chat.completions.create``'s arguments for ``request``: the served replica's model name, and
-        without the fields the provider's server does not take (:attr:`Provider.dropped_params`)."""
+        """``client.chat.completions.create``'s arguments for ``request``, without the fields the provider's server
+        does not take (:attr:`Provider.dropped_params`); each attempt sets ``model``, its route's name for it."""
         kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
-        kwargs["model"] = self._wire_model()
         dropped = self.spec.dropped_params
         if not dropped:
             return kwargs
@@ -347,7 +347,7 @@ class OpenAICompatibleModel(ChatModel):
                 detail=f"the {self.provider} server does not take them; they are not sent")
         return kwargs
 
-    def _reply(self, response: httpx.Response, turn: int, body: object = None) -> ChatReply:
+    def _reply(self, route: Route, response: httpx.Response, turn: int, body: object = None) -> ChatReply:
         """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`); ``body``: its
         JSON when already read (a streamed answer put together), else read from ``response``.
 
@@ -360,12 +360,12 @@ class OpenAICompatibleModel(ChatModel):
         try:
             return read_completion(json_body(response) if body is None else body, turn=turn, model=self.model)
         except UnreadableReply as exc:
-            raise self._protocol_error(response, exc) from None
+            raise self._protocol_error(route, response, exc) from None
         except NoChoice as exc:
             status = exc.status
             why = f" ({exc.reason})" if exc.reason else " and no reason"
             raise ModelError(
-                f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with no choice{why}; "
+                f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with no choice{why}; "
                 "the provider gave no reply to this request (a content filter, typically): this item is an error "
                 "and the run goes on; change or drop the item, or the provider's filter settings",
                 status=status,
@@ -375,47 +375,46 @@ class OpenAICompatibleModel(ChatModel):
         except ErrorReply as exc:
             status = exc.status
             if exceeds_context(exc.detail):
-                raise ModelError(f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with an "
+                raise ModelError(f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with an "
                                  f"error: {exc.detail}; the conversation is longer than the model's context",
                                  status=status, error_code=CONTEXT_LENGTH_EXCEEDED) from None
             raise ModelError(
-                f"{self.name} at {self.url}: the server answered HTTP {response.status_code} with an error"
+                f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with an error"
                 f"{f' {status}' if status else ''}: {exc.detail}",
                 status=status,
                 retryable=status is not None and is_retryable_status(status),
                 error_code="rate_limited" if status == 429 else None,
             ) from None
 
-    def _protocol_error(self, response: httpx.Response, exc: UnreadableReply) -> ModelProtocolError:
+    def _protocol_error(self, route: Route, response: httpx.Response, exc: UnreadableReply) -> ModelProtocolError:
         """One line for an answer that is not the OpenAI API: the model, the URL, what came back and the fix."""
         request = response.request
-        path = self._endpoint(request)
+        path = _path(route, request)
         return ModelProtocolError(
-            f"{self.name} at {self.url}: {request.method} {path} answered {exc.shape}, not the OpenAI API; "
-            f"{exc.hint or self._url_hint()}",
+            f"{self.name} at {route.url}: {request.method} {path} answered {exc.shape}, not the OpenAI API; "
+            f"{exc.hint or _url_hint(route)}",
             model=self.name, url=str(request.url), shape=exc.shape, status=response.status_code,
         )
 
-    def _endpoint(self, request: httpx.Request) -> str:
-        """The request's path below :attr:`base_url` (``/chat/completions``)."""
-        return request.url.path.removeprefix(httpx.URL(self.base_url).path.rstrip("/"))
-
-    def _url_hint(self) -> str:
-        """The fix for a server that answers something else than the OpenAI API at :attr:`base_url`."""
-        if "/v1" in httpx.URL(self.base_url).path:
-            return "check that --model-base-url is the root of an OpenAI-compatible API"
-        return f"is the URL missing /v1? (e.g. --model-base-url {self.url}/v1)"
-
-    async def _with_retries(self, call: Callable[[Answer], Awaitable[R]], *, uses_tools: bool = False,
+    async def _with_retries(self, call: Callable[[Route, Answer], Awaitable[R]], *, uses_tools: bool = False,
                             tokens: int = 0) -> R:
-        """``await call(answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
+        """``await call(route, answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
         (an error body with such a code) per :attr:`retry`; not a 429 that says the quota is used up
         (:data:`~runner.models._retry.QUOTA_CODES`), nor a refusal of a conversation longer than the model's context
         whatever its status (:data:`~runner.models._errors.CONTEXT_REFUSALS`).
 
-        A try past the model timeout is cancelled (its connection closed, so the server can stop generating for
-        it) and counted in the item's usage (``timeouts``); a call to a replica the run serves fails after
-        :data:`SERVED_TIMEOUT_ATTEMPTS` of them, whatever the policy's attempts.
+        The one retry loop of a model call: ``retry.max_attempts`` tries in all, and between two of them the wait of
+        :meth:`RetryPolicy.delay <runner.models._retry.RetryPolicy.delay>`, which is the server's own wait when its
+        answer gave one, read as the run's limiter reads it (:attr:`RateSignal.retry_s
+        <runner.core.limits.RateSignal.retry_s>`): the endpoint's pause for every worker then ends as the retry
+        goes, and holds it back no further. The limiter paces requests; it never sends one again.
+
+        Each try first waits for a restarting replica (:meth:`_replica_ready`), then takes its :class:`Route` (one
+        read of the served table) and uses it alone: the URL, the body's model name (given to ``call``), the
+        limiter's endpoint and the URL its errors name. A try past the model timeout is cancelled (its connection
+        closed, so the server can stop generating for it) and counted in the item's usage (``timeouts``); a call to
+        a replica the run serves fails after :data:`SERVED_TIMEOUT_ATTEMPTS` of them, whatever the policy's
+        attempts.
 
         Each try holds a permit of the run's limiter (:func:`runner.core.limits.request_slot`: the endpoint's rate,
         tokens per minute, connections and pauses, shared by every worker) for a request of about ``tokens`` tokens;
@@ -431,66 +430,72 @@ class OpenAICompatibleModel(ChatModel):
         attempts = self.retry.max_attempts
         timeouts = 0
         for attempt in range(1, attempts + 1):
+            await self._replica_ready()
+            route = self.route()
             try:
-                async with request_slot(self.endpoint, tokens) as answer:
+                async with request_slot(route.endpoint, tokens) as answer:
                     try:
-                        return await self._within_deadline(call(answer))
+                        return await self._within_deadline(call(route, answer))
                     except openai.APIStatusError as exc:
                         answer.set(exc.status_code, exc.response.headers)
                         raise
-            except openai.APIStatusError as exc:
-                missing = self._missing_route(exc)
-                if missing is not None:
-                    raise missing from exc
-                status = exc.status_code
-                wait = retry_after_seconds(exc.response.headers)
-                quota = status == 429 and refusal_cause(exc.body)[1]
-                # A refusal for the context's length, whatever its status (Xinference sends vLLM's as a 500).
-                over = exceeds_context(exc.message, exc.body)
-                if not is_retryable_status(status) or attempt == attempts or quota or over:
-                    raise self._status_error(exc, attempt, uses_tools) from exc
-                if wait is not None and wait > self.retry.max_retry_after:
-                    raise ModelError(
-                        f"{self.name} at {self.url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
-                        f"more than the {self.retry.max_retry_after:.0f} s allowed; lower the request rate "
-                        "(fewer --workers or --concurrency) or resume the run later",
-                        status=status,
-                        retryable=True,
-                        error_code="rate_limited" if status == 429 else None,
-                    ) from exc
-                reason = f"HTTP {status}"
-            except openai.APIConnectionError as exc:
-                if isinstance(exc.__cause__, httpx.DecodingError):
-                    raise self._undecodable(exc.__cause__) from exc
-                timed_out = isinstance(exc, openai.APITimeoutError)
-                timeouts += timed_out
+            except (openai.APIStatusError, openai.APIConnectionError, asyncio.TimeoutError, ModelError) as exc:
+                timed_out = isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError))
                 if timed_out:
+                    timeouts += 1
                     record_timeout(self.name)
-                if attempt == attempts or (timed_out and self._timeouts_spent(timeouts)):
-                    raise self._connection_error(exc, attempt) from exc
-                wait, reason = None, "timeout" if timed_out else "connection failed"
-            except asyncio.TimeoutError as exc:
-                timeouts += 1
-                record_timeout(self.name)
-                if attempt == attempts or self._timeouts_spent(timeouts):
-                    raise self._timeout_error(attempt) from exc
-                wait, reason = None, "timeout"
-            except ModelError as exc:
-                if not exc.retryable or attempt == attempts:
-                    raise
-                wait, reason = None, f"error {exc.status} in the body"
+                last = attempt == attempts or (timed_out and route.served and timeouts >= SERVED_TIMEOUT_ATTEMPTS)
+                wait, reason = self._retry_wait(route, exc, attempt, last, uses_tools)
             delay = self.retry.delay(attempt, wait)
-            shown = min(attempts, SERVED_TIMEOUT_ATTEMPTS) if reason == "timeout" and self.served else attempts
-            log.warning("model.retry", model=self.name, url=self.url, reason=reason, attempt=attempt,
+            shown = min(attempts, SERVED_TIMEOUT_ATTEMPTS) if reason == "timeout" and route.served else attempts
+            log.warning("model.retry", model=self.name, url=route.url, reason=reason, attempt=attempt,
                         attempts=shown, delay_s=round(delay, 3))
             await _retry.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _timeouts_spent(self, timeouts: int) -> bool:
-        """Whether a call that ran past the model timeout ``timeouts`` times must stop: one to a replica the run
-        serves does after :data:`SERVED_TIMEOUT_ATTEMPTS` (retrying onto an overloaded replica only adds to its
-        load); any other goes on as :attr:`retry` says."""
-        return self.served is not None and timeouts >= SERVED_TIMEOUT_ATTEMPTS
+    def _retry_wait(self, route: Route, exc: Exception, attempt: int, last: bool,
+                    uses_tools: bool) -> tuple[float | None, str]:
+        """For try number ``attempt`` that failed with ``exc`` on ``route``: the seconds the server asked to wait
+        (``None``: it said nothing) and the reason the log gives, when the call is tried again.
+
+        Raises:
+            ModelError: the error the call ends with: ``exc`` is not retried, or ``last`` (no try is left, or a
+                served replica ran past the model timeout :data:`SERVED_TIMEOUT_ATTEMPTS` times).
+            ModelProtocolError: as :meth:`_with_retries`.
+        """
+        if isinstance(exc, openai.APIStatusError):
+            missing = self._missing_route(route, exc)
+            if missing is not None:
+                raise missing from exc
+            status = exc.status_code
+            wait = RateSignal.from_answer(status, exc.response.headers).retry_s
+            quota = status == 429 and refusal_cause(exc.body)[1]
+            # A refusal for the context's length, whatever its status (Xinference sends vLLM's as a 500).
+            over = exceeds_context(exc.message, exc.body)
+            if not is_retryable_status(status) or last or quota or over:
+                raise self._status_error(route, exc, attempt, uses_tools) from exc
+            if wait is not None and wait > self.retry.max_retry_after:
+                raise ModelError(
+                    f"{self.name} at {route.url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
+                    f"more than the {self.retry.max_retry_after:.0f} s allowed; lower the request rate "
+                    "(fewer --workers or --concurrency) or resume the run later",
+                    status=status, retryable=True, error_code="rate_limited" if status == 429 else None,
+                ) from exc
+            return wait, f"HTTP {status}"
+        if isinstance(exc, openai.APIConnectionError):
+            if isinstance(exc.__cause__, httpx.DecodingError):
+                raise self._undecodable(route, exc.__cause__) from exc
+            if last:
+                raise self._connection_error(route, exc, attempt) from exc
+            return None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+        if isinstance(exc, asyncio.TimeoutError):
+            if last:
+                raise self._timeout_error(route, attempt) from exc
+            return None, "timeout"
+        assert isinstance(exc, ModelError)
+        if not exc.retryable or last:
+            raise exc
+        return None, f"error {exc.status} in the body"
 
     async def _within_deadline(self, request: Awaitable[R]) -> R:
         """``await request``, cancelled after :attr:`timeout` seconds in all (``asyncio.TimeoutError``): the
@@ -502,7 +507,7 @@ class OpenAICompatibleModel(ChatModel):
                 return await request
         return await asyncio.wait_for(request, self.timeout)
 
-    def _missing_route(self, exc: openai.APIStatusError) -> ModelProtocolError | None:
+    def _missing_route(self, route: Route, exc: openai.APIStatusError) -> ModelProtocolError | None:
         """The error for a 404, 405 or 501 whose body is not JSON (a web page, a proxy's text, nothing): no route of
         the OpenAI API at this URL, since the API's own errors, an unknown model's 404 included, are JSON. ``None``
         for any other answer."""
@@ -512,49 +517,51 @@ class OpenAICompatibleModel(ChatModel):
             json_body(exc.response)
         except UnreadableReply as unreadable:
             return self._protocol_error(
-                exc.response, UnreadableReply(f"HTTP {exc.status_code} {unreadable.shape}", unreadable.hint))
+                route, exc.response, UnreadableReply(f"HTTP {exc.status_code} {unreadable.shape}", unreadable.hint))
         return None
 
-    def _undecodable(self, exc: httpx.DecodingError) -> ModelProtocolError:
+    def _undecodable(self, route: Route, exc: httpx.DecodingError) -> ModelProtocolError:
         """The error for a body that does not decode as its ``Content-Encoding`` says (a broken gzip stream)."""
         request = exc.request
-        path = self._endpoint(request)
+        path = _path(route, request)
         shape = f"a body that does not decode as its Content-Encoding says ({one_line(exc, 100)})"
         return ModelProtocolError(
-            f"{self.name} at {self.url}: {request.method} {path} answered {shape}, not the OpenAI API; "
+            f"{self.name} at {route.url}: {request.method} {path} answered {shape}, not the OpenAI API; "
             "something between here and the server garbles the body; reach the server without that proxy",
             model=self.name, url=str(request.url), shape=shape,
         )
 
-    def _timeout_error(self, attempts: int) -> ModelError:
+    def _timeout_error(self, route: Route, attempts: int) -> ModelError:
         """The error for a request past :attr:`timeout` on its last attempt (the whole answer had not arrived)."""
         tries = f" (each of {attempts} attempts)" if attempts > 1 else ""
-        if self.served is not None:
+        if route.served:
             fix = ("its replica, served by this run, is overloaded or its answers are long (each request was "
                    "cancelled there); lower --concurrency, set max_tokens (-S max_tokens=N), or raise the model "
                    "timeout")
         else:
             fix = "check that it is healthy and not trickling its answers, or raise the model timeout"
         return ModelError(
-            f"{self.name}: the server at {self.url} did not finish answering within {self.timeout:g} s{tries}, the "
+            f"{self.name}: the server at {route.url} did not finish answering within {self.timeout:g} s{tries}, the "
             f"model timeout of one request; {fix}",
             retryable=True,
         )
 
-    def _connection_error(self, exc: openai.APIConnectionError, attempts: int) -> ModelError:
+    def _connection_error(self, route: Route, exc: openai.APIConnectionError, attempts: int) -> ModelError:
+        """The error for a connection that failed on the last attempt (or timed out: :meth:`_timeout_error`)."""
         if isinstance(exc, openai.APITimeoutError):
-            return self._timeout_error(attempts)
+            return self._timeout_error(route, attempts)
         tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
         cause = one_line(exc.__cause__ or exc, 120)
         serve = ("; or have the run start it on its workers: --serve "
                  f"{self.name}") if self.provider in SERVABLE_PROVIDERS and not self._pinned else ""
         return ModelError(
-            f"{self.name}: cannot connect to the model server at {self.url}{tries} ({cause}); "
+            f"{self.name}: cannot connect to the model server at {route.url}{tries} ({cause}); "
             f"start the server or point --model-base-url at it{self._env_hint('base')}{serve}",
             retryable=True,
         )
 
-    def _status_error(self, exc: openai.APIStatusError, attempts: int, uses_tools: bool) -> ModelError:
+    def _status_error(self, route: Route, exc: openai.APIStatusError, attempts: int, uses_tools: bool) -> ModelError:
+        """The error for an error status that ends a call: what the server said, and the fix."""
         status = exc.status_code
         body = exc.body
         # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level; a body
@@ -567,13 +574,13 @@ class OpenAICompatibleModel(ChatModel):
                 detail = one_line(exc.message, 200)
             except UnreadableReply as unreadable:
                 detail = unreadable.shape
-        where = f"{self.name} at {self.url}"
+        where = f"{self.name} at {route.url}"
         if exceeds_context(exc.message, body):
             said = one_line(error_message(body) or detail, 200)
             return ModelError(f"{where}: HTTP {status}: {said}; the conversation is longer than the model's context",
                               status=status, error_code=CONTEXT_LENGTH_EXCEEDED)
         if status == 429:
-            return self._refusal(exc, detail, attempts)
+            return self._refusal(route, exc, detail, attempts)
         if status in (401, 403):
             fix = f"check the API key{self._env_hint('key')}"
         elif status == 404:
@@ -594,7 +601,7 @@ class OpenAICompatibleModel(ChatModel):
         return ModelError(f"{where}: HTTP {status}: {detail}; {fix}", status=status,
                           retryable=is_retryable_status(status))
 
-    def _refusal(self, exc: openai.APIStatusError, detail: str, attempts: int) -> ModelError:
+    def _refusal(self, route: Route, exc: openai.APIStatusError, detail: str, attempts: int) -> ModelError:
         """The error for a 429 that ends a call: why the server refuses (the body's code or type, e.g.
         ``insufficient_quota``), and the fix: a quota to restore (``error_code`` ``quota_exhausted``, not retryable),
         else a rate to lower (``rate_limited``)."""
@@ -605,7 +612,7 @@ class OpenAICompatibleModel(ChatModel):
         else:
             fix = (f"it refused {_tries(attempts)}; lower the request rate (--max-rpm, --concurrency) or resume the run "
                    "once its limit resets")
-        return ModelError(f"{self.name} at {self.url}: the server refuses with HTTP 429{why}: {detail}; {fix}",
+        return ModelError(f"{self.name} at {route.url}: the server refuses with HTTP 429{why}: {detail}; {fix}",
                           status=429, retryable=not quota, error_code="quota_exhausted" if quota else "rate_limited")
 
     def _env_hint(self, what: str) -> str:
@@ -627,44 +634,57 @@ class OpenAICompatibleModel(ChatModel):
             ModelProtocolError: the answer is not the OpenAI API (``text/html: ... is the URL missing /v1?``).
         """
         log = structlog.get_logger("runner.models")
+        route = self.route()
         try:
-            answer = await self._within_deadline(self._http().models.with_raw_response.list())
+            answer = await self._within_deadline(self._http(route).models.with_raw_response.list())
         except asyncio.TimeoutError as exc:
-            raise self._timeout_error(1) from exc
+            raise self._timeout_error(route, 1) from exc
         except openai.APIConnectionError as exc:
             if isinstance(exc.__cause__, httpx.DecodingError):
-                raise self._undecodable(exc.__cause__) from exc
-            raise self._connection_error(exc, 1) from exc
+                raise self._undecodable(route, exc.__cause__) from exc
+            raise self._connection_error(route, exc, 1) from exc
         except openai.APIStatusError as exc:
             if exc.status_code in (404, 405, 501):
                 # No /models here: a server of the API that lacks the route still answers JSON or nothing; a web
                 # page says the URL is not the API's.
-                missing = self._missing_route(exc)
+                missing = self._missing_route(route, exc)
                 if missing is not None and is_page(exc.response):
                     raise missing from None
                 return
-            raise self._status_error(exc, 1, uses_tools=False) from exc
+            raise self._status_error(route, exc, 1, uses_tools=False) from exc
         response = answer.http_response
         try:
             served = served_models(json_body(response))
         except UnreadableReply as exc:
-            raise self._protocol_error(response, exc) from None
+            raise self._protocol_error(route, response, exc) from None
         except ErrorReply as exc:
-            raise ModelError(f"{self.name} at {self.url}: GET /models answered HTTP {response.status_code} with "
+            raise ModelError(f"{self.name} at {route.url}: GET /models answered HTTP {response.status_code} with "
                              f"an error: {exc.detail}; check the server", status=exc.status) from None
         if served is None:
             log.warning("model.list_unreadable", model=self.name, url=str(response.url))
             return
-        name = self._wire_model()
+        name = route.wire_model
         if not served or name in served or f"{name}:latest" in served:
             return
         shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
         if self.spec.lists_served_models:
-            raise ModelError(f"{self.name}: the server at {self.url} does not serve model {self.model!r}; "
+            raise ModelError(f"{self.name}: the server at {route.url} does not serve model {self.model!r}; "
                              f"it serves: {shown}; pass --model {self.provider}:<one of them>")
-        log.warning("model.not_listed", model=self.name, url=self.url, served=served[:10])
+        log.warning("model.not_listed", model=self.name, url=route.url, served=served[:10])
 
 
 def _tries(attempts: int) -> str:
     """``all 3 attempts``, or ``the call`` for one."""
     return f"all {attempts} attempts" if attempts > 1 else "the call"
+
+
+def _path(route: Route, request: httpx.Request) -> str:
+    """The request's path below ``route``'s API root (``/chat/completions``)."""
+    return request.url.path.removeprefix(httpx.URL(route.base_url).path.rstrip("/"))
+
+
+def _url_hint(route: Route) -> str:
+    """The fix for a server that answers something else than the OpenAI API at ``route``'s API root."""
+    if "/v1" in httpx.URL(route.base_url).path:
+        return "check that --model-base-url is the root of an OpenAI-compatible API"
+    return f"is the URL missing /v1? (e.g. --model-base-url {route.url}/v1)"

@@ -1,11 +1,22 @@
 """When and how long to wait before trying a model call again.
 
+This is the one retry policy of a model call, and :meth:`OpenAICompatibleModel._with_retries
+<runner.models._openai.OpenAICompatibleModel._with_retries>` its one loop. The run's traffic control
+(:mod:`runner.traffic`) never sends a request again: it paces every worker's requests to an endpoint, pauses them
+all after a refusal for rate for the server's wait (the same wait as a retry's here, :attr:`RateSignal.retry_s
+<runner.core.limits.RateSignal.retry_s>`), and adapts the endpoint's rate to the refusals
+(:mod:`runner.traffic.backoff`).
+
 Retried: HTTP 408 (request timeout), 409 (conflict), 429 (rate limit) and every 5xx, plus connection failures and
 read timeouts, the set the OpenAI Python client itself retries (``openai._base_client.BaseClient._should_retry``);
 but not a 429 that says the account's quota is used up (:data:`QUOTA_CODES`), which no wait restores.
-Delays grow exponentially with a random reduction of up to ``jitter`` (so that many Ray workers hitting one rate
-limit do not retry in lockstep), unless the server says how long to wait (``Retry-After`` in seconds or as an HTTP
-date, or the non-standard ``retry-after-ms``), which is then honoured exactly.
+The schedule, in seconds, is capped exponential backoff with jitter, as in AWS's Architecture Blog post "Exponential
+Backoff And Jitter" (Marc Brooker, 2015) and OpenAI's rate-limit guide ("retrying with exponential backoff"): try
+``n`` waits up to ``min(max_delay, initial_delay * multiplier ** (n - 1))``, less a random share of up to ``jitter``
+of it (``jitter=1`` is that post's "full jitter"; the default 0.25 keeps most of the wait), so that many Ray workers
+hitting one rate limit do not retry in lockstep; unless the server says how long to wait (``Retry-After`` in
+seconds or as an HTTP date, the non-standard ``retry-after-ms``, or, for a refusal for rate, the reset of the
+``x-ratelimit-*`` limit it says is used up), which is then honoured exactly.
 
 We retry here rather than in the OpenAI client (built with ``max_retries=0``) so that every retry is logged with its
 reason and delay, and so that attempts and delays are settings of the run.
@@ -50,7 +61,7 @@ def refusal_cause(body: object) -> tuple[str | None, bool]:
 
 
 class RetryPolicy(BaseModel):
-    """How a model call is retried.
+    """How a model call is retried (the schedule: see the module's docstring).
 
     Args:
         max_attempts: tries in all, the first included (1: no retry).
@@ -72,8 +83,10 @@ class RetryPolicy(BaseModel):
     max_retry_after: float = Field(default=120.0, ge=0)
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait after failed try number ``attempt`` (1-based): ``retry_after`` when the server gave one,
-        else ``min(max_delay, initial_delay * multiplier ** (attempt - 1))`` less the random jitter."""
+        """Seconds to wait after failed try number ``attempt`` (1-based): ``retry_after`` (seconds) when the server
+        gave one (:attr:`RateSignal.retry_s <runner.core.limits.RateSignal.retry_s>`), else
+        ``min(max_delay, initial_delay * multiplier ** (attempt - 1))`` less a random share of up to ``jitter`` of
+        it."""
         if retry_after is not None:
             return retry_after
         base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))

@@ -3,7 +3,8 @@ run, and what is reported of them.
 
 :class:`TrafficControl` is created once per run by :func:`~runner.engine.run.execute_run` (and, on Ray, once per
 worker). Each item runs inside :meth:`TrafficControl.scope`, which installs the run's limiter
-(:mod:`runner.core.limits`) and cache (:mod:`runner.core.cache`) for the model layer. Where the run's traffic state
+(:mod:`runner.core.limits`) and cache (:mod:`runner.core.cache`) for the model layer, in the item's one
+:class:`~runner.core.scope.CallScope`. Where the run's traffic state
 lives is a :class:`TrafficHub`, injected by the executor:
 
 - :class:`~runner.traffic.local.LocalTraffic` (the default): the state in this process (sequential runs);
@@ -26,9 +27,10 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from runner.core.cache import cache_scope
 from runner.core.config import RunSettings
-from runner.core.limits import Limiter, limiter_scope
+from runner.core.limits import Limiter
+from runner.core.record import TokenUsage
+from runner.core.scope import CallScope, call_scope
 from runner.storage.cache import StoredCache
 from runner.storage.keys import encode_key
 from runner.storage.store import LIMITS_FILE, ResultStore
@@ -111,11 +113,17 @@ class TrafficControl:
         return self.hub.limiter()
 
     @contextlib.contextmanager
-    def scope(self, repeat: int = 0) -> Iterator[None]:
+    def scope(self, repeat: int = 0, usage: dict[str, TokenUsage] | None = None) -> Iterator[CallScope]:
         """Install the run's limiter and cache for the model calls inside the block (a work item of repeat
-        ``repeat``)."""
-        with limiter_scope(self.hub.limiter()), cache_scope(self.cache, repeat):
-            yield
+        ``repeat``), in one :class:`~runner.core.scope.CallScope`, and with ``usage`` (model name ->
+        :class:`~runner.core.record.TokenUsage`, which the calls add to) when given, else the usage the current scope
+        counts into; yields the scope."""
+        parts: dict[str, Any] = {"limiter": self.hub.limiter(), "cache": self.cache,
+                                 "repeat": repeat if self.cache is not None else 0}
+        if usage is not None:
+            parts["usage"] = usage
+        with call_scope(**parts) as scope:
+            yield scope
 
     def flush(self) -> None:
         """Send what this process's limiter still holds back (reports of a worker's last calls)."""

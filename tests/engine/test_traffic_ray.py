@@ -161,3 +161,39 @@ def test_the_budget_stops_the_pool_and_the_items_in_flight_are_written(cli, tmp_
     # per worker, and those whose worker had not heard of the budget yet) finish, and no other starts.
     assert spent >= 60 and len(records) < 30
     assert json.loads((storage / "summary.json").read_text())["completed"] == len(records)
+
+
+def test_a_worker_built_before_the_runs_limiter_actor_starts_finds_it(ray_session):
+    """A worker gets the run's traffic hub when it is built, before the driver starts the limiter actor (which comes
+    after the workers' processes): the hub names the actor, and the worker's limiter finds it on first use."""
+    import asyncio
+    import time
+
+    from runner.core.config import RunSettings
+    from runner.core.limits import Endpoint, limiter_scope, request_slot
+    from runner.engine.ray.limiter import RemoteTraffic
+    from runner.traffic.state import Budget
+
+    settings = RunSettings(max_rpm=600)
+    hub = RemoteTraffic(settings)
+    built = ray_session.get(ray_session.put(hub))  # a worker's copy, taken before the actor exists
+    endpoint = Endpoint("vllm", "http://gpu:8000/v1", "m")
+
+    async def main() -> dict:
+        await hub.start(Budget.of(settings), workers=1)
+        try:
+            with limiter_scope(built.limiter()):
+                async with request_slot(endpoint, 10) as answer:
+                    answer.set(200, {})
+            built.flush()
+            deadline = time.monotonic() + 30
+            while True:
+                state = await asyncio.wrap_future(built.actor.snapshot.remote().future())
+                if state["endpoints"].get(endpoint.key, {}).get("requests") or time.monotonic() > deadline:
+                    return state
+                await asyncio.sleep(0.05)
+        finally:
+            await hub.close()
+
+    assert built.name == hub.name
+    assert asyncio.run(main())["endpoints"][endpoint.key]["requests"] == 1

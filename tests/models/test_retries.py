@@ -157,3 +157,31 @@ def test_jitter_only_shortens_a_delay() -> None:
     delays = [policy.delay(1) for _ in range(50)]
     assert all(1.5 <= d <= 2.0 for d in delays)
     assert policy.delay(3, retry_after=11.0) == 11.0
+
+
+@pytest.mark.parametrize(("status", "retry_after", "waited"), [(503, None, [0.5, 1.0, 1.5]), (429, "0", [0.0] * 3)])
+def test_one_failing_call_under_the_runs_limiter_is_tried_the_configured_number_of_times(
+        model_server: ScriptedModelServer, waits: list[float], status: int, retry_after: str | None,
+        waited: list[float]) -> None:
+    """One retry loop with one schedule: the limiter the engine installs for an item (which also sees every failed
+    answer) adds no tries of its own, whatever the failure."""
+    from runner.core.config import RunSettings
+    from runner.traffic.control import TrafficControl
+
+    model_server.fail(status, times=10, retry_after=retry_after)
+    with TrafficControl(RunSettings()).scope(), pytest.raises(ModelError):
+        _chat(model_server.url)
+    assert len(model_server.chat_requests) == FAST.max_attempts == 4
+    assert waits == waited
+
+
+def test_a_refusal_whose_headers_say_when_the_limit_resets_is_retried_then(model_server: ScriptedModelServer,
+                                                                           waits: list[float]) -> None:
+    """The server's wait is read once, as the limiter reads it (:attr:`RateSignal.retry_s`): a 429 without
+    ``Retry-After`` whose ``x-ratelimit-*`` headers say the limit is used up for 3 s is retried after those 3 s, the
+    time the endpoint pauses for every worker, not after the policy's 0.5 s and then the pause's rest."""
+    model_server.set_policy(["later"])
+    model_server.answer(RATE_LIMITED, status=429,
+                        headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "3s"})
+    assert _chat(model_server.url).text == "later"
+    assert waits == [3.0]

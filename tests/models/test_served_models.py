@@ -19,7 +19,7 @@ from runner.core import served
 from runner.core.cache import cache_key
 from runner.core.config import EMBEDDED_MODEL
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint
-from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _context, _errors
+from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _context, _errors, _retry
 from tests.support.http_proxy import ForwardProxy
 from tests.support.model_server import ScriptedModelServer
 
@@ -61,6 +61,52 @@ def test_a_model_unpickled_in_a_worker_finds_the_workers_replica_and_follows_a_r
         chat(judge)
         assert [request.model for request in second.chat_requests] == ["/w/smollm2-2"]
     assert [request.model for request in model_server.chat_requests] == ["/w/smollm2-1"]
+
+
+class RestartingTable(dict):
+    """The served table (``served._table``) holding ``first``, whose replica restarts as another, ``then``, right
+    after the ``after``-th look anyone takes at it: a restart at any point of a call."""
+
+    def __init__(self, first: ServedEndpoint, then: ServedEndpoint, after: int) -> None:
+        super().__init__({first.model: first})
+        self.then, self.after, self.looks = then, after, 0
+
+    def get(self, key: str, default: object = None) -> object:
+        found = super().get(key, default)
+        self.looks += 1
+        if self.looks == self.after:
+            self[key] = self.then
+        return found
+
+
+@pytest.mark.parametrize("after", range(1, 9))
+def test_a_restart_during_a_call_never_sends_one_replicas_name_to_the_other(
+        model_server: ScriptedModelServer, table: None, monkeypatch: pytest.MonkeyPatch, after: int) -> None:
+    """Issue 28: the model read the served table about five times per attempt (URL, name, limiter key...), so a
+    replica restarted between two reads got the old replica's name (which it refuses). An attempt reads it once."""
+    with ScriptedModelServer() as second:
+        first = ServedEndpoint("vllm:m", model_server.url, "m-1")
+        then = ServedEndpoint("vllm:m", second.url, "m-2")
+        monkeypatch.setattr(served, "_table", RestartingTable(first, then, after))
+        chat(ChatModel.from_name("vllm:m"))
+        servers = {"first": model_server, "second": second}
+        sent = [(label, request.model) for label, server in servers.items() for request in server.chat_requests]
+    assert sent in ([("first", "m-1")], [("second", "m-2")])
+
+
+def test_the_retry_of_a_failed_attempt_reaches_the_restarted_replica_under_its_name(
+        model_server: ScriptedModelServer, table: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ScriptedModelServer() as second:
+        served.publish(ServedEndpoint("vllm:m", model_server.url, "m-1"))
+        model_server.fail(503)
+
+        async def restart(seconds: float) -> None:  # the wait before the retry: the replica comes back elsewhere
+            served.publish(ServedEndpoint("vllm:m", second.url, "m-2"))
+
+        monkeypatch.setattr(_retry, "_sleep", restart)
+        assert chat(ChatModel.from_name("vllm:m")).text
+        assert [request.model for request in model_server.chat_requests] == ["m-1"]
+        assert [request.model for request in second.chat_requests] == ["m-2"]
 
 
 @pytest.fixture

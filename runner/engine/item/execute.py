@@ -163,7 +163,8 @@ async def _run_item(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -
     """
     task = item.task
     await site.context.store.outage.wait()
-    with usage_scope() as usage, site.traffic.scope(item.repeat):
+    usage: dict[str, TokenUsage] = {}
+    with site.traffic.scope(item.repeat, usage=usage):  # the item's one CallScope: limiter, cache, repeat, usage
         # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
         given_input = jsonable_input(task.input)
         try:

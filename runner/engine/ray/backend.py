@@ -41,7 +41,8 @@ class RayBackend:
     Args:
         spec: the workers' resources and concurrency.
         context: the run, put in Ray's object store once for every actor.
-        traffic: the run's traffic hub, whose limiter actor (started after the workers) goes with each call.
+        traffic: the run's traffic hub, which every actor is built with (it finds the run's limiter actor, started
+            after the workers, on first use).
         log_format: the actors' structlog format.
 
     Must be created after ``ray.init``.
@@ -67,8 +68,8 @@ class RayBackend:
                          "log_format": log_format}
 
     def start_worker(self) -> Any:
-        """Create one actor (Ray starts it when resources allow)."""
-        return self._actor_class.remote(self._context_ref, **self._options)
+        """Create one actor (Ray starts it when resources allow), with the run's context and traffic hub."""
+        return self._actor_class.remote(self._context_ref, traffic=self._traffic, **self._options)
 
     def describe(self, handle: Any) -> Any:
         """The actor's identity and assigned resources (its first answer, and a suspect's probe)."""
@@ -78,7 +79,7 @@ class RayBackend:
         """Run ``batch`` on the actor, which starts its calls in the order they are sent here."""
         turn = self._turns.get(handle, 0)
         self._turns[handle] = turn + 1
-        return _pool_errors(handle.run.remote(batch, turn, self._traffic.actor))
+        return _pool_errors(handle.run.remote(batch, turn))
 
     def watch(self, handle: Any) -> Any:
         """Answers when the actor's watchdog raises an alarm."""

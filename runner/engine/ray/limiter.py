@@ -25,10 +25,14 @@ every worker within a report's round trip. With ``max_connections``, a request a
 connection slots from the actor (one round trip, first come, first served).
 
 The actor runs on the driver's node (its loss ends the run anyway) and reserves no CPU. :class:`RemoteTraffic` is
-the run's :class:`~runner.traffic.control.TrafficHub` on Ray. Example (the driver)::
+the run's :class:`~runner.traffic.control.TrafficHub` on Ray. Each worker is built with a copy of it (which names the
+actor, and finds it on first use), so a worker's limiter is part of the worker from its construction, while the
+actor itself starts after the workers' processes. Example (the driver)::
 
     hub = RemoteTraffic(settings)
-    await hub.start(budget, workers)    # the actor; workers get hub.actor with each call
+    backend = RayBackend(spec, context, hub)    # every worker is built with hub (the actor's name)
+    ...                                 # the pool starts its workers
+    await hub.start(budget, workers)    # the actor, under that name, before any item goes out
     traffic.use(hub)                    # the run's TrafficControl reads the actor's state from now on
     ...
     await hub.close()                   # its final state stays in hub.snapshot(); the actor is gone
@@ -166,35 +170,58 @@ class RemoteTraffic:
 
     Args:
         settings: the run's limits, budget and prices.
-        actor: the run's limiter actor (a worker gets its handle with each call); ``None`` on the driver until
-            :meth:`start`.
+        actor: the run's limiter actor, when its handle is at hand (tests); default: the actor named :attr:`name`,
+            found in Ray on first use (:attr:`actor`).
 
     The driver starts the actor (:meth:`start`), looks at its state every :data:`POLL_S` seconds (:meth:`snapshot`,
-    the budget) and stops it (:meth:`close`), keeping its final state. Each process's model calls go through a
+    the budget) and stops it (:meth:`close`), keeping its final state. A worker gets a copy of the hub when it is
+    built (it pickles as its settings, the actor's name and handle). Each process's model calls go through a
     :class:`LeasedLimiter` of the actor.
     """
 
     def __init__(self, settings: RunSettings, actor: Any = None) -> None:
         self.settings = settings
-        self.actor = actor
+        # The actor's name in Ray (unique per run): how a worker built before the actor started finds it.
+        self.name = f"runner-traffic-{uuid.uuid4().hex[:16]}"
+        self._actor = actor
         self._view: dict[str, Any] | None = None
         self._poller: asyncio.Future[None] | None = None
         self._limiter: LeasedLimiter | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What a worker needs: the driver's view, its poller and this process's limiter stay here.
+        return {"settings": self.settings, "name": self.name, "_actor": self._actor}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.settings, self.name, self._actor = state["settings"], state["name"], state["_actor"]
+        self._view, self._poller, self._limiter = None, None, None
+
+    @property
+    def actor(self) -> Any:
+        """The run's :class:`TrafficActor` (its Ray handle): found by :attr:`name` the first time a process needs it.
+
+        Raises:
+            ValueError: no actor has that name (the driver has not started it: :meth:`start` comes before any item
+                is handed to a worker).
+        """
+        if self._actor is None:
+            self._actor = ray.get_actor(self.name)
+        return self._actor
 
     async def start(self, budget: Budget, workers: int = 1) -> None:
         """Start the run's limiter actor for a pool of ``workers`` (on this node, no CPU reserved), with ``budget``
         (what earlier invocations spent), wait until it answers, then look at its state every :data:`POLL_S`
         seconds until :meth:`close`.
 
-        Started after the pool's workers (each call to a worker carries the actor's handle), so it never takes one
-        of the idle worker processes Ray keeps for them (one per CPU): no worker of the pool waits for a new process
-        (about 0.4 s on 2 cores) while the others run. Must be called after ``ray.init`` and before any item is
-        handed to a worker.
+        Started after the pool's workers (which were built with this hub, and find the actor by :attr:`name`), so it
+        never takes one of the idle worker processes Ray keeps for them (one per CPU): no worker of the pool waits for
+        a new process (about 0.4 s on 2 cores) while the others run. Must be called after ``ray.init`` and before any
+        item is handed to a worker.
         """
         here = ray.get_runtime_context().get_node_id()
         actor_class = ray.remote(TrafficActor).options(
-            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
-        self.actor = actor_class.remote(self.settings, budget, workers)
+            name=self.name, num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
+        self._actor = actor_class.remote(self.settings, budget, workers)
         self._view = await _await(self.actor.snapshot.remote())
         self._poller = asyncio.ensure_future(self._poll())
 
@@ -205,11 +232,11 @@ class RemoteTraffic:
             poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
-        if self.actor is not None:
+        if self._actor is not None:
             # A dead actor (its node lost) leaves the last state the driver saw.
             with contextlib.suppress(RayError):
-                self._view = await _await(self.actor.snapshot.remote())
-                ray.kill(self.actor, no_restart=True)
+                self._view = await _await(self._actor.snapshot.remote())
+                ray.kill(self._actor, no_restart=True)
 
     def limiter(self) -> LeasedLimiter:
         """This process's client of the actor."""

@@ -29,9 +29,8 @@ from runner.engine.plan import WorkItem
 from runner.engine.item.solution import Solution
 from runner.engine.item.watchdog import Alarm, WorkerWatch
 from runner.engine.pool.workers import Batch
-from runner.engine.ray.limiter import RemoteTraffic
 from runner.engine.replicas import WorkerReplicas
-from runner.traffic.control import TrafficControl
+from runner.traffic.control import TrafficControl, TrafficHub
 
 _IO_THREADS = 32
 CONTROL_GROUP = "control"
@@ -44,6 +43,8 @@ class EvalWorker:
     Args:
         context: the run's benchmark, solution recipe (:meth:`SolutionSpec.build` is called once, here), store
             (every worker writes its own records), run id and settings.
+        traffic: where the run's traffic state lives (:class:`~runner.engine.ray.limiter.RemoteTraffic`: the run's
+            limiter actor, found on first use); ``None``: in this process (a worker alone, in tests).
         max_concurrency: items this actor runs at the same time.
         memory_limit: bytes of resident memory this process may use (``None``: not watched).
         log_format: structlog format for the actor's log lines (Ray forwards them to the driver).
@@ -55,8 +56,8 @@ class EvalWorker:
             driver stops the run with that message.
     """
 
-    def __init__(self, context: RunContext, *, max_concurrency: int, memory_limit: int | None = None,
-                 log_format: log.LogFormat = "json") -> None:
+    def __init__(self, context: RunContext, *, traffic: TrafficHub | None = None, max_concurrency: int,
+                 memory_limit: int | None = None, log_format: log.LogFormat = "json") -> None:
         log.configure(log_format)
         runtime = ray.get_runtime_context()
         self.replicas: WorkerReplicas | None = None
@@ -72,6 +73,8 @@ class EvalWorker:
                 self.replicas.stop(keep_logs=False)
             raise
         self.context = context
+        # The model calls' limiter, budget and response cache, for the worker's life.
+        self.traffic = TrafficControl(context.settings, cache=context.cache, hub=traffic)
         self.max_concurrency = max_concurrency
         self.memory_limit = memory_limit
         self.identity = worker_identity(node_id=runtime.get_node_id(), actor_id=runtime.get_actor_id())
@@ -109,7 +112,7 @@ class EvalWorker:
         if self.replicas is not None:
             self.replicas.stop()
 
-    async def run(self, items: Batch, turn: int, limiter: Any = None) -> tuple[list[ItemResult], float]:
+    async def run(self, items: Batch, turn: int) -> tuple[list[ItemResult], float]:
         """Execute ``items`` (each with its attempt, and whether it went out before) concurrently: one
         acknowledgement per item, and the seconds this batch kept the worker busy (from its first item's start to
         its last item's end), from which the driver sizes batches.
@@ -118,10 +121,8 @@ class EvalWorker:
         them in (it does not keep it for async actors): each call's items queue for a solution slot only after the
         items of the calls before it, so the driver can tell which calls were running when a worker died
         (:func:`~runner.engine.pool.workers.running_calls`). At most ``max_concurrency`` solution calls run at a time;
-        metrics and record writes of finished items overlap with them.
-
-        ``limiter`` is the run's limiter actor (:mod:`runner.engine.ray.limiter`): it comes with the calls, not
-        with the worker's context, because the driver starts it after the pool's workers.
+        metrics and record writes of finished items overlap with them. Their model calls go through the traffic
+        hub the worker was built with.
 
         Raises:
             StorageError: a record cannot be written (the driver stops the run; finished records stay).
@@ -131,12 +132,9 @@ class EvalWorker:
         if self.replicas is not None:
             await self.replicas.ready()
         if self._site is None:
-            settings = self.context.settings
-            traffic = TrafficControl(settings, cache=self.context.cache,
-                                     hub=RemoteTraffic(settings, limiter) if limiter is not None else None)
             # One solution call at a time may run in the event loop: nothing else would run meanwhile. With more,
             # sync solutions get threads so they do not take turns.
-            self._site = ItemSite(self.context, self.solution, traffic, self.identity,
+            self._site = ItemSite(self.context, self.solution, self.traffic, self.identity,
                                   asyncio.Semaphore(self.max_concurrency), sync_in_thread=self.max_concurrency > 1)
             self._order = asyncio.Condition()
             loop = asyncio.get_running_loop()
