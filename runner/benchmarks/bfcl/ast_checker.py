@@ -226,7 +226,8 @@ def list_dict_checker(param: str, model_output: list[Any], possible_answers: lis
 
 def simple_function_checker(function: dict[str, Any], model_output: dict[str, Any], possible_answer: dict[str, Any],
                             language: str, underscore_to_dot: bool) -> dict[str, Any]:
-    """``simple_function_checker``: one output call against one expected call."""
+    """``simple_function_checker``: one output call against one expected call (the official function, its
+    per-parameter steps in :func:`_typed_value` and :func:`_parameter_checker`)."""
     possible_answer = list(possible_answer.values())[0]
     func_name = function["name"]
     param_details = function["parameters"]["properties"]
@@ -254,83 +255,9 @@ def simple_function_checker(function: dict[str, Any], model_output: dict[str, An
             result["error"].append(f"Unexpected parameter: {param!r}.")
             result["error_type"] = "simple_function_checker:unexpected_param"
             return result
-
-        expected_type_description = param_details[param]["type"]
-        nested_type_converted = None
-        if language == "java":
-            expected_type_converted = JAVA_TYPE_CONVERSION[expected_type_description]
-            if type(value) != str:  # noqa: E721
-                result["valid"] = False
-                result["error"].append(f"Incorrect type for parameter {param!r}. Expected type String, got "
-                                       f"{type(value).__name__}. Parameter value: {value!r}.")
-                result["error_type"] = "type_error:java"
-                return result
-            if expected_type_description in NESTED_CONVERSION_TYPE_LIST:
-                nested_type = param_details[param]["items"]["type"]
-                nested_type_converted = JAVA_TYPE_CONVERSION[nested_type]
-                value = java_type_converter(value, expected_type_description, nested_type)
-            else:
-                value = java_type_converter(value, expected_type_description)
-        elif language == "javascript":
-            expected_type_converted = JS_TYPE_CONVERSION[expected_type_description]
-            if type(value) != str:  # noqa: E721
-                result["valid"] = False
-                result["error"].append(f"Incorrect type for parameter {param!r}. Expected type String, got "
-                                       f"{type(value).__name__}. Parameter value: {value!r}.")
-                result["error_type"] = "type_error:js"
-                return result
-            if expected_type_description in NESTED_CONVERSION_TYPE_LIST:
-                nested_type = param_details[param]["items"]["type"]
-                nested_type_converted = JS_TYPE_CONVERSION[nested_type]
-                value = js_type_converter(value, expected_type_description, nested_type)
-            else:
-                value = js_type_converter(value, expected_type_description)
-        elif language == "python":
-            expected_type_converted = PYTHON_TYPE_MAPPING[expected_type_description]
-            if expected_type_description in PYTHON_NESTED_TYPE_CHECK_LIST:
-                nested_type = param_details[param]["items"]["type"]
-                nested_type_converted = PYTHON_TYPE_MAPPING[nested_type]
-        else:
-            raise ValueError(f"Unsupported language: {language}")
-
-        if expected_type_description == "tuple" and type(value) == tuple:  # noqa: E721
-            value = list(value)
-        if language == "python" and expected_type_description == "float" and type(value) == int:  # noqa: E721
-            value = float(value)
-
-        type_check_result = type_checker(param, value, possible_answer[param], expected_type_description,
-                                         expected_type_converted, nested_type_converted)
-        is_variable = type_check_result["is_variable"]
-        if not type_check_result["valid"]:
-            return type_check_result
-
-        if not is_variable:
-            if expected_type_converted == dict:
-                result = dict_checker(param, value, possible_answer[param])
-                if not result["valid"]:
-                    return result
-                continue
-            if expected_type_converted == list and nested_type_converted == dict:
-                result = list_dict_checker(param, value, possible_answer[param])
-                if not result["valid"]:
-                    return result
-                continue
-            if expected_type_converted == str:
-                result = string_checker(param, value, possible_answer[param])
-                if not result["valid"]:
-                    return result
-                continue
-            if expected_type_converted == list:
-                result = list_checker(param, value, possible_answer[param])
-                if not result["valid"]:
-                    return result
-                continue
-
-        if value not in possible_answer[param]:
-            result["valid"] = False
-            result["error"].append(f"Invalid value for parameter {param!r}: {value!r}. Expected one of "
-                                   f"{possible_answer[param]}.")
-            result["error_type"] = "value_error:others"
+        result, stop = _parameter_checker(param, value, param_details[param], possible_answer[param], language,
+                                          result)
+        if stop:
             return result
 
     for param in possible_answer:
@@ -340,6 +267,86 @@ def simple_function_checker(function: dict[str, Any], model_output: dict[str, An
             result["error_type"] = "simple_function_checker:missing_optional"
             return result
     return result
+
+
+def _failed(result: dict[str, Any], message: str, error_type: str) -> dict[str, Any]:
+    """``result`` marked invalid with ``message`` added, as the official checker marks the result it holds."""
+    result["valid"] = False
+    result["error"].append(message)
+    result["error_type"] = error_type
+    return result
+
+
+def _typed_value(param: str, value: Any, details: dict[str, Any],
+                 language: str) -> tuple[Any, Any, Any] | tuple[str, str]:
+    """The official checker's per-language step for one parameter: ``(value, expected type, nested type)``, the
+    value converted from a Java or JavaScript string; or ``(message, error type)`` when a Java or JavaScript value
+    is no string.
+
+    Raises:
+        ValueError: an unsupported language (as the official checker raises).
+    """
+    expected_type_description = details["type"]
+    nested_type_converted = None
+    if language in ("java", "javascript"):
+        conversion, converter, tag = ((JAVA_TYPE_CONVERSION, java_type_converter, "java") if language == "java"
+                                      else (JS_TYPE_CONVERSION, js_type_converter, "js"))
+        expected_type_converted = conversion[expected_type_description]
+        if type(value) != str:  # noqa: E721
+            return (f"Incorrect type for parameter {param!r}. Expected type String, got {type(value).__name__}. "
+                    f"Parameter value: {value!r}.", f"type_error:{tag}")
+        if expected_type_description in NESTED_CONVERSION_TYPE_LIST:
+            nested_type = details["items"]["type"]
+            nested_type_converted = conversion[nested_type]
+            value = converter(value, expected_type_description, nested_type)
+        else:
+            value = converter(value, expected_type_description)
+    elif language == "python":
+        expected_type_converted = PYTHON_TYPE_MAPPING[expected_type_description]
+        if expected_type_description in PYTHON_NESTED_TYPE_CHECK_LIST:
+            nested_type = details["items"]["type"]
+            nested_type_converted = PYTHON_TYPE_MAPPING[nested_type]
+    else:
+        raise ValueError(f"Unsupported language: {language}")
+    return value, expected_type_converted, nested_type_converted
+
+
+def _parameter_checker(param: str, value: Any, details: dict[str, Any], possible: list[Any], language: str,
+                       result: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The official checker's loop body for one parameter, with the call's ``result`` so far: ``(result, stop)``,
+    ``stop`` when the parameter fails (the result says why); a passed dict, list or string check becomes the
+    call's result, as in the official code."""
+    typed = _typed_value(param, value, details, language)
+    if len(typed) == 2:
+        return _failed(result, *typed), True
+    value, expected_type_converted, nested_type_converted = typed
+    expected_type_description = details["type"]
+    if expected_type_description == "tuple" and type(value) == tuple:  # noqa: E721
+        value = list(value)
+    if language == "python" and expected_type_description == "float" and type(value) == int:  # noqa: E721
+        value = float(value)
+
+    type_check_result = type_checker(param, value, possible, expected_type_description,
+                                     expected_type_converted, nested_type_converted)
+    if not type_check_result["valid"]:
+        return type_check_result, True
+    if not type_check_result["is_variable"]:
+        checker = None
+        if expected_type_converted == dict:
+            checker = dict_checker
+        elif expected_type_converted == list and nested_type_converted == dict:
+            checker = list_dict_checker
+        elif expected_type_converted == str:
+            checker = string_checker
+        elif expected_type_converted == list:
+            checker = list_checker
+        if checker is not None:
+            checked = checker(param, value, possible)
+            return checked, not checked["valid"]
+    if value not in possible:
+        return _failed(result, f"Invalid value for parameter {param!r}: {value!r}. Expected one of {possible}.",
+                       "value_error:others"), True
+    return result, False
 
 
 def parallel_function_checker_no_order(functions: list[dict[str, Any]], model_output: list[Any],
