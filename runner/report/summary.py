@@ -472,7 +472,6 @@ def summarize(
     left_out = left_out or UnusableFiles()
     metrics = _metric_summaries(collector)
     retried_items = sum(1 for row in collector.rows if row.tries > 1)
-    by_category = _grouped(collector, lambda row: row.tags.get("category"))
     pass_k = _PassK(collector, n_repeats)
     summary = Summary(
         benchmark=manifest.benchmark.name,
@@ -497,25 +496,34 @@ def summarize(
         by_status=dict(sorted(collector.status.items())),
         retried_items=retried_items,
         metrics=metrics,
-        by_category=by_category,
-        by_repeat=_grouped(collector, lambda row: str(row.repeat)),
         pass_at_k=pass_k.at_k,
         pass_hat_k=pass_k.hat_k,
         pass_k_tasks=pass_k.tasks,
         pass_k_left_out=pass_k.left_out,
-        usage={model: dict(counts) for model, counts in sorted(collector.usage.items())},
-        tokens_per_item={model: {name: count / completed for name, count in counts.items()}
-                         for model, counts in sorted(collector.usage.items())} if completed else {},
-        latency=_latency(*collector.latency[""]) if completed else {},
-        latency_by_category={category: _latency(*collector.latency[category])
-                             for category in sorted(collector.latency) if category},
-        error_types=dict(collector.error_types.most_common()),
-        duration_s=_seconds_between(collector.first_start, collector.last_end),
-        item_seconds=collector.item_seconds,
+        **_breakdowns(collector, completed),
     )
     if benchmark is not None:
         _apply_headline(summary, benchmark, collector.rows)
     return summary, collector.rows
+
+
+def _breakdowns(collector: _Collector, completed: int) -> dict[str, Any]:
+    """The summary's tables by category and by repeat, its usage and latency, error types and durations, from the
+    records ``collector`` holds (``completed`` of them)."""
+    usage = sorted(collector.usage.items())
+    return {
+        "by_category": _grouped(collector, lambda row: row.tags.get("category")),
+        "by_repeat": _grouped(collector, lambda row: str(row.repeat)),
+        "usage": {model: dict(counts) for model, counts in usage},
+        "tokens_per_item": {model: {name: count / completed for name, count in counts.items()}
+                            for model, counts in usage} if completed else {},
+        "latency": _latency(*collector.latency[""]) if completed else {},
+        "latency_by_category": {category: _latency(*collector.latency[category])
+                                for category in sorted(collector.latency) if category},
+        "error_types": dict(collector.error_types.most_common()),
+        "duration_s": _seconds_between(collector.first_start, collector.last_end),
+        "item_seconds": collector.item_seconds,
+    }
 
 
 def missing_notes(missing: int, expected: int, completed: int, left_out: UnusableFiles) -> list[str]:
