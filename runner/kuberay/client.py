@@ -152,18 +152,7 @@ class RayJobClient:
         if service_account is not None:
             self._create_service_account(service_account)
         if configmap is not None:
-            try:
-                self._core.create_namespaced_config_map(self.namespace, configmap, field_validation="Strict")
-            except ApiException as exc:
-                if exc.status == 409:
-                    raise KubernetesError(
-                        f"ConfigMap {configmap['metadata']['name']} already exists in namespace {self.namespace}: "
-                        f"a run named {name} was submitted before; delete it ('python -m runner k8s delete {name}') "
-                        "or pick another --name"
-                    ) from None
-                raise self._fail(exc, f"creating ConfigMap {configmap['metadata']['name']}") from None
-            except HTTPError as exc:
-                raise self._fail(exc, "creating the run-config ConfigMap") from None
+            self._create_configmap(configmap, name)
         try:
             created_claim = self._create_claim(claim) if claim is not None else None
         except KubernetesError:
@@ -171,14 +160,50 @@ class RayJobClient:
                 self._delete_configmap(configmap["metadata"]["name"])
             raise
         try:
-            created = self._custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, rayjob, field_validation="Strict"
-            )
-        except (ApiException, HTTPError) as exc:
+            created = self._create_rayjob(rayjob, name)
+        except KubernetesError:
             if configmap is not None:
                 self._delete_configmap(configmap["metadata"]["name"])
             if created_claim:
                 self._delete_claim(created_claim)
+            raise
+        if configmap is not None:
+            self._own(self._core.patch_namespaced_config_map, "ConfigMap", configmap["metadata"]["name"], created)
+        if created_claim:
+            self._own(self._core.patch_namespaced_persistent_volume_claim, "PersistentVolumeClaim", created_claim,
+                      created)
+        return created
+
+    def _create_configmap(self, configmap: dict[str, Any], name: str) -> None:
+        """Create the run-config ConfigMap of the run ``name``.
+
+        Raises:
+            KubernetesError: one of that name exists (a run of that name was submitted before), or the API fails.
+        """
+        try:
+            self._core.create_namespaced_config_map(self.namespace, configmap, field_validation="Strict")
+        except ApiException as exc:
+            if exc.status == 409:
+                raise KubernetesError(
+                    f"ConfigMap {configmap['metadata']['name']} already exists in namespace {self.namespace}: "
+                    f"a run named {name} was submitted before; delete it ('python -m runner k8s delete {name}') "
+                    "or pick another --name"
+                ) from None
+            raise self._fail(exc, f"creating ConfigMap {configmap['metadata']['name']}") from None
+        except HTTPError as exc:
+            raise self._fail(exc, "creating the run-config ConfigMap") from None
+
+    def _create_rayjob(self, rayjob: dict[str, Any], name: str) -> dict[str, Any]:
+        """Create the RayJob ``name`` with strict field validation; the object as the API server returned it.
+
+        Raises:
+            KubernetesError: one of that name exists, the RayJob kind is not installed, or the API fails.
+        """
+        try:
+            return self._custom.create_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, rayjob, field_validation="Strict"
+            )
+        except (ApiException, HTTPError) as exc:
             if isinstance(exc, ApiException) and exc.status == 409:
                 raise KubernetesError(
                     f"RayJob {name} already exists in namespace {self.namespace}: follow it with "
@@ -190,12 +215,6 @@ class RayJobClient:
                     "operator (docs/kubernetes.md) and check the namespace exists"
                 ) from None
             raise self._fail(exc, f"creating RayJob {name}") from None
-        if configmap is not None:
-            self._own(self._core.patch_namespaced_config_map, "ConfigMap", configmap["metadata"]["name"], created)
-        if created_claim:
-            self._own(self._core.patch_namespaced_persistent_volume_claim, "PersistentVolumeClaim", created_claim,
-                      created)
-        return created
 
     def _create_claim(self, claim: dict[str, Any]) -> str | None:
         """Create the model cache's claim; its name, or ``None`` when one of that name exists (used as it is)."""
