@@ -226,6 +226,7 @@ class RunSettings(BaseModel):
         ray_address: the Ray cluster to attach to; default ``RAY_ADDRESS`` if set, else an embedded local Ray.
         worker: the spec of each worker (resources, concurrency, attempts after a worker death).
         log_format: ``console`` or ``json``; default: console on a terminal, JSON lines otherwise.
+        progress: the progress bar on stderr: ``auto`` (when stderr is a terminal), ``on`` or ``off``.
         max_rpm, max_tpm, max_connections: limits of every model endpoint (provider, API root, model), shared by all
             workers: requests per minute, tokens (input + output) per minute, requests in flight
             (:class:`~runner.core.limits.EndpointLimits`); ``None``: no limit. A 429 slows an endpoint in any case.
@@ -289,6 +290,8 @@ class RunSettings(BaseModel):
     worker: Annotated[WorkerSpec, Nested()] = Field(default_factory=WorkerSpec)
     log_format: Annotated[Literal["console", "json"] | None, Flag(
         "default: console on a terminal, else json", "how")] = None
+    progress: Annotated[Literal["auto", "on", "off"], Flag(
+        "the progress bar on stderr: auto (the default: when stderr is a terminal), on or off", "how")] = "auto"
     max_rpm: Annotated[float | None, Field(gt=0), Flag(
         "requests per minute to each model endpoint, or to MODEL's (repeatable)", "traffic",
         metavar="[MODEL=]N", kind="per_model")] = None

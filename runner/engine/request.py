@@ -102,7 +102,7 @@ class RunRequest:
                 name).
             record: the configuration kept in ``run.json``; default: ``config`` with its defaults settled (never
                 storage options).
-            progress_bar: draw a bar (``None``: when stderr is a terminal).
+            progress_bar: draw a bar (``None``: as ``config.progress`` says).
 
         Raises:
             PluginError: an unknown benchmark, solution or executor, or an import path that does not import.
@@ -138,7 +138,7 @@ class RunRequest:
             fingerprint_fields=fingerprint_fields if fingerprint_fields is not None else config.fingerprint_fields(),
             config=record if record is not None else config.model_dump(
                 mode="json", exclude={"storage_options", "force", "rerun_failed", "take_over"}),
-            progress_bar=progress_bar,
+            progress_bar=progress_bar if progress_bar is not None else {"on": True, "off": False}.get(config.progress),
             executor=executor_class.from_settings(settings),
             replicas=replicas,
         )

@@ -53,6 +53,7 @@ SAMPLES: dict[str, tuple[list[str], object]] = {
     "worker.max_attempts": (["5"], 5),
     "worker.placement_timeout": (["0"], None),
     "log_format": (["json"], "json"),
+    "progress": (["off"], "off"),
     "max_rpm": (["600"], 600.0),
     "max_tpm": (["1e6"], 1e6),
     "max_connections": (["16"], 16),

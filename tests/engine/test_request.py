@@ -106,3 +106,9 @@ def test_a_change_of_the_configuration_is_validated_again(monkeypatch):
     monkeypatch.setenv("EVAL_CHAT_MODEL_NAME", "vllm:judge")
     with pytest.raises(ConfigError, match="the judge vllm:judge is served by the run"):
         _cli("-b", "hotpotqa", "-s", "reference", "--serve", "vllm:judge", "--judge-base-url", "http://j:8000/v1")
+
+
+@pytest.mark.parametrize("value, bar", [("on", True), ("off", False), ("auto", None)])
+def test_the_progress_setting_decides_the_bar(value, bar):
+    assert _cli("-b", "toy", "-s", "calculator", "--sequential", "--progress", value).progress_bar is bar
+    assert GeneralEvaluator(benchmark="toy", solution_func="calculator", progress=value).request().progress_bar is bar
