@@ -10,7 +10,7 @@ changed::
 are here too.
 """
 
-from typing import Any
+from runner._lazy import lazy_exports
 
 
 from runner._version import __version__
@@ -74,9 +74,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ACEBenchmark":  # a plug-in: imported when asked for, as agentscope.evaluate exports it
-        from runner.benchmarks.acebench import ACEBenchmark
+_LAZY = {"ACEBenchmark": "runner.benchmarks.acebench"}
+"""A plug-in, imported when asked for, as ``agentscope.evaluate`` exports it."""
 
-        return ACEBenchmark
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "runner"
 # the registry.
 ALLOWED: dict[str, set[str]] = {
     "_version": set(),
+    "_lazy": set(),
     "log": set(),
     "core": set(),
     "models": {"core"},
@@ -39,6 +40,8 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"core", "models", "registry", "engine", "serving", "report", "kuberay", "evaluators", "log", "_version"},
     "__main__": {"cli"},
 }
+SHARED = {"_lazy"}
+"""Parts every layer may import: the one helper of the package-face convention (``runner/_lazy.py``)."""
 PLUGIN_ACCESS = {"runner.serving.embedded"}
 """Modules below their layer that plug-ins may still import: the embedded model's weights, for a solution that loads a
 model in its own process (lm-eval's ``HFLM``) and a benchmark that renders prompts with its tokenizer."""
@@ -128,7 +131,7 @@ def test_every_import_points_down() -> None:
             target = part(module)
             if source in PLUGINS and module in PLUGIN_ACCESS:
                 continue
-            if target != source and target not in ALLOWED[source]:
+            if target != source and target not in ALLOWED[source] and target not in SHARED:
                 upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module} ({source} -> {target})")
     assert upward == []
 
@@ -223,7 +226,40 @@ def test_the_rules_catch_ray_elsewhere_an_upward_room_and_a_cycle(tmp_path: Path
 def test_the_walk_sees_imports_inside_functions_and_type_checking_blocks(tmp_path: Path) -> None:
     source = tmp_path / "runner" / "engine" / "x.py"
     source.parent.mkdir(parents=True)
-    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from runner.cli import main\n"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from runner.cli import build_parser\n"
                       "def f():\n    from runner.registry import resolve\n")
     found = imports("runner.engine.x", source)
     assert ("runner.cli", 3, False) in found and ("runner.registry", 5, True) in found
+
+
+def test_a_package_face_defines_nothing_and_loads_names_one_way() -> None:
+    """docs/architecture.md, "Package faces": an ``__init__.py`` holds a docstring, imports of its public names and
+    ``__all__``; names loaded on first use go through ``runner._lazy.lazy_exports``, and nothing else."""
+    found = []
+    for path in sorted(PACKAGE.rglob("__init__.py")):
+        if "vendor" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = path.relative_to(PACKAGE.parent)
+        if ast.get_docstring(tree) is None:
+            found.append(f"{where}: no docstring")
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.append(f"{where}:{node.lineno} defines {node.name} (move it to a module of the package)")
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and "_EXPORTS" in ast.unparse(node):
+                found.append(f"{where}:{node.lineno} has an _EXPORTS table (use _LAZY and lazy_exports)")
+    assert found == []
+
+
+def test_a_private_module_is_imported_by_its_own_package_only() -> None:
+    """A module whose name starts with ``_`` (``runner/models/_openai.py``) belongs to its package: other packages
+    use the names its face exports."""
+    found = []
+    for name, path in modules().items():
+        for module, line, _ in imports(name, path):
+            leaf = module.rsplit(".", 1)[-1]
+            owner = module.rsplit(".", 1)[0]
+            if leaf.startswith("_") and leaf not in ("__init__", "_version", "_lazy") and \
+                    not (name == owner or name.startswith(owner + ".")):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}")
+    assert found == []

@@ -15,8 +15,9 @@ May import ``core``, ``storage``, ``traffic``, ``serving``, ``registry``, ``log`
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runner._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from runner.engine.item.execute import ItemResult, execute_one
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from runner.engine.run import Executor, RunOutcome, execute_run
     from runner.engine.sequential import SequentialExecutor
 
-_EXPORTS = {
+_LAZY = {
     "Executor": "runner.engine.run",
     "ItemResult": "runner.engine.item.execute",
     "RayExecutor": "runner.engine.ray.executor",
@@ -36,10 +37,6 @@ _EXPORTS = {
     "execute_run": "runner.engine.run",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

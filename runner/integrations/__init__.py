@@ -11,7 +11,7 @@ solution side is read from the solution's output and trajectory.
 The adapters are imported on first use, so this package costs nothing when neither library is installed.
 """
 
-from typing import Any
+from runner._lazy import lazy_exports
 
 from runner.integrations.sample import EvalSample, SampleReader, read_solution
 
@@ -39,9 +39,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -17,7 +17,7 @@ The ``openai`` package (about a second to import) is loaded only when an HTTP mo
 that use no model start fast.
 """
 
-from typing import Any
+from runner._lazy import lazy_exports
 
 from runner.models._base import ChatModel, StructuredMode
 from runner.models._errors import ModelError, ModelProtocolError, StructuredOutputError
@@ -49,6 +49,7 @@ from runner.models._types import (
     ToolCall,
     Usage,
     assistant_message,
+    content_text,
     system_message,
     tool_message,
     user_message,
@@ -81,6 +82,7 @@ __all__ = [
     "Usage",
     "assistant_message",
     "check_model_names",
+    "content_text",
     "default_policy",
     "echo_policy",
     "load_mock_script",
@@ -99,13 +101,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "OpenAICompatibleModel":
-        from runner.models._openai import OpenAICompatibleModel
+_LAZY = {"OpenAICompatibleModel": "runner.models._openai", "post_json": "runner.models._completions"}
+"""Loaded on first use: the OpenAI client (``openai``, ``httpx``) is imported by the first model call, not by
+``import runner.models``."""
 
-        return OpenAICompatibleModel
-    if name == "post_json":
-        from runner.models._completions import post_json
-
-        return post_json
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -15,8 +15,9 @@ May import ``runner.core`` only; never Ray, the engine or a plug-in.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runner._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from runner.core.errors import ReplicaFailed, ReplicaStartError
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 # Names are imported on first use: a run that serves no model (and the CLI's start) never loads the supervisor's
 # HTTP client and process tools.
-_EXPORTS = {
+_LAZY = {
     "ENGINES": "runner.serving.engines",
     "Health": "runner.serving.replica",
     "Launch": "runner.serving.engines",
@@ -43,10 +44,6 @@ _EXPORTS = {
     "served_models": "runner.serving.spec",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -6,36 +6,22 @@ May import ``runner.core`` only; the engine, the report and the faces import it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from runner._lazy import lazy_exports
 from runner.storage.keys import decode_key, encode_key
 from runner.storage.manifest import BenchmarkInfo, RunManifest, new_run_id, utc_now
-from runner.storage.store import ResultStore, normalize_uri
+from runner.storage.store import FileEvaluatorStorage, ResultStore, normalize_uri
 
 if TYPE_CHECKING:
     from runner.storage.compaction import Compactor
 
 
-class FileEvaluatorStorage(ResultStore):
-    """AgentScope's name for the result store: ``FileEvaluatorStorage(save_dir)``.
+_LAZY = {"Compactor": "runner.storage.compaction"}
+"""Loaded on first use: the compactor loads pyarrow (and numpy), which a run without shards and the CLI's start do
+not need."""
 
-    Args:
-        save_dir: the run URI (any path or fsspec URL); ``None`` for ``./runs/<benchmark>-<UTC timestamp>``.
-        storage_options: fsspec options, as for :class:`ResultStore`.
-    """
-
-    def __init__(self, save_dir: str | None = None, storage_options: dict | None = None) -> None:
-        super().__init__(save_dir, storage_options)
-
-
-def __getattr__(name: str) -> Any:
-    # The compactor is imported on first use: it loads pyarrow (and numpy), which a run without shards and the
-    # CLI's start do not need.
-    if name == "Compactor":
-        from runner.storage.compaction import Compactor
-
-        return Compactor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -592,3 +592,15 @@ def _same_write(stored: TaskRecord, record: TaskRecord) -> bool:
     """Whether ``stored`` is what the write of ``record`` stored (a write id is drawn per write)."""
     fields = ("run_id", "task_id", "repeat", "attempt", "write_id")
     return all(getattr(stored, name) == getattr(record, name) for name in fields)
+
+
+class FileEvaluatorStorage(ResultStore):
+    """AgentScope's name for the result store: ``FileEvaluatorStorage(save_dir)``.
+
+    Args:
+        save_dir: the run URI (any path or fsspec URL); ``None`` for ``./runs/<benchmark>-<UTC timestamp>``.
+        storage_options: fsspec options, as for :class:`ResultStore`.
+    """
+
+    def __init__(self, save_dir: str | None = None, storage_options: dict | None = None) -> None:
+        super().__init__(save_dir, storage_options)

@@ -19,8 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.models import ChatRequest, MockReply, MockToolCall, default_policy, schema_instance
-from runner.models._types import content_text
+from runner.models import ChatRequest, MockReply, MockToolCall, content_text, default_policy, schema_instance
 from runner.solutions.bfcl.prompts import AVAILABLE_TOOLS, PERSONA, convert_to_tool
 
 DONE = "I have done what the functions allow."
