@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import structlog
 
 from runner import log
 from runner.cli.args import config_from_args

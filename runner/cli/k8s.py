@@ -39,10 +39,10 @@ from runner.models import check_model_names
 from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
 from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name, image_repository, image_tag
-from runner.kuberay.manifest import (build_configmap, build_model_cache_claim, build_rayjob, build_service_account,
+from runner.kuberay.rayjob import (build_configmap, build_model_cache_claim, build_rayjob, build_service_account,
                                      dump_yaml)
-from runner.kuberay.options import GPU_RESOURCE, DeployOptions
-from runner.kuberay.status import RayJobStatus
+from runner.kuberay.deploy_options import GPU_RESOURCE, DeployOptions
+from runner.kuberay.job_status import RayJobStatus
 from runner.serving import ENGINES, ReplicaSpec
 
 WAIT_MARGIN_S = 600
@@ -54,7 +54,7 @@ STATUS_EXIT = {"succeeded": 0, "running": 0, "failed": 1}
 """``k8s status``'s exit status by the RayJob's state: succeeded (deployment ``Complete``, job ``SUCCEEDED``), not
 ended yet (any other deployment status that is not terminal: ``Initializing``, ``Running``, ``Retrying``,
 ``Suspended``...), failed (deployment ``Failed`` or ``ValidationFailed``, or ``Complete`` with another job status);
-see :mod:`runner.kuberay.status`."""
+see :mod:`runner.kuberay.job_status`."""
 
 
 def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@ key, and the cache the engine installs for the calls of a work item.
 
 :meth:`ChatModel.chat <runner.models.ChatModel.chat>` looks a request up in the current cache
 (:func:`current_cache`) before calling the server, and stores the reply after; the engine installs the run's cache
-(``--cache URI``, kept in storage by :mod:`runner.storage.cache`) in each work item's
+(``--cache URI``, kept in storage by :mod:`runner.storage.response_cache`) in each work item's
 :class:`~runner.core.scope.CallScope`, with the item's repeat.
 """
 

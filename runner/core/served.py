@@ -36,7 +36,7 @@ class ServedEndpoint:
             so that a request that reaches another server is refused rather than answered by another model).
         tokenizer: where the model's tokenizer loads from (a local directory or a Hugging Face id) when its server
             does not refuse a conversation longer than its context (``transformers serve``): the model layer then
-            counts each prompt's tokens itself before sending it (:mod:`runner.models._context`); ``None``: the
+            counts each prompt's tokens itself before sending it (:mod:`runner.models._context_check`); ``None``: the
             server refuses such a request (vLLM, SGLang).
         stream: the model layer streams each call's answer, because its server cancels a generation whose client
             went away only when the answer is streamed (``transformers serve``): a call abandoned (past its

@@ -24,7 +24,7 @@ from pathlib import Path
 import structlog
 
 from runner.core.errors import ReplicaFailed
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.serving import ReplicaStatus, ServedModels
 
 REPLICAS = "replicas"

@@ -25,8 +25,8 @@ from runner._version import __version__
 from runner.core.config import RunSettings, fingerprint
 from runner.core.errors import BenchmarkError, BudgetExhausted, FingerprintMismatch, RunStopped, StorageError
 from runner.core.secrets import redact
-from runner.engine.context import RunContext
-from runner.engine.lease import LeaseKeeper
+from runner.engine.run_context import RunContext
+from runner.engine.lease_keeper import LeaseKeeper
 from runner.engine.plan import Plan, WorkItem
 from runner.engine import progress as progress_module
 from runner.engine.progress import Progress

@@ -22,12 +22,12 @@ import structlog
 
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError, RunnerError, exception_line
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.engine.item.execute import Fault, ItemResult, ItemSite, execute_one, record_fault, worker_identity
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
 from runner.engine.replicas import WorkerReplicas, visible_gpus
-from runner.engine.item.solution import Solution
+from runner.engine.item.call_solution import Solution
 from runner.engine.item.watchdog import Alarm, ItemLoop
 from runner.traffic.control import TrafficControl
 

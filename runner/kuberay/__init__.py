@@ -5,9 +5,9 @@ The builder side imports nothing from Kubernetes, so ``submit --dry-run`` works 
 """
 
 from runner.kuberay.checks import check_rayjob, check_rayjob_name
-from runner.kuberay.manifest import build_configmap, build_rayjob, dump_yaml
-from runner.kuberay.options import DeployOptions
-from runner.kuberay.status import RayJobStatus
+from runner.kuberay.rayjob import build_configmap, build_rayjob, dump_yaml
+from runner.kuberay.deploy_options import DeployOptions
+from runner.kuberay.job_status import RayJobStatus
 
 __all__ = [
     "DeployOptions",

@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from runner.core.errors import RunnerError
-from runner.kuberay.status import RayJobStatus
+from runner.kuberay.job_status import RayJobStatus
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayjobs"
 SUBMITTER_CONTAINER = "ray-job-submitter"
@@ -124,14 +124,14 @@ class RayJobClient:
         removes it too. If the RayJob cannot be created, they are removed again.
 
         Args:
-            rayjob: the RayJob dict (:func:`runner.kuberay.manifest.build_rayjob`).
-            configmap: its ConfigMap (:func:`runner.kuberay.manifest.build_configmap`), if any.
+            rayjob: the RayJob dict (:func:`runner.kuberay.rayjob.build_rayjob`).
+            configmap: its ConfigMap (:func:`runner.kuberay.rayjob.build_configmap`), if any.
             secret: a Secret the pods read credentials from; checked to exist first (skipped if we may not read it).
-            service_account: the pods' ServiceAccount (:func:`runner.kuberay.manifest.build_service_account`),
+            service_account: the pods' ServiceAccount (:func:`runner.kuberay.rayjob.build_service_account`),
                 created before anything else unless one of that name exists, which is then used as it is (a named
                 account serves every run that names it, so it is never deleted with a RayJob).
             claim: the model cache's PersistentVolumeClaim to create
-                (:func:`runner.kuberay.manifest.build_model_cache_claim`); one of that name that exists already (a
+                (:func:`runner.kuberay.rayjob.build_model_cache_claim`); one of that name that exists already (a
                 previous run's, or made by hand) is used as it is and left alone.
             existing_claim: the name of a model cache claim the pods mount, checked to exist first.
             token_secret: the Secret the pods read ``HF_TOKEN`` from, checked to exist first.

@@ -20,9 +20,9 @@ that use no model start fast.
 from runner._lazy import lazy_exports
 
 from runner.models._base import ChatModel, StructuredMode
-from runner.models._errors import ModelError, ModelProtocolError, StructuredOutputError
+from runner.models._model_errors import ModelError, ModelProtocolError, StructuredOutputError
 from runner.models._json import parse_json, schema_instance
-from runner.models._options import ModelOptions
+from runner.models._model_options import ModelOptions
 from runner.models._preflight import check_model_names, preflight, preflight_models
 from runner.models._mock import (
     DEFAULT_REPLY,

@@ -17,7 +17,7 @@ from typing_extensions import Self
 from runner.core.cache import ResponseCache, cache_key, cacheable, current_cache, current_repeat, deterministic
 from runner.core.limits import Endpoint, spend
 from runner.core.usage import record_usage
-from runner.models._errors import StructuredOutputError, one_line
+from runner.models._model_errors import StructuredOutputError, one_line
 from runner.models._json import parse_json, schema_instructions
 from runner.models._types import (
     ChatReply,

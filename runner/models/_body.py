@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from runner.core.storable import storable
-from runner.models._errors import UnreadableReply, one_line
+from runner.models._model_errors import UnreadableReply, one_line
 
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -16,7 +16,7 @@ import httpx
 
 from runner.core.limits import Answer, estimate_tokens
 from runner.models._body import json_body
-from runner.models._errors import UnreadableReply
+from runner.models._model_errors import UnreadableReply
 from runner.models._openai import OpenAICompatibleModel
 from runner.models._route import Route
 

@@ -44,13 +44,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.core.errors import ConfigError
 from runner.models._base import ChatModel
-from runner.models._errors import ModelError, one_line
+from runner.models._model_errors import ModelError, one_line
 from runner.models._json import schema_instance
 from runner.models._replies import split_think
 from runner.models._types import ChatReply, ChatRequest, ToolCall, Usage, content_text
 
 if TYPE_CHECKING:
-    from runner.models._options import ModelOptions
+    from runner.models._model_options import ModelOptions
     from runner.models._providers import Provider
 
 DEFAULT_REPLY = "Default reply from the mock model."

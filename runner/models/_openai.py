@@ -27,9 +27,9 @@ from runner.core.usage import record_timeout
 from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body, media_type
-from runner.models._context import fit
-from runner.models._options import ModelOptions
-from runner.models._errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
+from runner.models._context_check import fit
+from runner.models._model_options import ModelOptions
+from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
                                    UnreadableReply, error_message, exceeds_context, one_line)
 from runner.models._providers import Provider
 from runner.models._replies import read_completion, served_models
@@ -401,7 +401,7 @@ class OpenAICompatibleModel(ChatModel):
         """``await call(route, answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
         (an error body with such a code) per :attr:`retry`; not a 429 that says the quota is used up
         (:data:`~runner.models._retry.QUOTA_CODES`), nor a refusal of a conversation longer than the model's context
-        whatever its status (:data:`~runner.models._errors.CONTEXT_REFUSALS`).
+        whatever its status (:data:`~runner.models._model_errors.CONTEXT_REFUSALS`).
 
         The one retry loop of a model call: ``retry.max_attempts`` tries in all, and between two of them the wait of
         :meth:`RetryPolicy.delay <runner.models._retry.RetryPolicy.delay>`, which is the server's own wait when its

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from runner.core.errors import ConfigError
-from runner.models._options import ModelOptions
+from runner.models._model_options import ModelOptions
 
 if TYPE_CHECKING:
     from runner.models._base import ChatModel

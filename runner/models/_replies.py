@@ -45,7 +45,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runner.models._errors import ErrorReply, NoChoice, UnreadableReply, one_line
+from runner.models._model_errors import ErrorReply, NoChoice, UnreadableReply, one_line
 from runner.models._types import ChatReply, ToolCall, Usage
 
 TEXT_PARTS = frozenset({"text", "output_text", "refusal"})

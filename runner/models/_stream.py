@@ -12,7 +12,7 @@ Put together, as OpenAI's streaming guide describes the deltas: ``content`` and 
 once and its ``function.arguments`` in pieces, keyed by the delta's ``index``; the last ``finish_reason`` and the
 last ``usage`` (the final chunk's, with ``stream_options.include_usage``) win. An event that carries an ``error``
 instead of choices (``transformers serve`` sends ``data: {"error": "..."}`` when generation fails) becomes the body's
-``error``, which the reader raises as :class:`~runner.models._errors.ErrorReply`.
+``error``, which the reader raises as :class:`~runner.models._model_errors.ErrorReply`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from runner.models._errors import UnreadableReply, one_line
+from runner.models._model_errors import UnreadableReply, one_line
 
 DONE = "[DONE]"
 _REASONING = ("reasoning_content", "reasoning")

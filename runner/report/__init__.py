@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from runner.report.build import RunReport, build_report, report_run
 from runner.report.compare import Comparison, compare_runs
-from runner.report.extra import benchmark_files
 from runner.report.files import results_csv, summary_json, write_comparison
 from runner.report.html import comparison_html, html_report, write_html_report
 from runner.report.scope import PlanScope, StoredCount, count_stored

@@ -301,7 +301,7 @@ def error_notes(completed: int, ok: int, error_types: Counter[str]) -> list[str]
 def cache_notes(config: dict[str, Any], usage: dict[str, Counter[str]]) -> list[str]:
     """One line when the run has a response cache (``--cache``) but made model calls of which none was cacheable
     under its policy: otherwise the cache is silently unused (the default policy keeps deterministic requests only,
-    :mod:`runner.storage.cache`)."""
+    :mod:`runner.storage.response_cache`)."""
     if not config.get("cache") or config.get("cache_policy", "deterministic") == "off":
         return []
     calls = sum(counts["calls"] for counts in usage.values())

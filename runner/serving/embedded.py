@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 
 from runner.core.errors import ReplicaStartError, one_line
-from runner.serving.faults import classify, read_tail
+from runner.serving.start_failures import classify, read_tail
 from runner.serving.paths import model_cache
 
 NAME = "smollm2-135m-instruct"

@@ -28,7 +28,7 @@ from runner.core.loopback import bypass_loopback
 from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint
 from runner.serving import embedded, shepherd
 from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
-from runner.serving.faults import bind_failure, classify, listening, read_tail, tail_lines
+from runner.serving.start_failures import bind_failure, classify, listening, read_tail, tail_lines
 from runner.serving.paths import CompileSlot
 from runner.serving.spec import ReplicaSpec
 

@@ -6,7 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig, RunSettings
+from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
 from runner.serving.engines import ENGINES

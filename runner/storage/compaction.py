@@ -479,7 +479,7 @@ def _copy_to_retired(store: ResultStore, row: dict, stamp: str) -> None:
 def remove_empty_folders(paths: Iterable[str]) -> None:
     """Remove the folders of the deleted local files at ``paths`` that are empty now (a task's folder under
     ``records/``), so that a walk of ``records/`` stays proportional to the records it holds. A record write that
-    meets its folder removed creates it again (:func:`runner.storage.local.write_once`)."""
+    meets its folder removed creates it again (:func:`runner.storage.local_disk.write_once`)."""
     for folder in sorted({os.path.dirname(path) for path in paths}):
         with contextlib.suppress(OSError):
             os.rmdir(folder)

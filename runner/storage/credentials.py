@@ -8,7 +8,7 @@ identity endpoint's own timeouts, and azure-identity logs a dozen lines each tim
 opened, with a deadline of its own; a failure is one line that names the credentials and the ways to give them.
 
 S3 and GCS need no such check: botocore and google-auth fail at once, with errors the store's messages already
-read as refused credentials (:mod:`runner.storage.faults`).
+read as refused credentials (:mod:`runner.storage.error_kinds`).
 """
 
 from __future__ import annotations

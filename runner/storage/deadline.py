@@ -6,7 +6,7 @@ retries that up to 5 times (``s3fs.core._error_wrapper``), so one call could han
 outage handling (:mod:`runner.storage.outage`) saw a failure. fsspec's asynchronous filesystems (s3fs, gcsfs,
 adlfs...) run each blocking call as a coroutine through ``fsspec.asyn.sync``, whose ``timeout`` in seconds cancels
 the call, inner retries included, when it passes; this module computes that deadline from the run's outage budget
-and turns its expiry into a :class:`TimeoutError` that says so, which :func:`runner.storage.faults.is_transient`
+and turns its expiry into a :class:`TimeoutError` that says so, which :func:`runner.storage.error_kinds.is_transient`
 counts as temporary. Filesystems without asynchronous calls (a local disk, ``memory://``) are called as they are.
 
 A call cut at its deadline may still have reached the store (a PUT that was sent, whose answer never came): the

@@ -24,7 +24,7 @@ from typing import TypeVar
 import structlog
 
 from runner.core.errors import StorageOutage, exception_line
-from runner.storage.faults import is_transient
+from runner.storage.error_kinds import is_transient
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ class OutageGuard:
         return self._since is not None
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn()``, tried again after each failure that :func:`~runner.storage.faults.is_transient` calls
+        """``fn()``, tried again after each failure that :func:`~runner.storage.error_kinds.is_transient` calls
         temporary, until it succeeds or the outage has lasted :attr:`limit_s`.
 
         With a limit of 0, nothing is retried: every failure is raised as it is.

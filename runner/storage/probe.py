@@ -15,7 +15,7 @@ import uuid
 import structlog
 
 from runner.core.errors import StorageError, exception_line
-from runner.storage.faults import FaultKind, fault_kind, protocol_of
+from runner.storage.error_kinds import FaultKind, fault_kind, protocol_of
 from runner.storage.protocols import condition_of
 from runner.storage.store import ResultStore
 

@@ -19,7 +19,7 @@ outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.st
 included (:mod:`runner.storage.deadline`); resume needs one
 listing of ``records/`` and of ``shards/`` and one read of each shard; reading records holds at most one bounded batch of them at once
 (:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
-local temp-file-and-link write (:mod:`runner.storage.local`), which no fsspec primitive gives.
+local temp-file-and-link write (:mod:`runner.storage.local_disk`), which no fsspec primitive gives.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import structlog
 
 from runner.core.errors import RunStopped, StorageError, exception_line
 from runner.core.record import TaskRecord
-from runner.storage import credentials, deadline, local, reading, shards
-from runner.storage.faults import advice
+from runner.storage import credentials, deadline, local_disk, reading, shards
+from runner.storage.error_kinds import advice
 from runner.storage.keys import encode_key
 from runner.storage.manifest import RunManifest, utc_now
 from runner.storage.reading import item_of
@@ -233,7 +233,7 @@ class ResultStore:
             Exception: whatever the backend raises.
         """
         if self.is_local:
-            local.write_once(path, data)
+            local_disk.write_once(path, data)
         elif self.conditional:
             self._call("pipe_file", path, data, mode="create", nbytes=len(data))
         elif self._call("exists", path):
@@ -250,7 +250,7 @@ class ResultStore:
         path = self.path(name)
         try:
             if self.is_local:
-                local.replace(path, data)
+                local_disk.replace(path, data)
             else:
                 self._call("pipe_file", path, data, nbytes=len(data))
         except Exception as exc:  # noqa: BLE001
@@ -563,7 +563,7 @@ class ResultStore:
         return mask(path if "://" in path else f"{protocol}://{path.lstrip('/')}")
 
     def explain(self, what: str, exc: BaseException) -> str:
-        """One line: ``what``, the cause and the advice that fits it (:func:`runner.storage.faults.advice`), with
+        """One line: ``what``, the cause and the advice that fits it (:func:`runner.storage.error_kinds.advice`), with
         every secret masked (:func:`runner.core.secrets.mask`: secret storage options, a URL's password, a
         connection string's key)."""
         detail = exception_line(exc)

@@ -7,7 +7,7 @@ worker). Each item runs inside :meth:`TrafficControl.scope`, which installs the 
 :class:`~runner.core.scope.CallScope`. Where the run's traffic state
 lives is a :class:`TrafficHub`, injected by the executor:
 
-- :class:`~runner.traffic.local.LocalTraffic` (the default): the state in this process (sequential runs);
+- :class:`~runner.traffic.in_process.LocalTraffic` (the default): the state in this process (sequential runs);
 - on Ray, :class:`~runner.engine.ray.limiter.RemoteTraffic`: one limiter actor per run holds the state, and the
   driver and every worker reach it through a client (:class:`~runner.engine.ray.limiter.LeasedLimiter`).
 
@@ -31,10 +31,10 @@ from runner.core.config import RunSettings
 from runner.core.limits import Limiter
 from runner.core.record import TokenUsage
 from runner.core.scope import CallScope, call_scope
-from runner.storage.cache import StoredCache
+from runner.storage.response_cache import StoredCache
 from runner.storage.keys import encode_key
 from runner.storage.store import LIMITS_FILE, ResultStore
-from runner.traffic.local import LocalTraffic
+from runner.traffic.in_process import LocalTraffic
 from runner.traffic.state import Budget, spent_line
 
 T = TypeVar("T")
@@ -42,7 +42,7 @@ T = TypeVar("T")
 
 class TrafficHub(Protocol):
     """Where a run's traffic state (every endpoint's schedule and backoff, the budget) lives, as one process sees
-    it. Implementations: :class:`~runner.traffic.local.LocalTraffic` (in this process) and
+    it. Implementations: :class:`~runner.traffic.in_process.LocalTraffic` (in this process) and
     :class:`~runner.engine.ray.limiter.RemoteTraffic` (a Ray actor per run)."""
 
     def limiter(self) -> Limiter:

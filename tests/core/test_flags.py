@@ -4,7 +4,6 @@ evaluators' keyword arguments are read from that declaration and agree."""
 from __future__ import annotations
 
 import argparse
-import warnings
 
 import pytest
 import yaml

@@ -16,11 +16,11 @@ import structlog
 from runner import MetricBase, MetricResult, MetricType, SolutionOutput, Task, record_usage, solution_factory
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.engine.item.execute import ItemSite, execute_one
 from runner.traffic.control import TrafficControl
 from runner.engine.plan import WorkItem
-from runner.engine.item.solution import Solution
+from runner.engine.item.call_solution import Solution
 from runner.storage import ResultStore
 
 

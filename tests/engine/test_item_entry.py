@@ -16,7 +16,7 @@ import pytest
 from runner import MetricBase, MetricType, SolutionOutput, Task
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.engine.item import execute as execute_module
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress

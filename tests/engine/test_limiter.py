@@ -21,7 +21,7 @@ from runner.core.limits import (Endpoint, EndpointLimits, ModelPrice, RateSignal
 from runner.core.record import TokenUsage
 from runner.engine.ray.limiter import SPREAD_S, LeasedLimiter, TrafficActor
 from runner.traffic.state import LEASE_S, Budget, EndpointTraffic, TrafficState
-from runner.traffic.local import LocalLimiter
+from runner.traffic.in_process import LocalLimiter
 from tests.support.clock import FakeClock, VirtualTimeLoop
 
 KEY, MODEL = "vllm:m@http://gpu:8000/v1", "vllm:m"

@@ -14,8 +14,8 @@ from runner.cli import main
 from runner.cli.k8s import default_name, split_image
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError
-from runner.kuberay.manifest import build_rayjob
-from runner.kuberay.options import DeployOptions
+from runner.kuberay.rayjob import build_rayjob
+from runner.kuberay.deploy_options import DeployOptions
 from tests.kuberay.conftest import CHART, REPO, render
 
 TOY = ["-b", "toy", "-s", "calculator", "--storage", "s3://bucket/runs/toy"]

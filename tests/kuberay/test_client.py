@@ -7,8 +7,8 @@ import pytest
 
 from runner.core.config import RunConfig
 from runner.kuberay.client import KubernetesError, RayJobClient, WaitTimeout
-from runner.kuberay.manifest import build_configmap, build_rayjob
-from runner.kuberay.options import DeployOptions
+from runner.kuberay.rayjob import build_configmap, build_rayjob
+from runner.kuberay.deploy_options import DeployOptions
 
 CONFIG = RunConfig(benchmark="toy", solution="calculator", storage="s3://bucket/runs/toy")
 NAME = "toy-run"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from runner._version import __version__
-from runner.kuberay import options
+from runner.kuberay import deploy_options
 from tests.kuberay.conftest import CHART, REPO
 
 DOCKERFILE = (REPO / "docker" / "Dockerfile").read_text()
@@ -44,9 +44,9 @@ def test_one_ray_version_everywhere():
     gpu = yaml.safe_load((CHART / "ci" / "gpu-values.yaml").read_text())
     shipped = [d for d in yaml.safe_load_all((REPO / "k8s" / "rayjob.yaml").read_text()) if d["kind"] == "RayJob"][0]
     assert args["RAY_VERSION"] == ray
-    assert values["rayVersion"] == options.RAY_VERSION == shipped["spec"]["rayClusterSpec"]["rayVersion"] == ray
+    assert values["rayVersion"] == deploy_options.RAY_VERSION == shipped["spec"]["rayClusterSpec"]["rayVersion"] == ray
     tag = f"{__version__}-ray{ray}-{args['PYTHON_TAG']}"
-    assert values["image"]["tag"] == options.IMAGE_TAG == tag
+    assert values["image"]["tag"] == deploy_options.IMAGE_TAG == tag
     assert gpu["workerGroups"][1]["image"]["tag"] == f"{tag}-gpu"
     assert shipped["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] \
         .endswith(f":{tag}")
@@ -125,11 +125,11 @@ def test_the_vllm_variant_is_on_the_pinned_vllm_openai_image():
     the tag the chart's examples use names the package, Ray and vLLM."""
     steps = instructions(VLLM_DOCKERFILE)
     args = build_args(VLLM_DOCKERFILE)
-    assert args["VLLM_VERSION"] == options.VLLM_VERSION == checked_vllm_version()
+    assert args["VLLM_VERSION"] == deploy_options.VLLM_VERSION == checked_vllm_version()
     assert [arg for kind, arg in steps if kind == "FROM"] == ["vllm/vllm-openai:v${VLLM_VERSION}"]
-    assert options.VLLM_IMAGE_TAG == f"{__version__}-ray{pyproject_ray()}-vllm{args['VLLM_VERSION']}"
+    assert deploy_options.VLLM_IMAGE_TAG == f"{__version__}-ray{pyproject_ray()}-vllm{args['VLLM_VERSION']}"
     example = yaml.safe_load((CHART / "ci" / "vllm-values.yaml").read_text())
-    assert example["image"]["tag"] == options.VLLM_IMAGE_TAG
+    assert example["image"]["tag"] == deploy_options.VLLM_IMAGE_TAG
     run = " ".join(arg for kind, arg in steps if kind == "RUN")
     assert "assert vllm.__version__.split('+')[0] == '${VLLM_VERSION}'" in run
 

@@ -11,9 +11,9 @@ import yaml
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob, check_rayjob_name
-from runner.kuberay.manifest import (build_configmap, build_model_cache_claim, build_rayjob, build_service_account,
+from runner.kuberay.rayjob import (build_configmap, build_model_cache_claim, build_rayjob, build_service_account,
                                      cluster_run_config, entrypoint)
-from runner.kuberay.options import DeployOptions
+from runner.kuberay.deploy_options import DeployOptions
 from tests.kuberay.conftest import CHART, render
 from tests.kuberay.test_chart import AKS_VALUES, GKE_VALUES, GPU_VALUES
 

@@ -11,7 +11,7 @@ import yaml
 
 from runner.core.errors import ConfigError
 from runner.kuberay import schema as values_schema
-from runner.kuberay.options import DeployOptions
+from runner.kuberay.deploy_options import DeployOptions
 from tests.kuberay.conftest import CHART
 from tests.kuberay.test_manifest import EVERYTHING
 

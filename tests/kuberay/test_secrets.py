@@ -14,7 +14,7 @@ import yaml
 from runner.cli import main
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError
-from runner.kuberay.manifest import build_configmap
+from runner.kuberay.rayjob import build_configmap
 from tests.kuberay.conftest import render
 from tests.kuberay.test_cli import TOY, assert_one_line_error, documents
 from tests.support.secret_shapes import NOT_SECRET, SHAPES

@@ -16,8 +16,8 @@ from runner.cli import main
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError
 from runner.kuberay.checks import check_rayjob
-from runner.kuberay.manifest import build_configmap, build_rayjob
-from runner.kuberay.options import DeployOptions
+from runner.kuberay.rayjob import build_configmap, build_rayjob
+from runner.kuberay.deploy_options import DeployOptions
 from tests.kuberay.conftest import CHART, render
 from tests.kuberay.test_cli import TOY, assert_one_line_error, documents
 from tests.kuberay.test_manifest import VLLM_VALUES

@@ -19,7 +19,7 @@ from runner.core import served
 from runner.core.cache import cache_key
 from runner.core.config import EMBEDDED_MODEL
 from runner.core.served import SERVED_ENDPOINT, ServedEndpoint
-from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _context, _errors, _retry
+from runner.models import ChatModel, ChatReply, ModelError, RetryPolicy, _context_check, _model_errors, _retry
 from tests.support.http_proxy import ForwardProxy
 from tests.support.model_server import ScriptedModelServer
 
@@ -264,17 +264,17 @@ RECORDED: list[tuple[str, int, object]] = [
 
 
 def _message(body: object) -> str:
-    found = _errors.error_message(body)
+    found = _model_errors.error_message(body)
     assert found is not None
     return found
 
 
 def test_every_refusal_of_the_table_has_a_recorded_body_that_its_phrase_matches() -> None:
-    for refusal in _errors.CONTEXT_REFUSALS:
+    for refusal in _model_errors.CONTEXT_REFUSALS:
         bodies = [body for engine, _, body in RECORDED if engine == refusal.engine]
         assert any(re.search(refusal.phrase, _message(body), re.IGNORECASE) for body in bodies), refusal
         assert refusal.source
-    engines = {refusal.engine for refusal in _errors.CONTEXT_REFUSALS}
+    engines = {refusal.engine for refusal in _model_errors.CONTEXT_REFUSALS}
     assert {engine for engine, _, _ in RECORDED} == engines
 
 
@@ -327,9 +327,9 @@ def test_a_replica_that_does_not_check_the_context_gets_no_request_over_it(
     ``max_tokens`` over the context is refused)."""
     served.publish(ServedEndpoint(EMBEDDED_MODEL, model_server.url, str(embedded_dir), tokenizer=str(embedded_dir)))
     model = ChatModel.from_name(EMBEDDED_MODEL)
-    assert _context.context_tokens(str(embedded_dir)) == 8192  # SmolLM2's max_position_embeddings
+    assert _context_check.context_tokens(str(embedded_dir)) == 8192  # SmolLM2's max_position_embeddings
     text = "word " * 4000
-    prompt = _context.prompt_tokens(str(embedded_dir), [{"role": "user", "content": text}])
+    prompt = _context_check.prompt_tokens(str(embedded_dir), [{"role": "user", "content": text}])
     assert prompt is not None and 4000 < prompt < 4100
     with capture_logs() as logs:
         fits = chat(model, text, max_tokens=8192 - prompt)
@@ -472,7 +472,7 @@ def test_a_replica_whose_context_is_counted_gets_the_limit_or_the_room_the_promp
                                   max_tokens=1024))
     model = ChatModel.from_name(EMBEDDED_MODEL)
     text = "word " * 7500
-    prompt = _context.prompt_tokens(str(embedded_dir), [{"role": "user", "content": text}])
+    prompt = _context_check.prompt_tokens(str(embedded_dir), [{"role": "user", "content": text}])
     chat(model, "Capital of France?")
     chat(model, text)
     assert [request.max_tokens for request in model_server.chat_requests] == [1024, 8192 - prompt]

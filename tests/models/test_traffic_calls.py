@@ -17,9 +17,9 @@ from runner.core.limits import limiter_scope
 from runner.core.record import TokenUsage
 from runner.core.usage import usage_scope
 from runner.traffic.state import TrafficState
-from runner.traffic.local import LocalLimiter
+from runner.traffic.in_process import LocalLimiter
 from runner.models import ChatModel, ChatReply, _retry
-from runner.storage.cache import StoredCache
+from runner.storage.response_cache import StoredCache
 from tests.support.clock import FakeClock
 from tests.support.model_server import ScriptedModelServer, completion
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.serving.faults import bind_failure, classify, listening
+from runner.serving.start_failures import bind_failure, classify, listening
 
 VLLM_OOM = """\
 INFO 11-30 10:00:01 [gpu_model_runner.py:1234] Loading model weights took 14.9 GiB

@@ -13,7 +13,7 @@ from runner.benchmarks.hotpotqa.metrics import WIKIPEDIA_PAGE
 from runner.core.cache import cache_scope
 from runner.core.errors import ConfigError
 from runner.solutions.web import WIKIPEDIA_PAGE_TOOL, LiveTools, OpenMeteo, ToolError, Wikipedia, parse_tools
-from runner.storage.cache import StoredCache
+from runner.storage.response_cache import StoredCache
 from tests.support.fake_web import ARTICLES, FakeWeb
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from runner.core.errors import StorageError
 from runner.storage import ResultStore
-from runner.storage.cache import StoredCache
+from runner.storage.response_cache import StoredCache
 
 
 @pytest.fixture(params=["path", "s3"])

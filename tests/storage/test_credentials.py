@@ -75,7 +75,7 @@ def test_other_stores_and_given_keys_are_not_checked(tmp_path) -> None:
 def test_a_token_refused_later_reads_as_refused_credentials() -> None:
     from azure.core.exceptions import ClientAuthenticationError
 
-    from runner.storage.faults import FaultKind, advice, fault_kind
+    from runner.storage.error_kinds import FaultKind, advice, fault_kind
 
     error = ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token")
     assert fault_kind(error) is FaultKind.DENIED

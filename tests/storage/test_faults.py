@@ -13,7 +13,7 @@ from runner.core.errors import StorageError, StorageOutage
 from runner.core.record import TaskRecord
 from runner.storage import ResultStore
 from runner.storage import outage
-from runner.storage.faults import credentials_of
+from runner.storage.error_kinds import credentials_of
 from runner.storage.outage import OutageGuard, backoff
 from tests.support.clock import FakeClock
 

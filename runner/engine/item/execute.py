@@ -1,7 +1,7 @@
 """``execute_one``: the one path every work item takes, in ``--sequential`` and on every Ray actor alike.
 
 Fresh task copy -> solution (sync or async, with a timeout) -> every metric once, each under its time limit
-(:mod:`~runner.engine.item.scoring`) -> the roll-up of one status and one record (:mod:`~runner.engine.item.record`),
+(:mod:`~runner.engine.item.scoring`) -> the roll-up of one status and one record (:mod:`~runner.engine.item.build_record`),
 written once. Both executors enter here, and only here (the steps, ``_run_item``, ``_solve``, ``_score`` and
 ``_store``, are this module's own), so a bug seen on the cluster reproduces with ``--sequential``. The one other way
 to a record is :func:`record_fault`, by which an executor records an item that did not finish where it ran (no
@@ -24,14 +24,14 @@ from runner.core.record import ErrorInfo, TaskRecord, TokenUsage
 from runner.core.solution import SolutionContext
 from runner.core.task import Task
 from runner.core.usage import usage_scope
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.engine.item import watchdog
 from runner.engine.item.guard import guarded
 from runner.engine.item.outcome import SKIPPED, Fault, ItemResult, SolutionOutcome, error_info, worker_identity
-from runner.engine.item.record import acknowledgement, build_record, jsonable_input, jsonable_output, \
+from runner.engine.item.build_record import acknowledgement, build_record, jsonable_input, jsonable_output, \
     scored_output
 from runner.engine.item.scoring import NotScored, score
-from runner.engine.item.solution import Solution
+from runner.engine.item.call_solution import Solution
 from runner.engine.plan import WorkItem
 from runner.storage.manifest import utc_now
 from runner.traffic.control import TrafficControl
@@ -248,7 +248,7 @@ async def _score(
     """Score ``outcome`` with every metric of ``task`` once and build the item's record (not written yet).
 
     A solution that did not return is scored as ``SolutionOutput(success=False)``
-    (:func:`~runner.engine.item.record.scored_output`). Each metric may take ``context.settings.metric_limit``
+    (:func:`~runner.engine.item.build_record.scored_output`). Each metric may take ``context.settings.metric_limit``
     seconds (the ``metric_timeout`` setting, else ``timeout``); past it, the metric's result is a ``TimeoutError``
     and the item's record a ``timeout``.
 

@@ -20,8 +20,8 @@ from runner.core.solution import SolutionOutput
 from runner.engine.item import watchdog
 from runner.engine.item.guard import guarded
 from runner.engine.item.outcome import error_info
-from runner.engine.item.record import cut_repr
-from runner.engine.item.solution import in_daemon_thread
+from runner.engine.item.build_record import cut_repr
+from runner.engine.item.call_solution import in_daemon_thread
 
 
 async def score(metrics: list[MetricBase], output: SolutionOutput, limit: float | None,
@@ -89,7 +89,7 @@ async def run_metric(metric: MetricBase, output: SolutionOutput, limit: float | 
 def jsonable_metadata(metadata: Any) -> Any:
     """A metric's metadata as JSON-ready values: text and integers made storable
     (:func:`runner.core.storable.storable`), an object JSON cannot hold as its ``repr``
-    (:func:`~runner.engine.item.record.cut_repr`), and metadata that cannot be serialised even so (a reference
+    (:func:`~runner.engine.item.build_record.cut_repr`), and metadata that cannot be serialised even so (a reference
     cycle) as ``{"repr": ...}`` of the whole; never raises."""
     try:
         return to_jsonable_python(storable(metadata), fallback=cut_repr)

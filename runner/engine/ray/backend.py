@@ -22,7 +22,7 @@ from runner import log
 from runner.core.config import WorkerSpec
 from runner.core.errors import ReplicaStartError, RunnerError, exception_line
 from runner.engine.ray import cluster as ray_cluster
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.engine.pool.dispatch import MAX_BATCH
 from runner.engine.pool.pool import WorkerBuildFailed, WorkerLost
 from runner.engine.ray.limiter import RemoteTraffic

@@ -25,7 +25,7 @@ from runner import log
 from runner.core.config import RunSettings, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.engine.ray import cluster as ray_cluster
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.engine.item.execute import record_fault
 from runner.engine.plan import WorkItem
 from runner.engine.pool.pool import WorkerPool

@@ -57,7 +57,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from runner.core.config import RunSettings
 from runner.core.errors import ConfigError
 from runner.core.limits import Endpoint, Permit, RateSignal
-from runner.storage.cache import StoredCache
+from runner.storage.response_cache import StoredCache
 from runner.traffic.slots import Clock, Slots, wait_until
 from runner.traffic.state import Budget, TrafficState
 

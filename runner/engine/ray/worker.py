@@ -23,10 +23,10 @@ from typing import Any
 import ray
 
 from runner import log
-from runner.engine.context import RunContext
+from runner.engine.run_context import RunContext
 from runner.engine.item.execute import ItemResult, ItemSite, execute_one, worker_identity
 from runner.engine.plan import WorkItem
-from runner.engine.item.solution import Solution
+from runner.engine.item.call_solution import Solution
 from runner.engine.item.watchdog import Alarm, WorkerWatch
 from runner.engine.pool.workers import Batch
 from runner.engine.replicas import WorkerReplicas

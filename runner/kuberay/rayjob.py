@@ -20,7 +20,7 @@ from runner.core.config import RunConfig, WorkerSpec
 from runner.core.errors import ConfigError
 from runner.core.loopback import LOOPBACK_HOSTS, NO_PROXY_VARIABLES, PROXY_VARIABLES
 from runner.kuberay.checks import check_rayjob
-from runner.kuberay.options import GPU_RESOURCE, DeployOptions, WorkerGroup
+from runner.kuberay.deploy_options import GPU_RESOURCE, DeployOptions, WorkerGroup
 from runner.core import secrets
 
 CONFIG_DIR = "/etc/runner"

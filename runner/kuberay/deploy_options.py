@@ -1,6 +1,6 @@
 """Deployment options of a RayJob: the Helm chart's values (``helm/runner/values.yaml``) as pydantic models.
 
-The chart and :func:`runner.kuberay.manifest.build_rayjob` read the same values, laid out by role as in KubeRay's
+The chart and :func:`runner.kuberay.rayjob.build_rayjob` read the same values, laid out by role as in KubeRay's
 ``ray-cluster`` chart: ``image``, ``rayVersion``, ``job`` (the run), ``rayJob`` (its life cycle), ``head``,
 ``workerGroups``, ``submitter``, ``storage.credentials``, ``serviceAccount`` and the security contexts. Field names
 are snake_case here and camelCase in the values (pydantic aliases); unknown keys are refused, as the chart's

@@ -8,7 +8,7 @@ from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
 from runner.serving import ReplicaSpec
-from runner.storage.cache import StoredCache
+from runner.storage.response_cache import StoredCache
 from runner.storage.store import ResultStore
 
 
