@@ -99,7 +99,11 @@ def test_a_server_that_refuses_every_third_request_does_not_hold_the_rate_down(c
     minute: 40 items took 100 s)."""
     model_server.set_policy("echo")
     model_server.fail_every(3, 429, retry_after="0")
-    result = _chat(cli, model_server, tmp_path / "run", 40, "--concurrency", "4")
+    # A call refused on each of its 5 attempts is an error record, as it should be; with 8 requests in flight a
+    # retry lands on a refused turn about one time in three, so that happens to one call in a run now and then (CI
+    # saw it once). The item's solution is tried again instead (--solution-retries), so an error record here means
+    # a call that could not get through three times over.
+    result = _chat(cli, model_server, tmp_path / "run", 40, "--concurrency", "4", "--solution-retries", "2")
     assert result.returncode == 0, result.stderr
     assert result.event("run.finished")["seconds"] < 30
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
