@@ -8,8 +8,9 @@ template, before the request is sent, and answers ``context_length_exceeded`` wi
 when the prompt's tokens plus the output allowed (``max_tokens``) exceed the context (vLLM's
 ``OpenAIServing._validate_input``).
 
-The tokenizer is loaded once per process and tokenizer source (``transformers.AutoTokenizer``; the server has it on
-the node already, as it serves the same path or Hugging Face id); the context is the model's
+The tokenizer is loaded once per process and tokenizer source, while the replica's server starts
+(:func:`runner.core.served.announce_tokenizer`), not on an item's first call (``transformers.AutoTokenizer``; the
+server has it on the node already, as it serves the same path or Hugging Face id); the context is the model's
 ``max_position_embeddings`` (``AutoConfig``), else the tokenizer's ``model_max_length`` when it is a real bound.
 """
 
@@ -22,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
+
+from runner.core import served
 
 _UNBOUNDED = 10**9
 """``model_max_length`` of a tokenizer that knows no bound (transformers' ``VERY_LARGE_INTEGER`` is 1e30)."""
@@ -111,3 +114,6 @@ def exceeds(source: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[
     """Why a request does not fit the context of the model whose tokenizer is at ``source`` (one line naming the
     counts), or ``None`` when it fits or cannot be counted (:func:`fit`)."""
     return fit(source, messages, tools, max_tokens)[0]
+
+
+served.on_tokenizer(context_tokens)  # a replica's tokenizer loads while its server starts, not on the first call

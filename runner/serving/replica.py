@@ -25,7 +25,7 @@ import structlog
 
 from runner.core.errors import ReplicaStartError, one_line
 from runner.core.loopback import bypass_loopback
-from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint
+from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint, announce_tokenizer
 from runner.serving import embedded, shepherd
 from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
 from runner.serving.start_failures import bind_failure, classify, listening, read_tail, tail_lines
@@ -170,6 +170,9 @@ class Replica:
         launch = self.engine.launch(self.spec, source=self._source, served_name=self.name, port=self.port,
                                     gpu_ids=self.gpu_ids, work_dir=self._work_dir, cache_dir=self._slot.path)
         self.served_name = launch.served_name
+        if not self.engine.checks_context:
+            # The model layer counts each prompt with this tokenizer (core/served.py): loaded while the server starts.
+            announce_tokenizer(self.served_name)
         self._spawn(launch)
 
     def _spawn(self, launch: Launch) -> None:
