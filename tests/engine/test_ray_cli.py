@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import worker_pythonpath
-from tests.support.ray_nodes import descendants, free_port
+from tests.support.ray_nodes import descendants, free_port, restoring_current_cluster
 
 from runner import ResultStore
 
@@ -135,26 +135,27 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     gcs, dashboard, client = free_port(), free_port(), free_port()
     agents = ["--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
               "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port())]
-    log = tmp_path_factory.mktemp("head") / "head.log"
-    with open(log, "wb") as out:
-        head = subprocess.Popen(
-            [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
-             "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--ray-client-server-port",
-             str(client), *agents, "--num-cpus", "2", "--disable-usage-stats"],
-            env=runner_env(), stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while b"--block" not in log.read_bytes():
-            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": f"http://127.0.0.1:{dashboard}"}
-    finally:
-        head.send_signal(signal.SIGTERM)
+    with restoring_current_cluster():
+        log = tmp_path_factory.mktemp("head") / "head.log"
+        with open(log, "wb") as out:
+            head = subprocess.Popen(
+                [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
+                 "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--ray-client-server-port",
+                 str(client), *agents, "--num-cpus", "2", "--disable-usage-stats"],
+                env=runner_env(), stdout=out, stderr=subprocess.STDOUT,
+            )
         try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            head.kill()
+            deadline = time.monotonic() + 120
+            while b"--block" not in log.read_bytes():
+                assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.5)
+            yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": f"http://127.0.0.1:{dashboard}"}
+        finally:
+            head.send_signal(signal.SIGTERM)
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                head.kill()
 
 
 def submit_job(dashboard: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -113,13 +113,23 @@ def test_a_lease_whose_pid_another_process_reuses_is_taken_over(store):
     assert alive.state() == "alive"
 
 
-def test_two_drivers_taking_over_one_lapsed_lease_at_once_one_wins(store):
+def test_two_drivers_taking_over_one_lapsed_lease_at_once_one_wins(store, monkeypatch):
+    """Both drivers have read the lapsed lease before either claims it: the claims race on one marker.
+
+    Without holding both at the claim, the second thread may read the first one's fresh lease instead, and then
+    (rightly) waits a whole ttl for it to lapse: that is the waiting test's case, not this one."""
     leave(store, expires_at="2026-01-01T00:00:00+00:00")
-    start = threading.Barrier(2)
+    both_read = threading.Barrier(2, timeout=60)
+    claim = lease._take_over
+
+    def claim_together(*args, **kwargs):
+        both_read.wait()
+        return claim(*args, **kwargs)
+
+    monkeypatch.setattr(lease, "_take_over", claim_together)
     results: list[object] = []
 
     def take() -> None:
-        start.wait()
         try:
             results.append(lease.acquire(store, ttl_s=60, take_over=True))
         except LeaseHeld as exc:

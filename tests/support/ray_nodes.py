@@ -4,22 +4,47 @@ Each node is a ``ray start --block`` child of this process (started one after th
 same instant crashed both), so stopping it is SIGTERM to that child, never a machine-wide ``ray stop`` (other Ray
 clusters on the machine are left alone). A node's raylet can be killed (SIGKILL) to lose the node as a crashed or
 preempted machine would. Token authentication is off (``RAY_AUTH_MODE=disabled``) for the nodes and for the drivers
-given :attr:`LocalCluster.env`.
+given :attr:`LocalCluster.env`. The head's ``ray start`` writes its address to Ray's ``ray_current_cluster`` file
+(what ``ray status`` and ``address="auto"`` read); stopping the cluster puts that file back as it was, so no later
+command finds the address of a head that is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
+# Where ``ray start --head`` records its address (``ray._common.utils.get_ray_temp_dir()``, without importing Ray).
+CURRENT_CLUSTER = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+
+
+@contextlib.contextmanager
+def restoring_current_cluster() -> Iterator[None]:
+    """Ray's ``ray_current_cluster`` as it was before the block, once it ends: a ``ray start --head`` inside writes
+    its GCS address there (with the machine's IP, whatever ``--node-ip-address`` says), and a later ``ray status``
+    or ``address="auto"`` would find a head that is gone."""
+    try:
+        before: str | None = CURRENT_CLUSTER.read_text()
+    except OSError:
+        before = None
+    try:
+        yield
+    finally:
+        if before is None:
+            CURRENT_CLUSTER.unlink(missing_ok=True)
+        else:
+            CURRENT_CLUSTER.write_text(before)
 
 
 def free_port() -> int:
@@ -105,8 +130,11 @@ class LocalCluster:
         self.env.pop("RAY_ADDRESS", None)
         self.nodes: dict[str, Node] = {}
         self._head_cpus = head_cpus
+        self._current: contextlib.AbstractContextManager[None] | None = None
 
     def __enter__(self) -> LocalCluster:
+        self._current = restoring_current_cluster()
+        self._current.__enter__()
         self._start("head", ["--head", "--port", str(self.port), "--num-cpus", str(self._head_cpus),
                              "--dashboard-port", str(free_port()), "--include-dashboard", "false",
                              "--ray-client-server-port", str(free_port())], {})
@@ -163,3 +191,6 @@ class LocalCluster:
                     except ProcessLookupError:
                         pass
         self.nodes.clear()
+        if self._current is not None:
+            self._current.__exit__(None, None, None)
+            self._current = None
