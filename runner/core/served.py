@@ -16,9 +16,9 @@ process, and the engine's executors run items in several threads and event loops
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from runner.core import tokenizers
 from runner.core.limits import model_key
 
 SERVED_ENDPOINT = "served-by-run"
@@ -69,31 +69,11 @@ _expected: dict[str, float] = {}
 _failed: dict[str, str] = {}
 
 
-_tokenizers: set[str] = set()
-_warmers: list[Callable[[str], object]] = []
-
-
 def announce_tokenizer(source: str) -> None:
     """A replica starting in this process will be published with the tokenizer at ``source`` (its engine does not
-    check the context: :attr:`ServedEndpoint.tokenizer`): every warmer registered with :func:`on_tokenizer` loads
-    it now, on a daemon thread, while the server starts, rather than on the first call of an item (importing
-    transformers and loading a tokenizer takes about 5 s on 2 cores; W7 in docs/performance.md)."""
-    with _lock:
-        fresh = source not in _tokenizers
-        _tokenizers.add(source)
-        warmers = list(_warmers)
-    for warm in warmers if fresh else ():
-        threading.Thread(target=warm, args=(source,), name="runner-tokenizer-warmup", daemon=True).start()
-
-
-def on_tokenizer(warm: Callable[[str], object]) -> None:
-    """Register ``warm(source)``, called on a daemon thread for every tokenizer announced in this process, those
-    announced before included (the model layer's context check registers its loader)."""
-    with _lock:
-        _warmers.append(warm)
-        known = sorted(_tokenizers)
-    for source in known:
-        threading.Thread(target=warm, args=(source,), name="runner-tokenizer-warmup", daemon=True).start()
+    check the context: :attr:`ServedEndpoint.tokenizer`): it loads now, on a daemon thread, while the server starts,
+    rather than on the first call of an item (:func:`runner.core.tokenizers.preload`)."""
+    tokenizers.preload(source)
 
 
 def publish(endpoint: ServedEndpoint) -> None:

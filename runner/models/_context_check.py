@@ -8,58 +8,24 @@ template, before the request is sent, and answers ``context_length_exceeded`` wi
 when the prompt's tokens plus the output allowed (``max_tokens``) exceed the context (vLLM's
 ``OpenAIServing._validate_input``).
 
-The tokenizer is loaded once per process and tokenizer source, while the replica's server starts
-(:func:`runner.core.served.announce_tokenizer`), not on an item's first call (``transformers.AutoTokenizer``; the
-server has it on the node already, as it serves the same path or Hugging Face id); the context is the model's
-``max_position_embeddings`` (``AutoConfig``), else the tokenizer's ``model_max_length`` when it is a real bound.
+The tokenizer is loaded once per process and tokenizer source (:mod:`runner.core.tokenizers`), while the replica's
+server starts, not on an item's first call (``transformers.AutoTokenizer``; the server has it on the node already,
+as it serves the same path or Hugging Face id); the context is the model's ``max_position_embeddings``
+(``AutoConfig``), else the tokenizer's ``model_max_length`` when it is a real bound.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import structlog
-
-from runner.core import served
-
-_UNBOUNDED = 10**9
-"""``model_max_length`` of a tokenizer that knows no bound (transformers' ``VERY_LARGE_INTEGER`` is 1e30)."""
-
-_lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=8)
-def _counter(source: str) -> tuple[Any, int] | None:
-    """The tokenizer of ``source`` (a local model directory or a Hugging Face id) and the model's context in tokens,
-    or ``None`` when either cannot be had here (transformers missing, files unreadable): the check is then skipped
-    and logged once."""
-    try:
-        from transformers import AutoConfig, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
-    except Exception as exc:  # noqa: BLE001 - any failure to load only turns the check off
-        structlog.get_logger("runner.models").warning("model.context_check_off", tokenizer=source,
-                                                      reason=f"{type(exc).__name__}: {exc}"[:300])
-        return None
-    if not isinstance(context, int) or context <= 0:
-        bound = getattr(tokenizer, "model_max_length", None)
-        context = bound if isinstance(bound, int) and 0 < bound < _UNBOUNDED else None
-    if context is None:
-        structlog.get_logger("runner.models").warning("model.context_check_off", tokenizer=source,
-                                                      reason="the model's context is not in its config")
-        return None
-    return tokenizer, context
+from runner.core import tokenizers
 
 
 def context_tokens(source: str) -> int | None:
     """The context, in tokens, of the model whose tokenizer is at ``source``; ``None`` when it cannot be known."""
-    with _lock:
-        found = _counter(source)
+    found = tokenizers.load(source)
     return None if found is None else found[1]
 
 
@@ -69,8 +35,7 @@ def prompt_tokens(source: str, messages: Sequence[Mapping[str, Any]],
     definitions): the model's chat template with the generation prompt, tokenized. A template that cannot take these
     messages (some refuse tool calls or tool messages) falls back to the tokens of the messages' JSON, which is
     longer than any template's rendering of them. ``None`` when the tokenizer cannot be loaded."""
-    with _lock:
-        found = _counter(source)
+    found = tokenizers.load(source)
     if found is None:
         return None
     tokenizer = found[0]
@@ -115,5 +80,3 @@ def exceeds(source: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[
     counts), or ``None`` when it fits or cannot be counted (:func:`fit`)."""
     return fit(source, messages, tools, max_tokens)[0]
 
-
-served.on_tokenizer(context_tokens)  # a replica's tokenizer loads while its server starts, not on the first call
