@@ -21,8 +21,10 @@ the CPU):
 
 Each way reports items/s and output tokens/s over its requests only (the engine: first request sent to last reply;
 the runner: first record's ``started_at`` to last ``finished_at``; Inspect: first sample's ``started_at`` to last
-``completed_at``), and its wall time with start-up (the server's or the model's load included). Targets: (b) at
-least 0.95 x (a) in items/s and in output tokens/s, and (b) ahead of (c).
+``completed_at``), and its wall time with start-up (the server's or the model's load included): one JSON line per
+way on standard error, with the span's bounds as ``first`` and ``last`` (seconds since the epoch, so that a sampler
+of the machine's processes can align with them), then a Markdown table. Targets: (b) at least 0.95 x (a) in items/s
+and in output tokens/s, and (b) ahead of (c).
 """
 
 from __future__ import annotations
@@ -116,16 +118,16 @@ def engine_alone(work: Path, prompts: list[tuple[str, list[dict[str, str]]]], co
                             "temperature": 0.0})
                         response.raise_for_status()
                         return response.json()
-                began = time.perf_counter()
+                began, first = time.perf_counter(), time.time()
                 replies = await asyncio.gather(*(one(messages) for _, messages in prompts))
-                return time.perf_counter() - began, replies
+                return time.perf_counter() - began, first, replies
 
-        span, replies = asyncio.run(send_all())
+        span, first, replies = asyncio.run(send_all())
     finally:
         replica.stop()
     output = sum((reply.get("usage") or {}).get("completion_tokens", 0) for reply in replies)
     return {"way": "engine", "items": len(replies), "errors": 0, "span_s": span, "output_tokens": output,
-            "wall_s": time.perf_counter() - start}
+            "wall_s": time.perf_counter() - start, "first": first, "last": first + span}
 
 
 def runner_run(work: Path, data: Path, n: int, concurrency: int, workers: int, sequential: bool,
@@ -159,7 +161,7 @@ def runner_run(work: Path, data: Path, n: int, concurrency: int, workers: int, s
         output += sum(usage.output_tokens for usage in record.usage.values())
     assert first is not None and last is not None
     return {"way": name, "items": count, "errors": errors, "span_s": (last - first).total_seconds(),
-            "output_tokens": output, "wall_s": wall}
+            "output_tokens": output, "wall_s": wall, "first": first.timestamp(), "last": last.timestamp()}
 
 
 def inspect_venv() -> Path:
@@ -198,7 +200,9 @@ def inspect_run(work: Path, prompts: list[tuple[str, list[dict[str, str]]]], con
         raise SystemExit(f"W7 inspect: exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return {"way": "inspect", "items": result["items"], "errors": result["errors"], "span_s": result["span_s"],
-            "output_tokens": result["output_tokens"], "wall_s": wall}
+            "output_tokens": result["output_tokens"], "wall_s": wall,
+            "first": dt.datetime.fromisoformat(result["first"]).timestamp(),
+            "last": dt.datetime.fromisoformat(result["last"]).timestamp()}
 
 
 def run_w7(work: Path, data: Path, n: int, concurrency: int, ways: list[str]) -> list[dict[str, Any]]:
