@@ -8,6 +8,7 @@ objects, which take an HTML page for a string and a list of content parts for a 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import sys
 import weakref
@@ -21,6 +22,7 @@ import structlog
 from runner.core.config import SERVABLE_PROVIDERS
 from runner.core.errors import ConfigError
 from runner.core.limits import Answer, Endpoint, RateSignal, estimate_tokens, request_slot
+from runner.core.loopback import tls_context
 from runner.core.served import ServedEndpoint
 from runner.core.served import pending as served_pending
 from runner.core.usage import record_timeout
@@ -54,6 +56,16 @@ R = TypeVar("R")
 
 # Strong references to the closer tasks: the event loop keeps only weak ones.
 _CLOSERS: set[asyncio.Task[None]] = set()
+
+
+@functools.cache
+def _import_chat_api() -> None:
+    """Import what an ``openai`` client imports on its first use: its chat resources (on a client's first ``.chat``:
+    the modules and their pydantic types, 0.15 to 0.3 s measured on 2 cores) and httpcore (httpx's transport, when
+    the client is made, 30 ms). Done when a model is built or unpickled, not in an item's first call, where it held
+    a worker's event loop, and so the start of every other item in flight."""
+    import httpcore  # noqa: F401
+    import openai.resources.chat  # noqa: F401
 
 
 async def _close_when_the_loop_ends(client: openai.AsyncOpenAI) -> None:
@@ -108,6 +120,7 @@ class OpenAICompatibleModel(ChatModel):
             weakref.WeakKeyDictionary()
         )
         self._dropped_noted: set[str] = set()
+        _import_chat_api()
 
     def route(self) -> Route:
         """Where a request sent now goes (:class:`~runner.models._route.Route`): the replica this process's run serves
@@ -164,6 +177,7 @@ class OpenAICompatibleModel(ChatModel):
         state.setdefault("_dropped_noted", set())
         self.__dict__.update(state)
         self._clients = weakref.WeakKeyDictionary()
+        _import_chat_api()
 
     def _http(self, route: Route) -> openai.AsyncOpenAI:
         """The HTTP client of the running event loop for ``route``'s URL (created on first use in that loop, and again
@@ -179,7 +193,8 @@ class OpenAICompatibleModel(ChatModel):
             self._clients.pop(loop, None)
             client = None
         if client is None:
-            http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if route.served else None
+            http_client = (openai.DefaultAsyncHttpxClient(trust_env=False, verify=tls_context()) if route.served
+                           else None)
             client = openai.AsyncOpenAI(api_key=self._api_key, base_url=url, timeout=self.timeout,
                                         max_retries=0, http_client=http_client)
             self._clients[loop] = client

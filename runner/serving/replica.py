@@ -7,10 +7,8 @@ Blocking calls (``start``, ``wait_ready``, ``check``, ``stop``) for a thread; fr
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
-import ssl
 import shutil
 import socket
 import subprocess
@@ -26,7 +24,7 @@ import psutil
 import structlog
 
 from runner.core.errors import ReplicaStartError, one_line
-from runner.core.loopback import bypass_loopback
+from runner.core.loopback import bypass_loopback, tls_context
 from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint, announce_tokenizer
 from runner.serving import embedded, shepherd
 from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
@@ -52,18 +50,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """One TLS context for every probe of this process: httpx builds a new one per client otherwise, loading the CA
-    bundle each time (about 30 ms of CPU per health check, on the cores the engine serves from), though a replica
-    speaks plain HTTP."""
-    return ssl.create_default_context()
-
-
 def _probe_client(timeout: float) -> httpx.Client:
     """An HTTP client for a replica's probes, ``timeout`` seconds per request; never through a proxy of the
-    environment, which cannot reach this machine's loopback (:mod:`runner.core.loopback`)."""
-    return httpx.Client(timeout=timeout, trust_env=False, verify=_tls())
+    environment, which cannot reach this machine's loopback, and with the process's one TLS context
+    (:mod:`runner.core.loopback`)."""
+    return httpx.Client(timeout=timeout, trust_env=False, verify=tls_context())
 
 
 @dataclass(frozen=True)
