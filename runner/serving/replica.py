@@ -198,7 +198,7 @@ class Replica:
         owner = psutil.Process()
         self._shepherd = subprocess.Popen(
             [sys.executable, shepherd.__file__, str(owner.pid), repr(owner.create_time()), str(self.process.pid),
-             str(self.spec.stop_grace)],
+             str(self.spec.stop_grace), str(self._work_dir)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self._log.info("replica.start", served_name=self.served_name, port=self.port, gpus=self.gpu_ids,
                        pid=self.process.pid, log=str(self.log_path), start=self.starts)

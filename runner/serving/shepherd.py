@@ -8,15 +8,18 @@ are reparented to PID 1 (sglang#31645), but both keep the session id, so :func:`
 of the session (and the leader's descendants that left it). Ray's own cleanup skips processes that started their own
 session, and ``PR_SET_PDEATHSIG`` covers one process only: hence the shepherd, one per server, in a session of its
 own, which polls its owner every 0.2 s and stops the server's session when the owner is gone; it exits when the
-session is empty (the owner stopped the server itself).
+session is empty (the owner stopped the server itself). Having stopped a dead owner's server, it also removes the
+server's work directory (``WORK_DIR``), which the owner would have removed.
 
 This file imports only the standard library and psutil: the shepherd runs it as a script
-(``python .../shepherd.py OWNER_PID OWNER_START SID GRACE``), about 15 MB and 0.2 s, not the whole runner.
+(``python .../shepherd.py OWNER_PID OWNER_START SID GRACE [WORK_DIR]``), about 15 MB and 0.2 s, not the whole
+runner.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -105,19 +108,32 @@ def owner_alive(pid: int, started: float) -> bool:
         return False
 
 
-def shepherd(owner: int, started: float, sid: int, grace: float) -> int:
-    """Watch ``owner``; when it is gone, stop session ``sid``. Returns when the session is empty (exit status 0), or
-    after stopping it (1 when some process survived)."""
+def leader_alive(sid: int) -> bool:
+    """Whether the leader of session ``sid`` (the process whose pid is ``sid``) still runs in it: then the session
+    is not empty, and nothing needs to look at every process of the machine to know it."""
+    try:
+        return os.getsid(sid) == sid and not gone(psutil.Process(sid))
+    except (ProcessLookupError, PermissionError, psutil.Error):
+        return False
+
+
+def shepherd(owner: int, started: float, sid: int, grace: float, work_dir: str | None = None) -> int:
+    """Watch ``owner``; when it is gone, stop session ``sid`` and remove ``work_dir`` (if given). Returns when the
+    session is empty (exit status 0), or after stopping it (1 when some process survived)."""
     for name in ("SIGINT", "SIGHUP"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)  # a terminal's Ctrl-C is the owner's business
     while True:
-        if not session_processes(sid):
+        if not leader_alive(sid) and not session_processes(sid):
             return 0
         if not owner_alive(owner, started):
-            return 1 if stop_session(sid, grace) else 0
+            survivors = stop_session(sid, grace)
+            if work_dir:
+                shutil.rmtree(work_dir, ignore_errors=True)
+            return 1 if survivors else 0
         time.sleep(POLL_S)
 
 
 if __name__ == "__main__":
     owner_pid, owner_start, session_id, grace_s = sys.argv[1:5]
-    sys.exit(shepherd(int(owner_pid), float(owner_start), int(session_id), float(grace_s)))
+    sys.exit(shepherd(int(owner_pid), float(owner_start), int(session_id), float(grace_s),
+                      sys.argv[5] if len(sys.argv) > 5 else None))

@@ -78,23 +78,25 @@ from runner.serving import Replica, ReplicaSpec
 spec = ReplicaSpec(model=EMBEDDED_MODEL, engine="transformers", source=sys.argv[1], stop_grace=5.0)
 replica = Replica(spec, [], sys.argv[2])
 replica.start()
-print("server", replica.process.pid, flush=True)
+print("server", replica.process.pid, replica._work_dir, flush=True)
 time.sleep(600)
 """
 
 
 @pytest.mark.timeout(600)  # it may convert the embedded model first (see conftest.py)
 def test_a_replica_whose_owner_is_sigkilled_leaves_no_process(tmp_path: Path, embedded_dir: Path) -> None:
-    """The worker (here a child process) dies by SIGKILL, so nothing in it can stop its server: the shepherd does,
-    within its poll (0.2 s) and the grace period."""
+    """The worker (here a child process) dies by SIGKILL, so nothing in it can stop its server or remove its work
+    directory: the shepherd does, within its poll (0.2 s) and the grace period."""
     env = {**os.environ, "PYTHONPATH": worker_pythonpath()}
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(embedded_dir), str(tmp_path / "logs")], env=env,
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     assert owner.stdout is not None
     # structlog's lines come first (on stdout, unconfigured)
-    server = next(int(line.split()[1]) for line in owner.stdout if line.startswith(b"server "))
+    _, pid, work_dir = next(line.split() for line in owner.stdout if line.startswith(b"server "))
+    server, work = int(pid), Path(work_dir.decode())
     time.sleep(3)  # the server is importing transformers and loading the model
     assert shepherd.session_processes(server), "the server should be running"
+    assert work.is_dir()
     owner.kill()
     owner.wait()
     deadline = time.monotonic() + 20
@@ -102,3 +104,7 @@ def test_a_replica_whose_owner_is_sigkilled_leaves_no_process(tmp_path: Path, em
         assert time.monotonic() < deadline, [p.cmdline() for p in shepherd.session_processes(server)]
         time.sleep(0.2)
     assert not alive(server)
+    deadline = time.monotonic() + 20
+    while work.exists():  # removed once the session is stopped
+        assert time.monotonic() < deadline, sorted(work.iterdir())
+        time.sleep(0.2)
