@@ -1,7 +1,9 @@
-"""Pure parts of the Ray mode that need no cluster: sizing a pool, actor options, addresses, evaluator options."""
+"""The Ray mode's parts that need no cluster (sizing a pool, actor options, addresses, evaluator options), and the
+priority of an embedded Ray that serves models (in a process of its own)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -137,3 +139,56 @@ def test_a_sigterm_during_ray_init_is_the_processs_own_and_stops_what_ray_starte
         assert stopped == [True]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+PRIORITY_PROBE = r'''
+import json, os, subprocess, sys
+import ray
+from runner.engine.ray.cluster import connect
+
+def autogroup():
+    return open("/proc/self/autogroup").read().strip() if os.path.exists("/proc/self/autogroup") else None
+
+before = autogroup()
+connect(None, serving=sys.argv[1] == "serving")
+
+@ray.remote(num_cpus=0)
+def start_server():
+    """What a worker does when it starts a replica: a server in a session of its own (runner/serving/replica.py)."""
+    server = subprocess.run([sys.executable, "-c", "import os; print(open('/proc/self/autogroup').read().strip() "
+                             "if os.path.exists('/proc/self/autogroup') else None)"],
+                            capture_output=True, text=True, start_new_session=True, check=True)
+    return {"worker": autogroup(), "worker_sid": os.getsid(0), "server": server.stdout.strip()}
+
+seen = ray.get(start_server.remote())
+print(json.dumps({"driver_before": before, "driver_after": autogroup(), "driver_sid": os.getsid(0), **seen}))
+ray.shutdown()
+'''
+
+
+def _nice(autogroup: str | None) -> int | None:
+    """The niceness in a ``/proc/PID/autogroup`` line (``/autogroup-12 nice 10``)."""
+    return None if autogroup is None else int(autogroup.rsplit(" ", 1)[1])
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("serving", [True, False])
+def test_an_embedded_ray_that_serves_models_yields_the_cores_to_the_replicas(serving: bool) -> None:
+    """With model replicas to serve (``serving``), the embedded Ray's workers run in a session whose autogroup has
+    niceness ``RAY_NICE`` (where the kernel has autogroups), a server the worker starts in a session of its own runs
+    at niceness 0, and the driver keeps its own session and priority; without replicas, Ray's workers share the
+    driver's session as Ray starts them."""
+    from runner.engine.ray.cluster import RAY_NICE
+
+    done = subprocess.run([sys.executable, "-c", PRIORITY_PROBE, "serving" if serving else "plain"],
+                          capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["driver_after"] == seen["driver_before"]
+    if serving and seen["driver_before"] is not None:
+        assert seen["worker_sid"] != seen["driver_sid"]
+        assert _nice(seen["worker"]) == RAY_NICE
+        assert _nice(seen["server"]) == 0
+    else:
+        assert seen["worker_sid"] == seen["driver_sid"]
+        assert seen["worker"] == seen["driver_before"]

@@ -8,6 +8,8 @@ refused within seconds with one line, instead of Ray's long retry loop.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import importlib.util
 import logging
 import json
@@ -16,6 +18,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -97,11 +100,12 @@ def preflight(address: str | None) -> None:
         _require_ray()
 
 
-def connect(address: str | None) -> bool:
+def connect(address: str | None, serving: bool = False) -> bool:
     """Attach to the Ray cluster of ``address`` (or ``RAY_ADDRESS``), or start an embedded one.
 
     An already initialised Ray in this process (a notebook, a test session) is used as it is. The process keeps its
-    own SIGTERM handling (:func:`_keeping_sigterm`).
+    own SIGTERM handling (:func:`_keeping_sigterm`). With ``serving`` (the run starts model replicas on its workers),
+    an embedded Ray's processes yield this machine's cores to the replicas (:func:`_yielding_to_replicas`).
 
     Returns:
         whether this call initialised Ray in this process, embedded or attached (the caller then shuts it down when
@@ -126,7 +130,7 @@ def connect(address: str | None) -> bool:
                 # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray. Its notice
                 # that the new cluster uses token authentication (Ray's secure default) would stand before every
                 # run's first line; the embedded cluster ends with the run.
-                with _quiet(AUTH_NOTICE_LOGGER):
+                with _quiet(AUTH_NOTICE_LOGGER), _yielding_to_replicas(serving):
                     ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
     except (OSError, RuntimeError, ValueError) as exc:
         # OSError: the machine refused what Ray needs (a socket path over AF_UNIX's 107 bytes under a long TMPDIR,
@@ -143,6 +147,69 @@ def connect(address: str | None) -> bool:
         )
         raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
     return True
+
+
+RAY_NICE = 19
+"""The niceness of the scheduling groups (Linux's autogroups, one per session) of an embedded Ray's processes when the
+run serves models on this machine: where the replica's threads fill the cores, Ray's workers, actors and daemons get
+about 3 % of a core while those threads run (weights 15 against 512 a core), and whatever the threads leave. At 10
+(weight 110) W7 measured no gain (docs/performance.md)."""
+
+
+@contextlib.contextmanager
+def _yielding_to_replicas(serving: bool) -> Iterator[None]:
+    """Inside the block, the processes Ray starts (its GCS, raylet and agents, and through the raylet every worker
+    and actor) each start a session of their own, whose autogroup has niceness :data:`RAY_NICE`; nothing changes
+    unless ``serving`` on Linux with autogroups (``/proc/self/autogroup``).
+
+    Why: Linux shares the cores between sessions (``CONFIG_SCHED_AUTOGROUP``, on by default; it applies to processes
+    in the root CPU cgroup, as on a laptop or a VM, not in a Kubernetes pod), and a replica's server runs in a session
+    of its own (:mod:`runner.serving.shepherd`). Its threads fill the cores, so each core holds half of its group's
+    weight, and any other session's process waking there (each of Ray's processes wakes about a hundred times a
+    second: its core worker looks for signals every 10 ms) weighs a whole group's, taking up to two thirds of that
+    core while it runs. The run yields to this machine's other sessions too, as under ``nice``. A replica's server, a new session, starts at niceness 0
+    whatever the worker's, so the model keeps the cores; this process (the driver) keeps its own session and
+    priority. W7 (docs/performance.md, 24 questions, interleaved): the runner's span 26.9 s against 30.0 s before,
+    the engine alone 25.0 s.
+
+    Ray starts its processes through ``ray._private.services.ConsolePopen`` (Ray 2.60, pinned); without it the block
+    changes nothing.
+    """
+    services = importlib.import_module("ray._private.services") if serving else None
+    console_popen = getattr(services, "ConsolePopen", None)
+    if console_popen is None or not os.path.exists("/proc/self/autogroup"):
+        yield
+        return
+
+    class NicedPopen(console_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["start_new_session"] = True
+            kwargs["preexec_fn"] = functools.partial(_niced_session, kwargs.get("preexec_fn"))
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = NicedPopen  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        services.ConsolePopen = console_popen  # type: ignore[union-attr]
+
+
+def _niced_session(then: Any) -> None:
+    """In a child Ray starts, after ``setsid`` and before ``exec``: Ray's own ``preexec_fn`` (``then``), then the
+    niceness :data:`RAY_NICE` for the child's new autogroup (``/proc/self/autogroup``; an unprivileged process may
+    lower its priority there at most every 0.1 s, machine-wide, hence the retries; a refusal leaves the priority as
+    it was)."""
+    if then is not None:
+        then()
+    for _ in range(20):
+        try:
+            with open("/proc/self/autogroup", "w") as autogroup:
+                autogroup.write(str(RAY_NICE))
+            return
+        except BlockingIOError:
+            time.sleep(0.05)
+        except OSError:
+            return
 
 
 AUTH_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"

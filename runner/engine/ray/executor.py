@@ -111,7 +111,7 @@ class RayExecutor:
         check_cache(traffic.cache)
         _check_default_storage(context, job=ray_cluster.ray_job())
         # The address was checked by preflight(), which execute_run calls first.
-        self._started_ray = ray_cluster.connect(self.address)
+        self._started_ray = ray_cluster.connect(self.address, serving=bool(context.replicas))
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
             nodes = len(ray_cluster.cluster_nodes())
