@@ -4,6 +4,7 @@ priority of an embedded Ray that serves models (in a process of its own)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -144,12 +145,13 @@ def test_a_sigterm_during_ray_init_is_the_processs_own_and_stops_what_ray_starte
 PRIORITY_PROBE = r'''
 import json, os, subprocess, sys
 import ray
+import ray._private.services as services
 from runner.engine.ray.cluster import connect
 
 def autogroup():
     return open("/proc/self/autogroup").read().strip() if os.path.exists("/proc/self/autogroup") else None
 
-before = autogroup()
+before, console_popen = autogroup(), services.ConsolePopen
 connect(None, serving=sys.argv[1] == "serving")
 
 @ray.remote(num_cpus=0)
@@ -161,7 +163,8 @@ def start_server():
     return {"worker": autogroup(), "worker_sid": os.getsid(0), "server": server.stdout.strip()}
 
 seen = ray.get(start_server.remote())
-print(json.dumps({"driver_before": before, "driver_after": autogroup(), "driver_sid": os.getsid(0), **seen}))
+print(json.dumps({"driver_before": before, "driver_after": autogroup(), "driver_sid": os.getsid(0),
+                  "restored": services.ConsolePopen is console_popen, **seen}))
 ray.shutdown()
 '''
 
@@ -180,11 +183,13 @@ def test_an_embedded_ray_that_serves_models_yields_the_cores_to_the_replicas(ser
     driver's session as Ray starts them."""
     from runner.engine.ray.cluster import RAY_NICE
 
+    env = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}  # an embedded Ray, always
     done = subprocess.run([sys.executable, "-c", PRIORITY_PROBE, "serving" if serving else "plain"],
-                          capture_output=True, text=True, timeout=170)
+                          capture_output=True, text=True, timeout=170, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["driver_after"] == seen["driver_before"]
+    assert seen["restored"]                  # Ray's later process starts are its own again
     if serving and seen["driver_before"] is not None:
         assert seen["worker_sid"] != seen["driver_sid"]
         assert _nice(seen["worker"]) == RAY_NICE

@@ -158,13 +158,15 @@ about 3 % of a core while those threads run (weights 15 against 512 a core), and
 
 @contextlib.contextmanager
 def _yielding_to_replicas(serving: bool) -> Iterator[None]:
-    """Inside the block, the processes Ray starts (its GCS, raylet and agents, and through the raylet every worker
-    and actor) each start a session of their own, whose autogroup has niceness :data:`RAY_NICE`; nothing changes
-    unless ``serving`` on Linux with autogroups (``/proc/self/autogroup``).
+    """Inside the block, each process Ray starts itself (its GCS, raylet, dashboard and monitors) starts a session
+    of its own, whose autogroup has niceness :data:`RAY_NICE`; the raylet's workers, actors and agents are in the
+    raylet's session, so at that niceness too. Without ``serving``, or without autogroups in the kernel
+    (``/proc/self/autogroup``), the block changes nothing.
 
-    Why: Linux shares the cores between sessions (``CONFIG_SCHED_AUTOGROUP``, on by default; it applies to processes
-    in the root CPU cgroup, as on a laptop or a VM, not in a Kubernetes pod), and a replica's server runs in a session
-    of its own (:mod:`runner.serving.shepherd`). Its threads fill the cores, so each core holds half of its group's
+    Why: Linux shares the cores between sessions (``CONFIG_SCHED_AUTOGROUP``, on by default), wherever the processes
+    are in the root CPU cgroup (as on this 2-core VM; not in a container's or a Kubernetes pod's cgroup, nor under
+    ``sched_autogroup_enabled=0``, where the daemons still start sessions of their own but the niceness has no
+    effect), and a replica's server runs in a session of its own (:mod:`runner.serving.shepherd`). Its threads fill the cores, so each core holds half of its group's
     weight, and any other session's process waking there (each of Ray's processes wakes about a hundred times a
     second: its core worker looks for signals every 10 ms) weighs a whole group's, taking up to two thirds of that
     core while it runs. The run yields to this machine's other sessions too, as under ``nice``. A replica's server, a new session, starts at niceness 0
@@ -173,9 +175,13 @@ def _yielding_to_replicas(serving: bool) -> Iterator[None]:
     the engine alone 25.0 s.
 
     Ray starts its processes through ``ray._private.services.ConsolePopen`` (Ray 2.60, pinned); without it the block
-    changes nothing.
+    changes nothing. A process the raylet starts later (a worker replacing a dead one) inherits the niceness: it takes
+    what the replicas leave of the cores, which a dead worker's own replica, stopped with it, has left.
     """
-    services = importlib.import_module("ray._private.services") if serving else None
+    services = None
+    if serving:
+        with contextlib.suppress(ImportError):
+            services = importlib.import_module("ray._private.services")
     console_popen = getattr(services, "ConsolePopen", None)
     if console_popen is None or not os.path.exists("/proc/self/autogroup"):
         yield
