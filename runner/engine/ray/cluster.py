@@ -166,13 +166,14 @@ def _yielding_to_replicas(serving: bool) -> Iterator[None]:
     Why: Linux shares the cores between sessions (``CONFIG_SCHED_AUTOGROUP``, on by default), wherever the processes
     are in the root CPU cgroup (as on this 2-core VM; not in a container's or a Kubernetes pod's cgroup, nor under
     ``sched_autogroup_enabled=0``, where the daemons still start sessions of their own but the niceness has no
-    effect), and a replica's server runs in a session of its own (:mod:`runner.serving.shepherd`). Its threads fill the cores, so each core holds half of its group's
-    weight, and any other session's process waking there (each of Ray's processes wakes about a hundred times a
-    second: its core worker looks for signals every 10 ms) weighs a whole group's, taking up to two thirds of that
-    core while it runs. The run yields to this machine's other sessions too, as under ``nice``. A replica's server, a new session, starts at niceness 0
-    whatever the worker's, so the model keeps the cores; this process (the driver) keeps its own session and
-    priority. W7 (docs/performance.md, 24 questions, interleaved): the runner's span 26.9 s against 30.0 s before,
-    the engine alone 25.0 s.
+    effect), and a replica's server runs in a session of its own (:mod:`runner.serving.shepherd`). Its threads fill
+    the cores, so each core holds half of its group's weight, and any other session's process waking there (each of
+    Ray's processes wakes about a hundred times a second: its core worker looks for signals every 10 ms) weighs a
+    whole group's, taking up to two thirds of that core while it runs. A replica's server, a new session, starts at
+    niceness 0 whatever the worker's, so the model keeps the cores; this process (the driver) keeps its own session
+    and priority. The run yields to this machine's other sessions too, as under ``nice``. W7 (docs/performance.md,
+    interleaved): the runner's span 26.9 s against 30.0 s before for 24 questions (the engine alone 25.0 s), 127.1
+    and 122.0 s against 148.7 and 143.1 s for 100 (the engine alone 127.5 and 124.5 s).
 
     Ray starts its processes through ``ray._private.services.ConsolePopen`` (Ray 2.60, pinned); without it the block
     changes nothing. A process the raylet starts later (a worker replacing a dead one) inherits the niceness: it takes
