@@ -20,12 +20,20 @@ from runner.storage.keys import encode_key
 
 @dataclass(frozen=True)
 class WorkItem:
-    """One unit of work: a task, a 0-based repeat index, and the task's 0-based position in the benchmark's
-    iteration (``index``), which the record keeps so a report can tell the tasks within a later, lower ``limit``."""
+    """One unit of work: a task, a 0-based repeat index, the task's 0-based position in the benchmark's iteration
+    (``index``), which the record keeps so a report can tell the tasks within a later, lower ``limit``, and the
+    number of the run it belongs to among the runs executed together (``cell``: 0 for a run alone; a matrix's
+    cell, :mod:`runner.engine.workload`)."""
 
     task: Task
     repeat: int
     index: int
+    cell: int = 0
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        """The item among every item executed together: (cell, task id, repeat)."""
+        return self.cell, self.task.id, self.repeat
 
 
 class Plan:
@@ -37,6 +45,7 @@ class Plan:
         limit: only the first ``limit`` tasks (``None``: all).
         done: ``(task key, repeat)`` pairs that already have a record (from :meth:`ResultStore.done_items`); the
             plan keeps its own copy and removes each pair from it when it skips it.
+        cell: the run's number among the runs executed together, carried by its items.
 
     A task position whose id an earlier position had (a duplicate task id) is left out, with a
     ``plan.duplicate_task`` warning: each (task id, repeat) has one record, so running it again would pay for a
@@ -58,8 +67,10 @@ class Plan:
         repeats: int,
         limit: int | None = None,
         done: set[tuple[str, int]] | None = None,
+        cell: int = 0,
     ) -> None:
         self.benchmark = benchmark
+        self.cell = cell
         self.repeats = repeats
         self.limit = limit
         self.done = set(done) if done is not None else set()
@@ -101,7 +112,7 @@ class Plan:
                     self.done.discard((key, repeat))
                     self.skipped += 1
                     continue
-                yield WorkItem(task, repeat, index)
+                yield WorkItem(task, repeat, index, self.cell)
         self.exhausted = True
 
     def _tasks(self) -> Iterator[Task]:

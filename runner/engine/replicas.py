@@ -2,9 +2,9 @@
 Ray worker (and by the driver when sequential) before it takes items, waited for while one starts again, and
 stopped with the worker, their logs copied into the run's ``replicas/``.
 
-Example (what both executors do)::
+Example (what both executors do, through :class:`~runner.engine.worker_cells.WorkerCells`)::
 
-    replicas = WorkerReplicas(context, gpu_ids=ray.get_gpu_ids(), label="worker-3f9a0c1d")
+    replicas = WorkerReplicas(specs, model_env, store, gpu_ids=ray.get_gpu_ids(), label="worker-3f9a0c1d")
     replicas.start()                 # blocking; ReplicaStartError (exit 2) before the run writes anything
     await replicas.ready()           # before each batch of items: ReplicaFailed (exit 3), or wait while restarting
     ...
@@ -24,8 +24,8 @@ from pathlib import Path
 import structlog
 
 from runner.core.errors import ReplicaFailed
-from runner.engine.run_context import RunContext
-from runner.serving import ReplicaStatus, ServedModels
+from runner.serving import ReplicaSpec, ReplicaStatus, ServedModels
+from runner.storage.store import ResultStore
 
 REPLICAS = "replicas"
 """The folder of the replicas' server logs in the run directory."""
@@ -38,19 +38,24 @@ def visible_gpus() -> list[str]:
 
 
 class WorkerReplicas:
-    """The replicas of one worker of a run: one of each of ``context.replicas``.
+    """The replicas of one worker: one of each of ``specs``.
 
     Args:
-        context: the run (what to serve, the model environment, the store the logs go to).
+        specs: what to serve (a run's :attr:`RunContext.replicas <runner.engine.run_context.RunContext.replicas>`,
+            or the model a matrix's worker holds).
+        model_env: what the replicas need from the driver's environment (``HF_TOKEN``...).
+        store: where the logs go (``replicas/``).
         gpu_ids: the worker's GPUs (``ray.get_gpu_ids()``; the driver's :func:`visible_gpus`); empty: the CPU.
         label: the worker's name in the logs' file names (``worker-<actor id>``, ``driver``).
     """
 
-    def __init__(self, context: RunContext, gpu_ids: Sequence[str | int], label: str) -> None:
-        self.context = context
+    def __init__(self, specs: Sequence[ReplicaSpec], model_env: dict[str, str], store: ResultStore,
+                 gpu_ids: Sequence[str | int], label: str) -> None:
+        self.specs = tuple(specs)
+        self.store = store
         self.label = label
         self._dir = Path(tempfile.mkdtemp(prefix="runner-replicas-"))
-        self.served = ServedModels(context.replicas, [str(gpu) for gpu in gpu_ids], self._dir, env=context.model_env)
+        self.served = ServedModels(self.specs, [str(gpu) for gpu in gpu_ids], self._dir, env=model_env)
         self._stopped = False
 
     def start(self) -> None:
@@ -71,11 +76,25 @@ class WorkerReplicas:
         self.served.raise_if_failed()
         if self.served.ready():
             return
-        longest = max(spec.startup_timeout for spec in self.context.replicas)
+        longest = max(spec.startup_timeout for spec in self.specs)
         if not await asyncio.to_thread(self.served.wait_ready, longest):
             self.served.raise_if_failed()
             raise ReplicaFailed(f"{self.label}: its model replicas were not ready again within {longest:g} s "
                                 "(--model-startup-timeout); the same command resumes")
+
+    def can_swap(self, specs: Sequence[ReplicaSpec]) -> bool:
+        """Whether these replicas can load ``specs``' weights in place of theirs (checkpoints of one architecture on
+        an engine that reloads in place: :meth:`ServedModels.can_swap <runner.serving.ServedModels.can_swap>`)."""
+        return not self._stopped and self.served.can_swap(specs)
+
+    def swap(self, specs: Sequence[ReplicaSpec]) -> None:
+        """Load ``specs``' weights in place (see :meth:`can_swap`), blocking until they answer.
+
+        Raises:
+            ReplicaStartError: a reload failed; every replica is stopped (start new ones).
+        """
+        self.served.swap(specs)
+        self.specs = tuple(specs)
 
     def statuses(self) -> list[ReplicaStatus]:
         """Each replica's state, restarts, URL and log."""
@@ -89,7 +108,7 @@ class WorkerReplicas:
             return
         self._stopped = True
         self.served.stop()
-        store = self.context.store
+        store = self.store
         for path in self.served.log_paths if keep_logs else ():
             with contextlib.suppress(FileNotFoundError):
                 try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,11 +18,9 @@ from runner import registry
 from runner.core.config import RunSettings
 from runner.core.errors import StorageError
 from runner.engine.lease_keeper import LeaseKeeper
-from runner.engine.plan import WorkItem
-from runner.engine.progress import Progress
 from runner.engine.request import RunRequest
-from runner.engine.run_context import RunContext
 from runner.engine.run_directory import RunDirectory, budget_stop, interrupted
+from runner.engine.workload import WorkerSetup, Workload
 from runner.storage.manifest import RunManifest
 from runner.storage.store import runs_written
 from runner.traffic.control import TrafficControl
@@ -32,8 +30,8 @@ __all__ = ["Executor", "KEPT", "RunOutcome", "execute_run", "execute_while_owned
 
 
 class Executor(Protocol):
-    """Runs a stream of work items through ``execute_one`` with what ``context`` holds, and feeds ``progress`` one
-    acknowledgement per item.
+    """Runs a :class:`~runner.engine.workload.Workload` (a run's items, or a matrix's cells) through ``execute_one``
+    and feeds each cell's progress one acknowledgement per item.
 
     Executors are chosen by name from :data:`runner.registry.EXECUTORS` and built with :meth:`from_settings`.
     :func:`execute_run` calls :meth:`preflight` first, :meth:`start` only when there is work, before anything is
@@ -57,22 +55,20 @@ class Executor(Protocol):
         """
         ...
 
-    async def start(self, context: RunContext, traffic: TrafficControl, expected_items: int | None) -> None:
-        """Get ready to run ``expected_items`` items (``None``: unknown), or refuse: nothing is written yet. The
-        items' model calls go through ``traffic`` (the run's :class:`~runner.traffic.control.TrafficControl`), whose
-        state the executor may move elsewhere (:meth:`TrafficControl.use`: a Ray run's limiter actor).
+    async def start(self, setup: WorkerSetup, traffic: TrafficControl, expected_items: int | None) -> None:
+        """Get ready to run ``expected_items`` items (``None``: unknown), or refuse: nothing is written yet. Every
+        worker gets ``setup`` (the cells it runs from its start, its pinned replicas). The items' model calls go
+        through ``traffic`` (the run's :class:`~runner.traffic.control.TrafficControl`), whose state the executor may
+        move elsewhere (:meth:`TrafficControl.use`: a Ray run's limiter actor).
 
         Raises:
             RunnerError: what this executor cannot run (one line naming the way out).
         """
         ...
 
-    async def execute(
-        self,
-        items: Iterable[WorkItem],
-        context: RunContext,
-        progress: Progress,
-    ) -> None: ...
+    async def execute(self, work: Workload) -> None:
+        """Run every item of ``work`` (and, while it is open, of the cells added to it)."""
+        ...
 
     async def close(self) -> None:
         """Release what :meth:`start` took (a Ray this executor started, ...)."""
@@ -81,6 +77,11 @@ class Executor(Protocol):
     def details(self) -> dict[str, Any]:
         """What the progress log and ``progress.json`` show of the executor: ``replicas`` (``ready`` and
         ``starting``) when the run serves models; empty otherwise."""
+        ...
+
+    @property
+    def loads(self) -> list[dict[str, Any]]:
+        """Every model load its workers made for a workload's placed models (empty for a run alone)."""
         ...
 
 
@@ -153,14 +154,14 @@ async def _execute_owned(directory: RunDirectory, executor: Executor) -> RunOutc
         planned = directory.plan(traffic)
         context = directory.context(traffic)
         if planned.first is not None:
-            await executor.start(context, traffic, planned.expected)
+            await executor.start(WorkerSetup.single(context), traffic, planned.expected)
         try:
             progress = directory.begin(executor, traffic)
             try:
                 if planned.first is not None:
                     assert directory.keeper is not None
-                    await execute_while_owned(executor.execute(planned.remaining(), context, progress),
-                                              directory.keeper)
+                    work = Workload.single(context, progress, planned.remaining())
+                    await execute_while_owned(executor.execute(work), directory.keeper)
             except BaseException:
                 await directory.abandon()
                 raise

@@ -21,14 +21,13 @@ import psutil
 import structlog
 
 from runner.core.config import RunSettings
-from runner.core.errors import ConfigError, RunnerError, exception_line
-from runner.engine.run_context import RunContext
-from runner.engine.item.execute import Fault, ItemResult, ItemSite, execute_one, record_fault, worker_identity
-from runner.engine.plan import WorkItem
-from runner.engine.progress import Progress
-from runner.engine.replicas import WorkerReplicas, visible_gpus
-from runner.engine.item.call_solution import Solution
+from runner.engine.item.execute import Fault, ItemResult, execute_one, record_fault, worker_identity
 from runner.engine.item.watchdog import Alarm, ItemLoop
+from runner.engine.plan import WorkItem
+from runner.engine.replicas import visible_gpus
+from runner.engine.run_context import RunContext
+from runner.engine.worker_cells import WorkerCells
+from runner.engine.workload import WorkerSetup, Workload
 from runner.traffic.control import TrafficControl
 
 
@@ -36,15 +35,17 @@ class SequentialExecutor:
     """Run every item in order in the calling process: for debugging, and the reference for the Ray executor.
 
     Sync solutions run directly in the event loop unless a time limit is set, so a debugger's breakpoint inside one
-    works as usual; with one, items run on an :class:`ItemLoop` that a blocked item is abandoned with.
+    works as usual; with one, items run on an :class:`ItemLoop` that a blocked item is abandoned with. A matrix's
+    cells run one after another, model by model (the baseline first), each model loaded once
+    (:class:`~runner.engine.worker_cells.WorkerCells`).
     """
 
     name = "sequential"
 
     def __init__(self) -> None:
-        self._site: ItemSite | None = None
+        self.cells: WorkerCells | None = None
+        self.loads: list[dict[str, Any]] = []
         self._before: set[int] = set()
-        self.replicas: WorkerReplicas | None = None
 
     @classmethod
     def from_settings(cls, settings: RunSettings) -> SequentialExecutor:
@@ -54,34 +55,25 @@ class SequentialExecutor:
     def preflight(self) -> None:
         """Nothing to check: this process is the executor."""
 
-    async def start(self, context: RunContext, traffic: TrafficControl, expected_items: int | None) -> None:
+    async def start(self, setup: WorkerSetup, traffic: TrafficControl, expected_items: int | None) -> None:
         """Start the models the run serves (one replica each, in this process's tree, on the GPUs of
-        ``CUDA_VISIBLE_DEVICES`` or the CPU) and build the solution, before the run writes anything; its items' model
-        calls go through ``traffic``.
+        ``CUDA_VISIBLE_DEVICES`` or the CPU) and build the setup's solutions, before the run writes anything; its
+        items' model calls go through ``traffic``.
 
         Raises:
             ReplicaStartError: a served model could not start (the server's own line and its log).
-            ConfigError: building the solution raised (one line: the solution and the exception's type and first
+            ConfigError: building a solution raised (one line: the solution and the exception's type and first
                 line); a :class:`RunnerError` it raised is passed on as it is.
         """
-        if context.replicas:
-            self.replicas = WorkerReplicas(context, visible_gpus(), label="driver")
-            await asyncio.to_thread(self.replicas.start)
-        try:
-            solution = Solution(context.solution.build(context.benchmark))
-        except RunnerError:
-            await self._stop_replicas(keep_logs=False)
-            raise
-        except Exception as exc:  # noqa: BLE001 - whatever a user's constructor raises becomes one line
-            await self._stop_replicas(keep_logs=False)
-            raise ConfigError(
-                f"the solution {context.solution.display!r} could not be built ({exception_line(exc)})"
-            ) from None
-        self._site = ItemSite(context, solution, traffic, worker_identity(), sync_in_thread=False)
+        self.cells = WorkerCells(setup, traffic, worker_identity(), gpu_ids=visible_gpus(), label="driver",
+                                 sync_in_thread=False)
+        await asyncio.to_thread(self.cells.start)
         self._before = _children()
 
-    async def execute(self, items: Iterable[WorkItem], context: RunContext, progress: Progress) -> None:
-        """Execute ``items`` with the solution :meth:`start` built, feeding ``progress``.
+    async def execute(self, work: Workload) -> None:
+        """Execute ``work``'s items with the solutions :meth:`start` built, feeding each cell's progress: the cells
+        any worker runs first, then each placed model's, loaded in turn (baseline first, then in order; a watch's
+        checkpoints as they come).
 
         One item at a time runs its solution and metrics; its record is then written in the background while the
         next item runs (at most :data:`WRITES_IN_FLIGHT` writes at once), and the item counts as done only once
@@ -91,61 +83,117 @@ class SequentialExecutor:
             StorageError: a record cannot be written (the run stops; finished records stay).
             RunStopped: the model server fails every call the same way (see :mod:`runner.engine.watch`).
         """
-        assert self._site is not None, "start() builds the solution first"
-        site = self._site
+        assert self.cells is not None, "start() builds the solutions first"
+        first = next(iter(work.cells.values()))
+        settings = first.context.settings
         # A limit the user gave: each item on a loop of its own, abandoned if the item blocks it. The default limit
         # alone holds for whatever awaits or runs in a thread, in this process's loop.
-        item_loop = ItemLoop() if context.settings.limits_given and context.settings.metric_limit is not None else None
-        writes = _Writes(progress)
+        self._loop = ItemLoop() if settings.limits_given and settings.metric_limit is not None else None
+        try:
+            while True:
+                model = self._next_group(work)
+                if model is _NOTHING:
+                    if not work.open:
+                        return
+                    await work.changed.wait()
+                    work.changed.clear()
+                    continue
+                if model is not None and not await self._load(work, model):
+                    continue
+                await self._run_items(work, work.take_group(model))
+        finally:
+            if self._loop is not None:
+                self._loop.close()
+
+    def _next_group(self, work: Workload) -> Any:
+        """The group to run next: the cells any worker runs, else the model placement puts first (the baseline, then
+        the newest checkpoint in a watch, then in order); :data:`_NOTHING` when no group has items."""
+        if None in work.groups:
+            return None
+        waiting = [placed for model, placed in work.models.items() if model in work.groups]
+        if not waiting:
+            return _NOTHING
+        newest = (lambda placed: placed.step if placed.step is not None else -1) if work.newest_first else \
+            (lambda placed: 0)
+        return max(waiting, key=lambda placed: (placed.baseline, newest(placed), -placed.order)).model
+
+    async def _load(self, work: Workload, model: str) -> bool:
+        """Hold ``model`` to run its cells; ``False`` when its replica could not start (its cells stop)."""
+        assert self.cells is not None
+        cells = {index: cell for index, cell in work.cells.items() if cell.model == model and cell.stopped is None}
+        if not cells:
+            work.take_group(model)
+            return False
+        replicas = next(iter(cells.values())).replicas
+        report = await asyncio.to_thread(self.cells.load, model, {i: c.context for i, c in cells.items()}, replicas)
+        self.loads.append({**report, "worker": 0, "node": None})
+        for index, why in report["failed"].items():
+            work.stop_cell(index, why)
+        if report["error"] is not None:
+            structlog.get_logger("runner").warning("worker.load_failed", worker=0, model=model,
+                                                   error=report["error"], detail="its cells stop (load_failed)")
+            for index in cells:
+                work.stop_cell(index, f"load_failed: {report['error']}")
+            work.take_group(model)
+            return False
+        structlog.get_logger("runner").info("worker.loaded", worker=0, model=model, seconds=report["seconds"],
+                                            replica_starts=report["replica_starts"], swaps=report["swaps"],
+                                            builds=report["builds"])
+        return True
+
+    async def _run_items(self, work: Workload, items: Iterable[WorkItem]) -> None:
+        """Run ``items`` one at a time (see :meth:`execute`)."""
+        assert self.cells is not None
+        cells, writes = self.cells, _Writes(work)
         try:
             for item in items:
-                if self.replicas is not None:
-                    await self.replicas.ready()
+                await cells.ready()
+                site, progress = cells.site(item.cell), work.progress(item.cell)
                 key = (item.task.id, item.repeat)
                 progress.sent(key)
                 coroutine = execute_one(item, site, write_behind=True)
-                answer = await (coroutine if item_loop is None else item_loop.run(coroutine))
+                answer = await (coroutine if self._loop is None else self._loop.run(coroutine))
                 if isinstance(answer, Alarm):
-                    item_loop.abandon()  # type: ignore[union-attr]
-                    item_loop = ItemLoop()
-                    progress.advance(await _record_blocked(item, answer, context, site.worker), item=key)
+                    self._loop.abandon()  # type: ignore[union-attr]
+                    self._loop = ItemLoop()
+                    progress.advance(await _record_blocked(item, answer, site.context, site.worker), item=key)
                 elif isinstance(answer, ItemResult):
                     progress.acknowledge(answer, item=key)
                 else:
                     # The server watch sees the outcome before the next item starts; the item counts as done once
                     # its record is stored.
-                    writes.add(key, answer.write())
+                    writes.add(item, answer.write())
                     progress.observe(answer.status, answer.cause)
                     await writes.room()
             await writes.drain()
         finally:
             await writes.close()
-            if item_loop is not None:
-                item_loop.close()
 
     async def close(self) -> None:
-        """Drop the built solution, stop the served models' replicas (their logs go to the run's ``replicas/``), and
+        """Drop the built solutions, stop the served models' replicas (their logs go to the run's ``replicas/``), and
         end the processes its items started and left behind (a solution that
         starts ``sleep`` or a tool server and never waits for it), as Ray ends a worker's when the worker exits:
         SIGTERM, then SIGKILL after :data:`STRAY_GRACE_S` seconds."""
-        self._site = None
-        await self._stop_replicas(keep_logs=True)
+        if self.cells is not None:
+            await asyncio.to_thread(self.cells.stop, True)
+            self.cells = None
         await asyncio.to_thread(end_strays, self._before)
 
     def details(self) -> dict[str, Any]:
         """The served models' replicas in this process: how many are ready, how many starting (or restarting)."""
-        if self.replicas is None:
+        if self.cells is None:
             return {}
-        states = [status.state for status in self.replicas.statuses()]
+        states = [status.state for status in self.cells.statuses()]
+        if not states:
+            return {}
         return {"replicas": {"ready": states.count("ready"), "starting": len(states) - states.count("ready")}}
 
-    async def _stop_replicas(self, keep_logs: bool) -> None:
-        if self.replicas is not None:
-            await asyncio.to_thread(self.replicas.stop, keep_logs)
-            self.replicas = None
+
+_NOTHING = object()
+"""No group has items to run (:meth:`SequentialExecutor._next_group`)."""
 
 
-async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, worker: dict[str, object]) -> str:
+async def _record_blocked(item: WorkItem, alarm: Alarm, context: RunContext, worker: dict[str, Any]) -> str:
     """Store the ``timeout`` record of an item that blocked its event loop; the status of its stored record."""
     return await record_fault(item, 1, Fault(alarm.status, alarm.error_type, alarm.message, dict(worker)), context)
 
@@ -191,21 +239,21 @@ meanwhile loses those items' work, as it loses the item running: the same comman
 
 
 class _Writes:
-    """Record writes in flight. Each is acknowledged to ``progress`` the moment its record is stored (its outcome
-    was shown to the server watch when its record was built). Once a write fails, :meth:`room` and :meth:`drain` let
-    the others end and raise the failure of the earliest item, so that the run's last line names the first record
-    the storage refused, as when records are written one at a time."""
+    """Record writes in flight. Each is acknowledged to its cell's progress the moment its record is stored (its
+    outcome was shown to the server watch when its record was built). Once a write fails, :meth:`room` and
+    :meth:`drain` let the others end and raise the failure of the earliest item, so that the run's last line names the
+    first record the storage refused, as when records are written one at a time."""
 
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.pending: dict[asyncio.Future[ItemResult], tuple[int, tuple[str, int]]] = {}
+    def __init__(self, work: Workload) -> None:
+        self.work = work
+        self.pending: dict[asyncio.Future[ItemResult], tuple[int, WorkItem]] = {}
         self.failed: list[tuple[int, BaseException]] = []
         self._count = 0
 
-    def add(self, key: tuple[str, int], write: Coroutine[Any, Any, ItemResult]) -> None:
-        """Start ``write``, the record of the item ``key``."""
+    def add(self, item: WorkItem, write: Coroutine[Any, Any, ItemResult]) -> None:
+        """Start ``write``, the record of ``item``."""
         future = asyncio.ensure_future(write)
-        self.pending[future] = (self._count, key)
+        self.pending[future] = (self._count, item)
         self._count += 1
         future.add_done_callback(self._ended)
 
@@ -217,7 +265,8 @@ class _Writes:
         if error is not None:
             self.failed.append((entry[0], error))
             return
-        self.progress.acknowledge(future.result(), item=entry[1], watched=True)
+        item = entry[1]
+        self.work.progress(item.cell).acknowledge(future.result(), item=(item.task.id, item.repeat), watched=True)
 
     async def room(self) -> None:
         """Wait until fewer than :data:`WRITES_IN_FLIGHT` writes are in flight.

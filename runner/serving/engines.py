@@ -14,14 +14,18 @@ would win, and the runner would probe a server that is elsewhere until ``--model
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
+import secrets
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import httpx
 
 from runner.core.errors import ConfigError, ReplicaStartError
 
@@ -114,6 +118,9 @@ class Engine:
         argparse: whether its command line is read by Python's argparse, which takes a unique prefix of a long flag
             for the flag (``--serv`` for ``--served-model-name``) and, in vLLM's ``FlexibleArgumentParser``,
             underscores for dashes; ``transformers serve`` uses click, which takes neither.
+        reloads_in_place: whether a running server can load another checkpoint of the same architecture without a
+            restart (:meth:`swap`): SGLang's ``/update_weights_from_disk``, vLLM's level-2 sleep and weight reload,
+            ``transformers serve``'s ``/load_model`` when it is not pinned to one model.
     """
 
     name = ""
@@ -123,6 +130,7 @@ class Engine:
     cancels_on_disconnect = True
     managed: tuple[ManagedFlag, ...] = ()
     argparse = True
+    reloads_in_place = False
 
     def refuse_managed(self, model: str, engine_args: Sequence[str]) -> None:
         """Refuse an engine flag of ``engine_args`` that takes over what the runner manages (:attr:`managed`),
@@ -168,6 +176,26 @@ class Engine:
             ReplicaStartError: the engine is not installed, needs a GPU and has none, or cannot use the GPUs given.
         """
         raise NotImplementedError
+
+    def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
+             work_dir: Path) -> str:
+        """Load ``source`` (a checkpoint of the same architecture) into the server at ``root`` (``http://HOST:PORT``)
+        in place of its weights, without a restart (:attr:`reloads_in_place`); the name the server answers to
+        afterwards.
+
+        Args:
+            client: an HTTP client (loopback, no proxy), with a timeout long enough for the load.
+            spec: the new model's spec (it was started :attr:`ReplicaSpec.swappable`).
+            source: the new weights' local folder.
+            served_name: the name the server answers to now.
+            work_dir: the replica's own scratch directory.
+
+        Raises:
+            ReplicaStartError: the engine refused or failed the reload (its own line); the replica must then be
+                restarted.
+        """
+        raise ReplicaStartError(f"{spec.model}: the {self.name} server cannot load other weights in place",
+                                cause="no_swap")
 
     def environment(self, gpu_ids: Sequence[str], cache_dir: Path) -> dict[str, str]:
         """``CUDA_VISIBLE_DEVICES`` (empty hides every GPU) and the compile caches: torch inductor's and Triton's,
@@ -252,6 +280,10 @@ class VLLM(Engine):
     )
     DEFAULT_MAX_NUM_SEQS = 256
     """vLLM's ``--max-num-seqs`` default for its OpenAI server (engine/arg_utils.py): sequences in one batch."""
+    reloads_in_place = True
+    """Sleep mode (``--enable-sleep-mode``) at level 2 discards the weights and the KV cache, and the development
+    routes (``VLLM_SERVER_DEV_MODE=1``: ``/sleep``, ``/wake_up``, ``/collective_rpc``) reload the weights from another
+    folder of the same architecture (``reload_weights`` with ``weights_path``): docs.vllm.ai, "Sleep Mode"."""
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
@@ -264,7 +296,22 @@ class VLLM(Engine):
             argv += ["--gpu-memory-utilization", f"{VLLM_MEMORY_UTILIZATION * spec.gpu_share:.3f}"]
         env = self.environment(gpu_ids, cache_dir)
         env.update(VLLM_CACHE_ROOT=str(cache_dir / "vllm"), VLLM_NO_USAGE_STATS="1", VLLM_DO_NOT_TRACK="1")
+        if spec.swappable:
+            argv.append("--enable-sleep-mode")
+            env["VLLM_SERVER_DEV_MODE"] = "1"  # the sleep and collective_rpc routes; loopback only (HOST)
         return Launch([*argv, *spec.engine_args], env, served_name)
+
+    def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
+             work_dir: Path) -> str:
+        """Level-2 sleep (weights and KV cache dropped), the weights woken and reloaded from ``source``, the KV cache
+        woken, the prefix cache reset (no KV of the old weights is reused)."""
+        steps: list[tuple[str, dict[str, object] | None]] = [
+            ("/sleep?level=2", None), ("/wake_up?tags=weights", None),
+            ("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": source}}),
+            ("/wake_up?tags=kv_cache", None), ("/reset_prefix_cache", None)]
+        for path, body in steps:
+            _swap_step(client, root + path, body, spec, self.name)
+        return served_name
 
     def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:
         return _int_flag(spec.engine_args, "--max-num-seqs") or self.DEFAULT_MAX_NUM_SEQS
@@ -288,6 +335,17 @@ class SGLang(Engine):
     DEFAULT_RUNNING_REQUESTS = 256
     """Requests in flight that keep an SGLang batch full on one GPU (its own ``--max-running-requests`` is sized from
     the KV cache, usually more)."""
+    reloads_in_place = True
+    """``POST /update_weights_from_disk {"model_path": ...}`` loads another checkpoint of the same architecture and
+    size in place (SGLang's docs, "Update Weights From Disk")."""
+
+    def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
+             work_dir: Path) -> str:
+        answer = _swap_step(client, f"{root}/update_weights_from_disk", {"model_path": source}, spec, self.name)
+        if isinstance(answer, dict) and answer.get("success") is False:
+            raise ReplicaStartError(f"{spec.model}: SGLang refused to load {source} in place: "
+                                    f"{str(answer.get('message'))[:300]}", cause="swap_failed")
+        return served_name
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
@@ -349,26 +407,96 @@ class TransformersServe(Engine):
         :data:`CPU_CACHE_SHARE` on the CPU. A user's ``--engine-arg --cb-max-memory-percent`` comes after and wins."""
         return round(self.GPU_CACHE_SHARE * spec.gpu_share, 3) if on_gpu else self.CPU_CACHE_SHARE
 
+    reloads_in_place = True
+    """A server not pinned to one model loads the one a request names (``POST /load_model``, then requests naming
+    it), and ``POST /reset`` unloads what it holds (5.17, ``cli/serving/server.py``; its continuous-batching manager
+    follows the model of the requests). A :attr:`ReplicaSpec.swappable` replica is started so, with no idle
+    unloading (``--model-timeout -1``), and loads its model before it is ready."""
+
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
-        forced = source
-        local = Path(source).expanduser()
-        if local.is_dir():
-            link = work_dir / served_name
-            if not link.exists():
-                link.symlink_to(local.resolve(), target_is_directory=True)
-            forced = str(link)
+        forced = _linked(source, work_dir, served_name)
         device = "cpu" if not gpu_ids else "cuda:0" if len(gpu_ids) == 1 else "auto"
-        argv = [executable("transformers", "transformers[serving]"), "serve", forced, "--continuous-batching",
+        model = ["--model-timeout", "-1"] if spec.swappable else [forced]
+        argv = [executable("transformers", "transformers[serving]"), "serve", *model, "--continuous-batching",
                 "--host", HOST, "--port", str(port), "--device", device,
                 "--cb-max-memory-percent", f"{self.cache_share(spec, on_gpu=bool(gpu_ids)):g}"]
         env = self.environment(gpu_ids, cache_dir)
         env["HF_HUB_DISABLE_TELEMETRY"] = "1"
         return Launch([*argv, *spec.engine_args], env, forced)
 
+    def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
+             work_dir: Path) -> str:
+        """Unload what the server holds (``/reset``), link the new weights under a new unique name and load them
+        (``/load_model``, whose event stream ends with ``ready`` or ``error``)."""
+        _swap_step(client, f"{root}/reset", None, spec, self.name)
+        name = _linked(source, work_dir, f"{spec.slug}-{secrets.token_hex(4)}")
+        try:
+            with client.stream("POST", f"{root}/load_model", json={"model": name}) as answer:
+                if answer.status_code != 200:
+                    answer.read()
+                    raise ReplicaStartError(f"{spec.model}: transformers serve refused to load {source}: "
+                                            f"{answer.status_code} {answer.text[:300]}", cause="swap_failed")
+                for line in answer.iter_lines():
+                    event = _event(line)
+                    if event.get("status") == "error":
+                        raise ReplicaStartError(f"{spec.model}: transformers serve could not load {source}: "
+                                                f"{str(event.get('message'))[:300]}", cause="swap_failed")
+                    if event.get("status") == "ready":
+                        return name
+        except httpx.HTTPError as exc:
+            raise ReplicaStartError(f"{spec.model}: the swap to {source} failed ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})", cause="swap_failed") from None
+        raise ReplicaStartError(f"{spec.model}: transformers serve's load of {source} ended without a ready event",
+                                cause="swap_failed")
+
     def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:
         # On 2 CPU cores, 24 HotpotQA questions: 1.11 items/s at 1 in flight, 2.54 at 4, 4.00 at 16 (issue 19).
         return 64 if on_gpu else 16
+
+
+def _linked(source: str, work_dir: Path, name: str) -> str:
+    """``source`` as ``transformers serve`` is given it: a local folder through a link named ``name`` in the
+    replica's work directory (a unique name it answers to); a Hugging Face id as it is."""
+    local = Path(source).expanduser()
+    if not local.is_dir():
+        return source
+    link = work_dir / name
+    if not link.exists():
+        link.symlink_to(local.resolve(), target_is_directory=True)
+    return str(link)
+
+
+def _event(line: str) -> dict[str, object]:
+    """One ``data: {...}`` line of a server-sent event stream, read (empty for anything else)."""
+    if not line.startswith("data:"):
+        return {}
+    try:
+        value = json.loads(line[5:].strip())
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _swap_step(client: httpx.Client, url: str, body: dict[str, object] | None, spec: ReplicaSpec,
+               engine: str) -> object:
+    """``POST url`` (with the JSON ``body``) as one step of a swap; the answer's JSON (``None`` if it has none).
+
+    Raises:
+        ReplicaStartError: no answer, or an answer other than 2xx (its status and text).
+    """
+    try:
+        answer = client.post(url, json=body) if body is not None else client.post(url)
+    except httpx.HTTPError as exc:
+        raise ReplicaStartError(f"{spec.model}: the {engine} server did not answer {url} ({type(exc).__name__}: "
+                                f"{str(exc)[:200]})", cause="swap_failed") from None
+    if answer.status_code >= 300:
+        raise ReplicaStartError(f"{spec.model}: the {engine} server answered {url} with {answer.status_code}: "
+                                f"{answer.text[:300]}", cause="swap_failed")
+    try:
+        return answer.json()
+    except ValueError:
+        return None
 
 
 ENGINES: dict[str, Engine] = {engine.name: engine for engine in (VLLM(), SGLang(), TransformersServe())}

@@ -27,6 +27,7 @@ from runner.core.errors import ReplicaStartError, one_line
 from runner.core.loopback import bypass_loopback, tls_context
 from runner.core.served import SERVED_MAX_TOKENS, ServedEndpoint, announce_tokenizer
 from runner.serving import embedded, shepherd
+from runner.serving.checkpoint_files import local_folder, same_architecture
 from runner.serving.engines import ENGINES, HOST, NODE_PATHS, Launch
 from runner.serving.start_failures import bind_failure, classify, listening, read_tail, tail_lines
 from runner.serving.paths import CompileSlot
@@ -169,6 +170,7 @@ class Replica:
         """
         if self.spec.embedded and not self._source:
             self._source = str(embedded.model_dir(self.log_path))
+        self._source = local_folder(self._source)
         if self._work_dir is None:
             self._work_dir = Path(tempfile.mkdtemp(prefix=f"runner-replica-{self.name}-"))
         if self._slot is None:
@@ -374,6 +376,61 @@ class Replica:
     def log_tail(self, lines: int = 5) -> str:
         """The last ``lines`` non-blank lines of the current start's log, joined by `` | `` (for one log line)."""
         return " | ".join(one_line(line, 200) for line in tail_lines(read_tail(self.log_path, self._log_offset), lines))
+
+    @property
+    def source(self) -> str:
+        """What the server loaded: a local folder (the embedded model's and a URL's are resolved at start) or a
+        Hugging Face id."""
+        return self._source
+
+    def can_swap(self, spec: ReplicaSpec) -> bool:
+        """Whether this running replica can load ``spec``'s weights in place of its own (:meth:`swap`): its engine
+        reloads in place, it was started :attr:`~ReplicaSpec.swappable`, ``spec`` is another model of the same
+        engine, engine flags and GPU share, and both are local checkpoints of one architecture."""
+        if not (self.engine.reloads_in_place and self.spec.swappable and spec.swappable) or self.process is None:
+            return False
+        if (spec.engine, spec.engine_args, spec.gpu_share) != (self.spec.engine, self.spec.engine_args,
+                                                               self.spec.gpu_share):
+            return False
+        try:
+            source = local_folder(spec.source)
+        except ReplicaStartError:
+            return False
+        return same_architecture(self._source, source)
+
+    def swap(self, spec: ReplicaSpec, timeout: float | None = None) -> None:
+        """Load ``spec``'s weights into the running server in place of its model's (:meth:`Engine.swap
+        <runner.serving.engines.Engine.swap>`), keeping its process, port and log, then check it as at start (a
+        1-token chat request naming it).
+
+        Args:
+            timeout: seconds the reload and the check may take (default: ``spec.startup_timeout``).
+
+        Raises:
+            ReplicaStartError: the engine refused or failed the reload, or the replica did not answer afterwards;
+                the caller stops it.
+        """
+        timeout = timeout if timeout is not None else spec.startup_timeout
+        source = local_folder(spec.source)
+        assert self._work_dir is not None and self.port is not None, "start() first"
+        with _probe_client(timeout) as client:
+            name = self.engine.swap(client, f"http://{HOST}:{self.port}", spec, source=source,
+                                    served_name=self.served_name, work_dir=self._work_dir)
+        previous = self.spec.model
+        self.spec, self._source, self.served_name = spec, source, name
+        self._log = self._log.bind(model=spec.model)
+        if not self.engine.checks_context:
+            announce_tokenizer(self.served_name)
+        with open(self.log_path, "ab") as log:
+            log.write(f"=== runner: swapped {previous} for {spec.model} ({source}) as {name}\n".encode())
+        deadline = time.monotonic() + timeout
+        with _probe_client(PROBE_TIMEOUT_S) as client:
+            while not self._probe_ready(client, deadline):
+                if self.exit_status is not None or time.monotonic() >= deadline:
+                    raise ReplicaStartError(f"{spec.model}: the {spec.engine} server did not answer after loading "
+                                            f"{source} in place; its log: {self.log_path}", cause="swap_failed")
+                time.sleep(POLL_S)
+        self._log.info("replica.swap", served_name=self.served_name, previous=previous, source=source)
 
     def restart(self, deadline: float | None = None) -> None:
         """Stop the server (whatever state it is in) and start it again on a fresh port, then wait until ready.

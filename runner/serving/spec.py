@@ -28,6 +28,10 @@ class ReplicaSpec:
         startup_timeout: seconds from start to ready (``--model-startup-timeout``).
         max_restarts: restarts after a failure during the run, before the run stops (``--replica-restarts``).
         stop_grace: seconds between SIGTERM and SIGKILL when it is stopped.
+        embedded: the model is the embedded one (its ``source`` is resolved when the replica starts).
+        swappable: start the server so that it can load another checkpoint of the same architecture in place
+            (:meth:`Engine.swap <runner.serving.engines.Engine.swap>`): a matrix's checkpoints, on an engine that
+            reloads weights in place (:attr:`Engine.reloads_in_place <runner.serving.engines.Engine.reloads_in_place>`).
     """
 
     model: str
@@ -39,6 +43,7 @@ class ReplicaSpec:
     max_restarts: int = 3
     stop_grace: float = 15.0
     embedded: bool = field(default=False)
+    swappable: bool = False
 
     @property
     def slug(self) -> str:

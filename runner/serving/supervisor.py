@@ -180,6 +180,31 @@ class ServedModels:
                 watcher.join(timeout=1.0)
         _live.discard(self)
 
+    def can_swap(self, specs: Sequence[ReplicaSpec]) -> bool:
+        """Whether every replica can load the weights of the spec in its place in ``specs`` (one per replica) in
+        place of its own (:meth:`Replica.can_swap <runner.serving.replica.Replica.can_swap>`), none failed."""
+        return (self.failure is None and len(specs) == len(self.replicas) > 0
+                and all(replica.can_swap(spec) for replica, spec in zip(self.replicas, specs)))
+
+    def swap(self, specs: Sequence[ReplicaSpec]) -> None:
+        """Swap each replica to the spec in its place in ``specs`` (see :meth:`can_swap`): its old model withdrawn
+        from the model layer, its weights reloaded in place, the new model published once it answers.
+
+        Raises:
+            ReplicaStartError: a reload failed (every replica is stopped first; start new ones instead).
+        """
+        for replica, spec in zip(self.replicas, specs):
+            if self.publish:
+                served.forget(replica.spec.model)
+                served.expect(spec.model, spec.startup_timeout)
+            self._set(replica, "starting")
+            try:
+                replica.swap(spec)
+            except BaseException:
+                self.stop()
+                raise
+            self._ready(replica)
+
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until every replica is ready (a worker holds its items while one restarts); ``False`` when
         ``timeout`` seconds passed first.

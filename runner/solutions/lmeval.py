@@ -25,12 +25,14 @@ import contextvars
 import copy
 import functools
 import inspect
+import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runner.benchmarks.lmeval.routes import Route
+from runner.core import loaded
 from runner.core.errors import ConfigError
 from runner.core.limits import spend
 from runner.core.solution import SolutionOutput, solution_factory
@@ -258,6 +260,20 @@ def _build_hf(route: Route, benchmark: Any) -> _Model:
     return _Model(lm, route, lambda text: len(lm.tok_encode(text)))
 
 
+def _hf_batcher(route: Route, benchmark: Any) -> DocumentBatcher:
+    """``HFLM`` loaded on the one thread that will compute with it, behind a :class:`DocumentBatcher`."""
+    model_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lm-eval-model")
+    built = model_thread.submit(_build_hf, route, benchmark).result()
+    return DocumentBatcher(built.call, threads=model_thread)
+
+
+def _hf_key(route: Route, benchmark: Any) -> str:
+    """What an ``HFLM`` built for ``benchmark`` depends on: the model, its arguments, batch size and length."""
+    options = json.dumps({"model_args": benchmark.model_args, "max_length": benchmark.max_length,
+                          "batch_size": benchmark.batch_size}, sort_keys=True, default=str)
+    return f"lm-eval-hf:{route.model}:{route.source}:{options}"
+
+
 def _embedded_folder() -> str:
     from runner.serving import embedded
 
@@ -378,9 +394,8 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
     # Built once, now: the worker reports ready with its model loaded, and a model that cannot be built (weights,
     # tokenizer) stops the run before it writes anything, rather than failing every document.
     if route.kind == "hf":
-        model_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lm-eval-model")
-        built = model_thread.submit(_build_hf, route, benchmark).result()  # loaded on the thread that computes
-        batcher = DocumentBatcher(built.call, threads=model_thread)
+        # One HFLM per worker for every benchmark of the model (a matrix's cells): their documents share its batches.
+        batcher = loaded.shared(_hf_key(route, benchmark), functools.partial(_hf_batcher, route, benchmark))
     else:
         built = _build_http(route, benchmark, loops)
         batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size)

@@ -17,6 +17,7 @@ from runner import MetricBase, MetricType, SolutionOutput, Task
 from runner.core.config import RunSettings
 from runner.core.solution import SolutionSpec
 from runner.engine.run_context import RunContext
+from runner.engine.workload import WorkerSetup, Workload
 from runner.engine.item import execute as execute_module
 from runner.engine.plan import WorkItem
 from runner.engine.progress import Progress
@@ -75,10 +76,10 @@ def spy_on_the_entry(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 async def through_sequential(store: ResultStore, settings: RunSettings) -> None:
     context = RunContext(None, SolutionSpec(solve), store, "sequential", settings)  # type: ignore[arg-type]
     executor = SequentialExecutor()
-    await executor.start(context, TrafficControl(settings), None)
+    await executor.start(WorkerSetup.single(context), TrafficControl(settings), None)
     progress = Progress(None, bar=False)
     try:
-        await executor.execute(items(), context, progress)
+        await executor.execute(Workload.single(context, progress, items()))
     finally:
         progress.close()
         await executor.close()
@@ -97,7 +98,7 @@ class _Runtime:
 async def through_ray_worker(store: ResultStore, settings: RunSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(worker_module.ray, "get_runtime_context", _Runtime)
     context = RunContext(None, SolutionSpec(solve), store, "ray", settings)  # type: ignore[arg-type]
-    worker = worker_module.EvalWorker(context, max_concurrency=2)
+    worker = worker_module.EvalWorker(WorkerSetup.single(context), max_concurrency=2)
     acks, _ = await worker.run([(item, 1, False) for item in items()], 0)
     assert [(ack.task_id, ack.repeat, ack.written) for ack in acks] == [
         (item.task.id, item.repeat, True) for item in items()]

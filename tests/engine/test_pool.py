@@ -23,6 +23,7 @@ from runner.engine.plan import Plan, WorkItem
 from runner.engine.pool.dispatch import MAX_BATCH, DispatchWindow, Throughput, batch_size
 from runner.engine.item.execute import Fault, ItemResult
 from runner.engine.pool import pool as pool_module
+from runner.engine.workload import Workload
 from runner.engine.pool.pool import WorkerBuildFailed, WorkerLost, WorkerPool
 from runner.engine.pool.workers import Call, PoolWorker, WorkerBook, WorkerState, running_calls
 from runner.engine.progress import Progress
@@ -185,7 +186,7 @@ async def run_pool(backend: FakeBackend, plan: list[WorkItem], *, size: int = 2,
     progress = progress or Progress(len(plan), bar=False)
     try:
         await pool.start("fake")
-        await pool.run(iter(plan), progress)
+        await pool.run(Workload.single(None, progress, iter(plan)))  # type: ignore[arg-type]
     finally:
         pool.close()
     return pool, progress, recorded

@@ -112,7 +112,7 @@ async def execute_one(item: WorkItem, site: ItemSite, *, attempt: int = 1, owned
             unavailable, the item waits before its solution runs.
     """
     with structlog.contextvars.bound_contextvars(task_id=item.task.id, repeat=item.repeat, attempt=attempt), \
-            watchdog.tracked(item.task.id, item.repeat, attempt):
+            watchdog.tracked(item.task.id, item.repeat, attempt, item.cell):
         built = await _run_item(item, site, attempt, owned)
         if isinstance(built, ItemResult) or write_behind:
             return built
@@ -347,7 +347,7 @@ async def record_fault(item: WorkItem, attempt: int, fault: Fault, context: RunC
     worker = fault.worker or worker_identity(role="driver")
 
     async def score() -> ItemResult:
-        with watchdog.tracked(item.task.id, item.repeat, attempt):
+        with watchdog.tracked(item.task.id, item.repeat, attempt, item.cell):
             return await _finish(item, task, outcome, context, attempt=attempt, worker=worker)
 
     scoring = watchdog.ItemLoop()

@@ -51,6 +51,7 @@ class Running:
     Args:
         task_id, repeat, attempt: the item.
         loop: the event loop it runs on.
+        cell: the number of its run among the runs executed together (a matrix's cell; 0 for a run alone).
         phase: ``queued`` (waiting for a solution slot), ``solution``, ``metric 'name'`` or ``writing``.
         since: :func:`time.monotonic` when the phase began.
         limit: seconds the phase may take (``None``: no limit).
@@ -62,6 +63,7 @@ class Running:
     repeat: int
     attempt: int
     loop: asyncio.AbstractEventLoop
+    cell: int = 0
     phase: str = "queued"
     since: float = field(default_factory=time.monotonic)
     limit: float | None = None
@@ -84,9 +86,9 @@ _TASKS: dict[asyncio.Task[Any], Running] = {}
 
 
 @contextlib.contextmanager
-def tracked(task_id: str, repeat: int, attempt: int) -> Iterator[Running]:
+def tracked(task_id: str, repeat: int, attempt: int, cell: int = 0) -> Iterator[Running]:
     """Register the item that the current asyncio task runs, for as long as the block lasts."""
-    running = Running(task_id, repeat, attempt, asyncio.get_running_loop())
+    running = Running(task_id, repeat, attempt, asyncio.get_running_loop(), cell)
     token = _CURRENT.set(running)
     task = asyncio.current_task()
     if task is not None:
@@ -152,6 +154,7 @@ class Alarm:
         message: one line for the record and the log.
         task_id, repeat: the blamed item, or ``None`` when no single item can be blamed (then the worker's items
             are treated as after a worker death).
+        cell: the blamed item's cell (:attr:`Running.cell`).
     """
 
     kind: Literal["blocked", "memory"]
@@ -160,11 +163,12 @@ class Alarm:
     message: str
     task_id: str | None = None
     repeat: int | None = None
+    cell: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The alarm as plain data (it crosses processes)."""
         return {"kind": self.kind, "status": self.status, "error_type": self.error_type, "message": self.message,
-                "task_id": self.task_id, "repeat": self.repeat}
+                "task_id": self.task_id, "repeat": self.repeat, "cell": self.cell}
 
 
 class WorkerWatch:
@@ -236,7 +240,7 @@ class WorkerWatch:
                 f"{holder.repeat}) in its {holder.phase}{self._where()}, past its {holder.limit:g} s limit; blocking "
                 "calls in async code (time.sleep, a synchronous HTTP client) stop every item on the worker: await "
                 "asyncio.sleep or an async client, or make the solution a plain def (it then runs in a thread)",
-                holder.task_id, holder.repeat,
+                holder.task_id, holder.repeat, holder.cell,
             )
         deadlines = [r.deadline for r in items if r.deadline is not None]
         if not deadlines or self.turned >= min(deadlines) or now < min(deadlines) + self.grace:
@@ -257,7 +261,8 @@ class WorkerWatch:
             item = active[0]
             return Alarm("memory", "error", "MemoryLimitExceeded",
                          f"the worker's resident memory reached {size} while task {item.task_id!r} (repeat "
-                         f"{item.repeat}) ran its {item.phase}; the worker was replaced", item.task_id, item.repeat)
+                         f"{item.repeat}) ran its {item.phase}; the worker was replaced", item.task_id, item.repeat,
+                         item.cell)
         return Alarm("memory", "error", "MemoryLimitExceeded",
                      f"the worker's resident memory reached {size} with {len(active)} items running; the worker was "
                      "replaced and its items retried")

@@ -67,15 +67,35 @@ class DispatchWindow:
     Args:
         plan: the items to run, in order (consumed lazily).
         concurrency: items a worker runs at the same time (``WorkerSpec.max_concurrency``).
+        expected: how many items the plan holds (``None``: unknown), for :attr:`pending`.
     """
 
-    def __init__(self, plan: Iterator[WorkItem], concurrency: int = 1) -> None:
+    def __init__(self, plan: Iterator[WorkItem], concurrency: int = 1, expected: int | None = None) -> None:
         self.plan = plan
         self.concurrency = concurrency
+        self.expected = expected
+        self.taken = 0
         self.retries: deque[Entry] = deque()
         self.requeued: deque[Entry] = deque()
         self.exhausted = False
         self.throughput = Throughput(concurrency)
+
+    def extend(self, plan: Iterator[WorkItem], expected: int | None) -> None:
+        """Hand out ``plan``'s items after the ones left (a cell added to this window's model)."""
+        self.plan = itertools.chain(self.plan, plan) if not self.exhausted else plan
+        self.exhausted = False
+        self.expected = None if expected is None or self.expected is None else self.expected + expected
+
+    @property
+    def pending(self) -> int | None:
+        """Items not handed out yet: those waiting to run again and what the plan still holds (at least one while
+        it is not used up; ``None``: unknown)."""
+        queued = len(self.retries) + len(self.requeued)
+        if self.exhausted:
+            return queued
+        if self.expected is None:
+            return None
+        return queued + max(self.expected - self.taken, 1)
 
     @property
     def finished(self) -> bool:
@@ -128,6 +148,7 @@ class DispatchWindow:
         if len(taken) < count and not self.exhausted:
             wanted = count - len(taken)
             fresh = [(item, 1, False) for item in itertools.islice(self.plan, wanted)]
+            self.taken += len(fresh)
             if len(fresh) < wanted:
                 self.exhausted = True
             taken.extend(fresh)

@@ -6,9 +6,11 @@ Three parts, each testable alone (``tests/engine/test_pool.py`` drives them with
   their calls in flight (:mod:`runner.engine.pool.workers`).
 - :class:`~runner.engine.pool.dispatch.DispatchWindow`: which items go to a worker next and in calls of what size
   (:mod:`runner.engine.pool.dispatch`).
-- :class:`WorkerPool`: the loop that starts workers through a :class:`WorkerBackend`, fills them from the window,
-  and accounts for each answer: acknowledgements, a description, an alarm (a worker's event loop blocked, its
-  memory over the limit), or a death.
+- :class:`WorkerPool`: the loop that starts workers through a :class:`WorkerBackend`, fills them from the windows
+  (one per group of a :class:`~runner.engine.workload.Workload`: a run alone has one, a matrix one per placed model
+  and one for the cells any worker runs), gives a drained worker another model to load
+  (:mod:`runner.engine.pool.placement`), and accounts for each answer: acknowledgements, a description, a model
+  loaded (or not), an alarm (a worker's event loop blocked, its memory over the limit), or a death.
 
 What a fault costs:
 
@@ -19,17 +21,21 @@ What a fault costs:
   already started, so an item that keeps being present at deaths is charged rather than requeued for ever.) After
   ``max_attempts`` charged deaths an item is recorded as a ``WorkerDied`` error. The worker is replaced, and its
   node's other workers become suspects: if the cluster says the node is dead (:meth:`WorkerBackend.node_alive`)
-  they are treated as dead at once, otherwise each is probed and gets work again once it answers.
+  they are treated as dead at once, otherwise each is probed and gets work again once it answers. Its model is
+  placed again by the rule, on whichever worker drains first (the replacement starts holding none).
+- A worker cannot load a model (its replica does not start): the model is not placed again until the workload adds
+  its cells anew (a watch's next look), and if no other worker holds it, its cells stop (``load_failed``) while the
+  other cells go on.
 - A worker raises an alarm (:mod:`runner.engine.item.watchdog`): the blamed item is recorded (``timeout`` for a blocked
   event loop, ``error`` for memory), the worker is killed and replaced, and its other items are requeued without
   an attempt charged. An alarm that blames no single item counts as a death.
 
 A :class:`WorkerBackend` is the cluster: :class:`~runner.engine.ray.backend.RayBackend` starts Ray actors. Example::
 
-    pool = WorkerPool(RayBackend(spec, context), spec, size=4, record=record_fault)
+    pool = WorkerPool(RayBackend(spec, setup, hub), spec, size=4, record=record)
     try:
         await pool.start("my-solution")            # workers up, one has built the solution
-        await pool.run(iter(plan), progress)
+        await pool.run(Workload.single(context, progress, iter(plan)))
     finally:
         pool.close()
 """
@@ -45,11 +51,13 @@ import structlog
 
 from runner.core.config import WorkerSpec, resources_text
 from runner.core.errors import ConfigError, ResourcesBusy, WorkersLost
-from runner.engine.pool.dispatch import DispatchWindow
 from runner.engine.item.execute import Fault, ItemResult
 from runner.engine.plan import WorkItem
-from runner.engine.progress import Progress
+from runner.engine.pool.dispatch import DispatchWindow
+from runner.engine.pool.placement import ModelDemand, choose_model
 from runner.engine.pool.workers import Batch, Call, PoolWorker, WorkerBook, WorkerState, running_calls
+from runner.engine.progress import Progress
+from runner.engine.workload import Workload
 
 class WorkerLost(Exception):
     """A worker died while it held a call (its process or node ended, it ran out of memory); the message says why
@@ -86,6 +94,11 @@ class WorkerBackend(Protocol):
 
     def watch(self, handle: Any) -> Awaitable[dict[str, Any]]:
         """Answers only when the worker must be replaced: an :class:`~runner.engine.item.watchdog.Alarm` as a dict."""
+        ...
+
+    def load(self, handle: Any, model: str, cells: dict[int, Any], replicas: tuple[Any, ...]) -> Awaitable[dict[str, Any]]:
+        """Make the worker hold ``model`` to run ``cells`` (cell number -> its context), starting ``replicas``: what
+        the load did (:meth:`WorkerCells.load <runner.engine.worker_cells.WorkerCells.load>`)."""
         ...
 
     def node_alive(self, node: str) -> bool | None:
@@ -137,10 +150,12 @@ class WorkerPool:
         self.size = size
         self.record = record
         self.book = WorkerBook()
+        self.loads: list[dict[str, Any]] = []
         self._pending: dict[asyncio.Future[Any], Call] = {}
-        self._window = DispatchWindow(iter(()))
-        self._progress: Progress | None = None
-        self._spared: set[tuple[str, int]] = set()
+        self._windows: dict[str | None, DispatchWindow] = {}
+        self._work: Workload | None = None
+        self._load_failures: dict[str, int] = {}
+        self._spared: set[tuple[int, str, int]] = set()
         self._log = structlog.get_logger("runner")
         self._looked_at = time.monotonic()
         self._writing = False
@@ -165,28 +180,95 @@ class WorkerPool:
             # build the solution raises.
             await self._next_answers()
 
-    async def run(self, plan: Iterator[WorkItem], progress: Progress) -> None:
-        """Run every item of ``plan`` on the started pool and feed ``progress`` one acknowledgement per item (and
-        each item's departures, :meth:`Progress.sent`).
+    async def run(self, work: Workload) -> None:
+        """Run every item of ``work`` on the started pool and feed each cell's progress one acknowledgement per item
+        (and each item's departures, :meth:`Progress.sent`). A worker runs the items of the model it holds and those
+        of cells that need no model; a worker with nothing in flight whose model has no pending item is given
+        another model to load (:func:`~runner.engine.pool.placement.choose_model`). While ``work`` is open (a
+        watch), the pool waits for new cells once every item ran.
 
         Raises:
             ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
-            RunStopped: the model server fails every call the same way (``progress`` raises it).
+            RunStopped: the model server fails every call the same way (a cell's progress raises it).
         """
-        self._window = DispatchWindow(plan, self.spec.max_concurrency)
-        self._progress = progress
+        self._work = work
         self._writing = True
         while True:
+            self._take_groups()
             for worker in list(self.book.workers):
-                for batch in self._window.batches_for(worker):
-                    self._submit(worker, Call(worker, "run", batch))
+                for window in self._windows_of(worker):
+                    for batch in window.batches_for(worker):
+                        self._submit(worker, Call(worker, "run", batch))
+                self._place(worker)
             kinds = {call.kind for call in self._pending.values()}
             # Run calls pending, or work left while workers not started (or suspect) may still come up: a pool
             # larger than the cluster fits now waits on them instead of ending or spinning.
-            if "run" not in kinds and (self._window.finished or not kinds & {"describe", "probe"}):
+            idle = not kinds & {"run", "load"}
+            finished = all(window.finished for window in self._windows.values())
+            if idle and (finished or not kinds & {"describe", "probe"}) and not work.open:
                 break
             await self._next_answers()
+
+    def _take_groups(self) -> None:
+        """Windows for the groups of items added to the workload (a cell, a checkpoint of a watch)."""
+        assert self._work is not None
+        for model in list(self._work.groups):
+            expected = self._expected(model)
+            items = self._work.take_group(model)
+            window = self._windows.get(model)
+            if window is None:
+                self._windows[model] = DispatchWindow(items, self.spec.max_concurrency, expected)
+            else:
+                window.extend(items, expected)
+            if model is not None:
+                self._load_failures.pop(model, None)  # added again (a watch's next look): it may load now
+
+    def _expected(self, model: str | None) -> int | None:
+        """The items the cells of ``model`` still have to run (``None``: unknown)."""
+        assert self._work is not None
+        totals = [cell.progress.total for cell in self._work.cells.values()
+                  if cell.model == model and cell.stopped is None]
+        return None if any(total is None for total in totals) else sum(total or 0 for total in totals)
+
+    def _windows_of(self, worker: PoolWorker) -> list[DispatchWindow]:
+        """The windows whose items ``worker`` may take now: its model's, and that of the cells any worker runs."""
+        if worker.loading is not None:
+            return []
+        models = (worker.model, None) if worker.model is not None else (None,)
+        return [self._windows[model] for model in models if model in self._windows]
+
+    def _window_of(self, item: WorkItem) -> DispatchWindow | None:
+        """The window ``item`` belongs to (``None``: its model's window was given up, the item is dropped)."""
+        assert self._work is not None
+        return self._windows.get(self._work.cells[item.cell].model)
+
+    def _place(self, worker: PoolWorker) -> None:
+        """Give ``worker`` a model to load when placement says so (see :mod:`runner.engine.pool.placement`)."""
+        work = self._work
+        assert work is not None
+        if not work.models or worker.state is not WorkerState.READY or worker.loading or worker.in_flight:
+            return
+        demands = []
+        for model, placed in work.models.items():
+            window = self._windows.get(model)
+            if window is None or self._load_failures.get(model):
+                continue
+            holders = sum(1 for other in self.book.workers if other is not worker and other.state is not
+                          WorkerState.DEAD and model in (other.model, other.loading))
+            demands.append(ModelDemand(model, window.pending, holders, placed.baseline, placed.step, placed.order))
+        choice = choose_model(worker.model, demands, newest_first=work.newest_first)
+        if choice is None or choice == worker.model:
+            return
+        cells = {index: cell for index, cell in work.cells.items() if cell.model == choice and cell.stopped is None}
+        if not cells:
+            return
+        worker.loading = choice
+        replicas = next(iter(cells.values())).replicas
+        self._log.info("worker.load", worker=worker.index, model=choice, previous=worker.model,
+                       cells=sorted(cells), detail="the worker takes this model (most pending items per worker)")
+        self._submit(worker, Call(worker, "load", model=choice),
+                     {index: cell.context for index, cell in cells.items()}, replicas)
 
     async def _next_answers(self) -> None:
         """Account for the next answers; while workers wait to start, say every :data:`WAIT_LOG_S` seconds what
@@ -196,9 +278,22 @@ class WorkerPool:
             ResourcesBusy: before the run writes anything (from :meth:`start`); WorkersLost: after.
         """
         timeout = max(0.0, self._looked_at + WAIT_LOG_S - time.monotonic()) if self.book.pending else None
-        done, _ = await asyncio.wait(self._pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = set(self._pending)
+        changed = None
+        if self._work is not None:
+            # New cells (a watch's checkpoint) wake the pool as an answer does.
+            changed = asyncio.ensure_future(self._work.changed.wait())
+            waiting.add(changed)
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if changed is not None:
+                changed.cancel()
+        if self._work is not None:
+            self._work.changed.clear()
         for future in done:
-            await self._collect(future)
+            if future is not changed:
+                await self._collect(future)
         if not self.book.pending:
             self._looked_at = time.monotonic()
         elif time.monotonic() - self._looked_at >= WAIT_LOG_S:
@@ -247,11 +342,14 @@ class WorkerPool:
         worker = self.book.add(self.backend.start_worker())
         self._submit(worker, Call(worker, "describe"))
 
-    def _submit(self, worker: PoolWorker, call: Call) -> None:
+    def _submit(self, worker: PoolWorker, call: Call, *load: Any) -> None:
         if call.kind == "run":
             sent = self.backend.run(worker.handle, call.items)
         elif call.kind == "watch":
             sent = self.backend.watch(worker.handle)
+        elif call.kind == "load":
+            assert call.model is not None
+            sent = self.backend.load(worker.handle, call.model, *load)
         else:
             sent = self.backend.describe(worker.handle)
         call.future = asyncio.ensure_future(sent)
@@ -259,9 +357,8 @@ class WorkerPool:
         worker.calls.append(call)
         if call.kind == "run":
             worker.in_flight += len(call.items)
-            if self._progress is not None:
-                for item, _, _ in call.items:
-                    self._progress.sent((item.task.id, item.repeat))
+            for item, _, _ in call.items:
+                self._progress(item).sent((item.task.id, item.repeat))
 
     def _forget(self, call: Call) -> None:
         """Take ``call`` off the books (answered, or given up with its worker)."""
@@ -299,6 +396,9 @@ class WorkerPool:
         if call.kind == "watch":
             await self._alarm(worker, answer)
             return
+        if call.kind == "load":
+            self._loaded(worker, call, answer)
+            return
         if self.book.answered(worker):
             self._log.info("worker.cleared", worker=worker.index, node=worker.node,
                            detail="a suspect worker answered; it gets work again")
@@ -306,18 +406,50 @@ class WorkerPool:
             self._acknowledge(call, answer)
 
     def _acknowledge(self, call: Call, answer: tuple[list[ItemResult], float]) -> None:
-        assert self._progress is not None
         acks, busy = answer
         for (item, _, _), result in zip(call.items, acks):
-            self._progress.acknowledge(result, item=(item.task.id, item.repeat))
-        self._window.throughput.observe(len(acks), busy)
+            self._progress(item).acknowledge(result, item=(item.task.id, item.repeat))
+        window = self._window_of(call.items[0][0]) if call.items else None
+        if window is not None:
+            window.throughput.observe(len(acks), busy)
+
+    def _progress(self, item: WorkItem) -> Progress:
+        """The progress of ``item``'s cell."""
+        assert self._work is not None
+        return self._work.progress(item.cell)
+
+    def _loaded(self, worker: PoolWorker, call: Call, report: dict[str, Any]) -> None:
+        """``worker`` answered a load: it holds the model, or none (its replica could not start: the model is not
+        placed again in this round, and with no other worker holding it its cells stop)."""
+        assert self._work is not None and call.model is not None
+        model, worker.loading = call.model, None
+        self.loads.append({**report, "worker": worker.index, "node": worker.node})
+        for cell, why in report.get("failed", {}).items():
+            self._work.stop_cell(int(cell), why)
+        if report.get("error") is None:
+            worker.model = model
+            self._log.info("worker.loaded", worker=worker.index, model=model, seconds=report.get("seconds"),
+                           replica_starts=report.get("replica_starts"), swaps=report.get("swaps"),
+                           builds=report.get("builds"))
+            return
+        worker.model = None
+        self._load_failures[model] = self._load_failures.get(model, 0) + 1
+        holders = [other for other in self.book.workers if other.model == model or other.loading == model]
+        self._log.warning("worker.load_failed", worker=worker.index, model=model, error=report["error"],
+                          detail="the model is not placed again in this round" + ("" if holders else
+                                                                                  "; its cells stop (load_failed)"))
+        if not holders:
+            self._windows.pop(model, None)
+            for index, cell in self._work.cells.items():
+                if cell.model == model:
+                    self._work.stop_cell(index, f"load_failed: {report['error']}")
 
     async def _alarm(self, worker: PoolWorker, alarm: dict[str, Any]) -> None:
         """``worker`` must be replaced: record the item it blames, requeue its others without an attempt charged (an
         alarm that blames no single item counts as a death)."""
-        key = (alarm.get("task_id"), alarm.get("repeat"))
+        key = (alarm.get("cell", 0), alarm.get("task_id"), alarm.get("repeat"))
         blamed = next(((item, attempt) for call in worker.run_calls for item, attempt, _ in call.items
-                       if (item.task.id, item.repeat) == key), None)
+                       if item.key == key), None)
         self._log.warning("worker.alarm", worker=worker.index, kind=alarm["kind"], reason=alarm["message"],
                           detail="the worker is replaced" + ("; its other items run again, no attempt charged"
                                                              if blamed else ""))
@@ -328,12 +460,11 @@ class WorkerPool:
         identity = {key: worker.description[key] for key in _IDENTITY if key in worker.description}
         fault = Fault(alarm["status"], alarm["error_type"], alarm["message"], identity)
         status = await self.record(item, attempt, fault)
-        assert self._progress is not None
-        self._progress.advance(status, item=(item.task.id, item.repeat))
-        await self._lose(worker, alarm["message"], charge=False, blamed=(item.task.id, item.repeat))
+        self._progress(item).advance(status, item=(item.task.id, item.repeat))
+        await self._lose(worker, alarm["message"], charge=False, blamed=item.key)
 
     async def _lose(self, worker: PoolWorker, reason: str, *, charge: bool = True,
-                    blamed: tuple[str, int] | None = None, node_dead: bool = False) -> None:
+                    blamed: tuple[int, str, int] | None = None, node_dead: bool = False) -> None:
         """``worker`` is gone (it died, or is killed here for an alarm): replace it and send its items out again.
 
         Args:
@@ -367,25 +498,27 @@ class WorkerPool:
             if call.kind != "run":
                 continue
             for item, attempt, _ in call.items:
-                key = (item.task.id, item.repeat)
+                key, progress_key = item.key, (item.task.id, item.repeat)
                 if key == blamed:
                     continue
-                if self._progress is not None:
-                    self._progress.returned(key)
+                progress = self._progress(item)
+                progress.returned(progress_key)
+                window = self._window_of(item)
+                if window is None:
+                    continue  # its model's cells stopped: it runs on a later invocation
                 if call not in running and (not charge or key not in self._spared):
                     if charge:
                         self._spared.add(key)
-                    self._window.requeue(item, attempt)
+                    window.requeue(item, attempt)
                     continue
                 self._spared.discard(key)
                 if attempt < self.spec.max_attempts:
-                    self._window.retry(item, attempt + 1)
+                    window.retry(item, attempt + 1)
                 else:
                     fault = Fault("error", "WorkerDied", f"its worker died during each of {attempt} attempts "
                                   f"(last: {reason})")
                     status = await self.record(item, attempt, fault)
-                    assert self._progress is not None
-                    self._progress.advance(status, item=key)
+                    progress.advance(status, item=progress_key)
         if charge and worker.node is not None and not node_dead:
             await self._suspect_node(worker.node)
 

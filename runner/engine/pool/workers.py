@@ -43,12 +43,13 @@ class WorkerState(str, enum.Enum):
 @dataclass(eq=False)
 class Call:
     """One call in flight on a worker: ``run`` (``items``), ``describe`` (its first call), ``probe`` (are you
-    alive?) or ``watch`` (answers when the worker must be replaced)."""
+    alive?), ``watch`` (answers when the worker must be replaced) or ``load`` (hold ``model``)."""
 
     worker: PoolWorker
-    kind: Literal["run", "describe", "probe", "watch"]
+    kind: Literal["run", "describe", "probe", "watch", "load"]
     items: Batch = field(default_factory=list)
     future: asyncio.Future[Any] | None = None
+    model: str | None = None
 
 
 @dataclass(eq=False)
@@ -65,6 +66,8 @@ class PoolWorker:
         description: what it reported about itself in its first answer.
         calls: its calls in flight, in the order they were sent.
         since: :func:`time.monotonic` when it was started (how long a pending worker has waited).
+        model: the placed model it holds (:mod:`runner.engine.pool.placement`; ``None``: none).
+        loading: the model it is loading now (it gets no item meanwhile).
     """
 
     handle: Any
@@ -76,6 +79,8 @@ class PoolWorker:
     description: dict[str, Any] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     since: float = field(default_factory=time.monotonic)
+    model: str | None = None
+    loading: str | None = None
 
     @property
     def run_calls(self) -> list[Call]:

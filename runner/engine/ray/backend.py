@@ -1,8 +1,9 @@
 """Ray under a :class:`~runner.engine.pool.pool.WorkerPool`: each worker is an :class:`~runner.engine.ray.worker.EvalWorker`
 actor with the :class:`WorkerSpec`'s resources.
 
-The run's :class:`RunContext` (benchmark, solution recipe, store, settings) goes to Ray's object store once; each
-actor builds the solution once; calls carry only task data. Ray's errors become the pool's: a dead actor (killed
+The run's :class:`~runner.engine.workload.WorkerSetup` (a run alone: its :class:`RunContext`, the benchmark, solution
+recipe, store and settings) goes to Ray's object store once, and so does each matrix cell's context, sent with the
+model that runs it (:meth:`RayBackend.load`); each actor builds a solution once; calls carry only task data. Ray's errors become the pool's: a dead actor (killed
 process, lost node, out of memory) is :class:`WorkerLost`, an actor whose constructor raised is
 :class:`WorkerBuildFailed`, and a :class:`RunnerError` raised inside a call (a store that cannot be written, or
 stayed unavailable past the run's outage limit) is raised as it is. A node's state comes from the GCS
@@ -23,6 +24,8 @@ from runner.core.config import WorkerSpec
 from runner.core.errors import ReplicaStartError, RunnerError, exception_line
 from runner.engine.ray import cluster as ray_cluster
 from runner.engine.run_context import RunContext
+from runner.engine.workload import WorkerSetup
+from runner.serving import ReplicaSpec
 from runner.engine.pool.dispatch import MAX_BATCH
 from runner.engine.pool.pool import WorkerBuildFailed, WorkerLost
 from runner.engine.ray.limiter import RemoteTraffic
@@ -40,7 +43,7 @@ class RayBackend:
 
     Args:
         spec: the workers' resources and concurrency.
-        context: the run, put in Ray's object store once for every actor.
+        setup: what every worker gets, put in Ray's object store once for every actor.
         traffic: the run's traffic hub, which every actor is built with (it finds the run's limiter actor, started
             after the workers, on first use).
         log_format: the actors' structlog format.
@@ -50,8 +53,8 @@ class RayBackend:
 
     worker_label = "Ray worker"
 
-    def __init__(self, spec: WorkerSpec, context: RunContext, traffic: RemoteTraffic,
-                 log_format: log.LogFormat = "json") -> None:
+    def __init__(self, spec: WorkerSpec, setup: WorkerSetup, traffic: RemoteTraffic,
+                 log_format: log.LogFormat = "json", serves: bool | None = None) -> None:
         # The control group holds describe (or a probe) and watch: they answer while items hold the default loop.
         self._actor_class = ray.remote(concurrency_groups={CONTROL_GROUP: 4})(EvalWorker).options(
             # Room for every call the window can have on one actor (2 * max(batch, concurrency) items, one or
@@ -59,8 +62,9 @@ class RayBackend:
             **ray_cluster.actor_options(spec, 2 * max(MAX_BATCH, spec.max_concurrency))
         )
         self._spec = spec
-        self._serves = bool(context.replicas)
-        self._context_ref = ray.put(context)
+        self._serves = bool(setup.pinned) if serves is None else serves
+        self._setup_ref = ray.put(setup)
+        self._cell_refs: dict[int, Any] = {}
         self._traffic = traffic
         self._turns: dict[Any, int] = {}
         memory_limit = int(spec.memory_limit) if spec.memory_limit is not None else None
@@ -69,7 +73,7 @@ class RayBackend:
 
     def start_worker(self) -> Any:
         """Create one actor (Ray starts it when resources allow), with the run's context and traffic hub."""
-        return self._actor_class.remote(self._context_ref, traffic=self._traffic, **self._options)
+        return self._actor_class.remote(self._setup_ref, traffic=self._traffic, **self._options)
 
     def describe(self, handle: Any) -> Any:
         """The actor's identity and assigned resources (its first answer, and a suspect's probe)."""
@@ -80,6 +84,15 @@ class RayBackend:
         turn = self._turns.get(handle, 0)
         self._turns[handle] = turn + 1
         return _pool_errors(handle.run.remote(batch, turn))
+
+    def load(self, handle: Any, model: str, cells: dict[int, RunContext], replicas: tuple[ReplicaSpec, ...]) -> Any:
+        """Make the actor hold ``model`` to run ``cells`` (each context put in the object store once)."""
+        refs = {}
+        for index, context in cells.items():
+            if index not in self._cell_refs:
+                self._cell_refs[index] = ray.put(context)
+            refs[index] = self._cell_refs[index]
+        return _pool_errors(handle.load.remote(model, refs, replicas))
 
     def watch(self, handle: Any) -> Any:
         """Answers when the actor's watchdog raises an alarm."""

@@ -7,7 +7,8 @@ store the workers cannot reach is refused with the run directory untouched.
 Example::
 
     executor = RayExecutor(WorkerSpec(num_gpus=1, max_concurrency=8))    # as many workers as the cluster fits
-    outcome = await execute_run(request, executor)    # preflight(); start(context, n): attach, size; execute(...)
+    outcome = await execute_run(request, executor)    # preflight(); start(setup, traffic, n): attach, size;
+                                                      # execute(workload)
     executor.workers                       # each actor's host, pid, node, actor id and assigned resources
 
 ``execute_run(request)`` builds the same executor from ``request.settings`` (``executor: ray``, the default).
@@ -15,8 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -24,12 +23,12 @@ import structlog
 from runner import log
 from runner.core.config import RunSettings, WorkerSpec
 from runner.core.errors import ConfigError
-from runner.engine.ray import cluster as ray_cluster
-from runner.engine.run_context import RunContext
-from runner.engine.item.execute import record_fault
+from runner.engine.item.execute import Fault, record_fault
 from runner.engine.plan import WorkItem
 from runner.engine.pool.pool import WorkerPool
-from runner.engine.progress import Progress
+from runner.engine.ray import cluster as ray_cluster
+from runner.engine.workload import WorkerSetup, Workload
+from runner.storage.store import ResultStore
 from runner.traffic.control import TrafficControl
 
 if TYPE_CHECKING:
@@ -66,6 +65,8 @@ class RayExecutor:
         self._hub: RemoteTraffic | None = None
         self._served = 0
         self._started_ray = False
+        self._work: Workload | None = None
+        self._loads: list[dict[str, Any]] = []
         self.size = 0
 
     @classmethod
@@ -82,10 +83,10 @@ class RayExecutor:
         """
         ray_cluster.preflight(self.address)
 
-    async def start(self, context: RunContext, traffic: TrafficControl, expected_items: int | None) -> None:
-        """Get ready for a run of ``expected_items`` items (``None``: unknown) before it writes anything: refuse a
-        store the workers cannot write to, attach to the cluster (or start the embedded Ray), size the pool, start
-        its actors and wait until one has built the solution.
+    async def start(self, setup: WorkerSetup, traffic: TrafficControl, expected_items: int | None) -> None:
+        """Get ready for ``expected_items`` items (``None``: unknown) before anything is written: refuse a store the
+        workers cannot write to, attach to the cluster (or start the embedded Ray), size the pool, start its actors
+        and wait until one has built the setup's solutions.
 
         The run's limiter actor (:mod:`runner.engine.ray.limiter`) starts last, once the workers have their
         processes.
@@ -93,62 +94,71 @@ class RayExecutor:
         Raises:
             ConfigError: a store or response cache in this process's memory (``memory://``), the default local
                 storage (no storage given) in a Ray job or on a cluster of several nodes, no node fits one worker, or
-                the solution cannot be built on a worker.
+                a solution cannot be built on a worker.
             RayUnavailable: Ray cannot start or attach.
         """
-        if context.store.is_process_local:
+        stores = [setup.log_store, *(context.store for context in setup.cells.values())]
+        local = next((store for store in stores if store.is_process_local), None)
+        if local is not None:
             raise ConfigError(
-                f"storage {context.store.uri!r} lives in this process's memory, where Ray workers cannot write "
+                f"storage {local.uri!r} lives in this process's memory, where Ray workers cannot write "
                 "(their records would be lost); use --sequential, a path, or shared storage such as s3://bucket/run"
             )
         # Ray is imported when a run has work for it, not when the executor is named.
         from runner.engine.ray.backend import RayBackend
         from runner.engine.ray.limiter import RemoteTraffic, check_cache
 
-        self._served = len(context.replicas)
+        self._served = len(setup.pinned)
         # What the configuration alone refuses comes before the cluster is asked anything (a busy cluster's warning
         # stood before this one line).
         check_cache(traffic.cache)
-        _check_default_storage(context, job=ray_cluster.ray_job())
+        _check_default_storage(setup.log_store, job=ray_cluster.ray_job())
         # The address was checked by preflight(), which execute_run calls first.
-        self._started_ray = ray_cluster.connect(self.address, serving=bool(context.replicas))
+        self._started_ray = ray_cluster.connect(self.address, serving=setup.serves)
         try:
             self.size = ray_cluster.pool_size(self.spec, expected_items)
             nodes = len(ray_cluster.cluster_nodes())
-            _check_default_storage(context, nodes=nodes)
-            if nodes > 1 and context.store.is_local:
+            _check_default_storage(setup.log_store, nodes=nodes)
+            if nodes > 1 and setup.log_store.is_local:
                 structlog.get_logger("runner").warning(
-                    "ray.local_storage", nodes=nodes, storage=context.store.uri,
+                    "ray.local_storage", nodes=nodes, storage=setup.log_store.uri,
                     detail="each node writes its records to its own disk; use shared or object storage (s3://...)",
                 )
             self._hub = RemoteTraffic(traffic.settings)
-            backend = RayBackend(self.spec, context, self._hub, self.log_format)
+            backend = RayBackend(self.spec, setup, self._hub, self.log_format, serves=setup.serves)
             structlog.get_logger("runner").info(
                 "ray.pool", workers=self.size, per_worker=ray_cluster.demand(self.spec),
                 max_concurrency=self.spec.max_concurrency, cluster=ray_cluster.gcs_address())
-            self._pool = WorkerPool(backend, self.spec, self.size, functools.partial(record_fault, context=context))
-            await self._pool.start(context.solution.display)
+            self._pool = WorkerPool(backend, self.spec, self.size, self._record)
+            await self._pool.start(setup.name)
             await self._hub.start(traffic.budget, self.size)
             traffic.use(self._hub)
         except BaseException:
             await self.close()
             raise
 
-    async def execute(
-        self,
-        items: Iterable[WorkItem],
-        context: RunContext,
-        progress: Progress,
-    ) -> None:
-        """Execute ``items`` on a pool of the size :meth:`start` found, feeding ``progress`` one acknowledgement per
-        item.
+    async def _record(self, item: WorkItem, attempt: int, fault: Fault) -> str:
+        """Store the record of an item its worker could not finish, in its cell's run."""
+        assert self._work is not None
+        return await record_fault(item, attempt, fault, self._work.context(item.cell))
+
+    async def execute(self, work: Workload) -> None:
+        """Execute ``work``'s items on the pool :meth:`start` sized, feeding each cell's progress one
+        acknowledgement per item.
 
         Raises:
             ConfigError: the solution cannot be built on a worker.
             StorageError: a worker cannot write a record (the run stops; finished records stay).
         """
         assert self._pool is not None, "start() first"
-        await self._pool.run(iter(items), progress)
+        self._work = work
+        await self._pool.run(work)
+
+    @property
+    def loads(self) -> list[dict[str, Any]]:
+        """Every model load of the pool's workers (:meth:`WorkerCells.load
+        <runner.engine.worker_cells.WorkerCells.load>`'s report, with the worker's number and node)."""
+        return list(self._pool.loads) if self._pool is not None else list(self._loads)
 
     def details(self) -> dict[str, Any]:
         """With served models: ``replicas`` ready (those of the workers that answered, as they said when they
@@ -168,6 +178,7 @@ class RayExecutor:
         if self._pool is not None:
             self._pool.close()
             self.workers, self.deaths = self._pool.book.descriptions, self._pool.book.deaths
+            self._loads = list(self._pool.loads)
             self._pool = None
         if self._hub is not None:
             await self._hub.close()
@@ -177,7 +188,7 @@ class RayExecutor:
             self._started_ray = False
 
 
-def _check_default_storage(context: RunContext, *, job: str | None = None, nodes: int = 1) -> None:
+def _check_default_storage(store: ResultStore, *, job: str | None = None, nodes: int = 1) -> None:
     """Refuse the default local storage (no storage given) where its records would be lost or scattered: in a Ray
     job (``job``: its submission id; the driver runs on the head node, in a working directory Ray manages) or on a
     cluster of ``nodes`` nodes (each would write to its own disk).
@@ -185,12 +196,12 @@ def _check_default_storage(context: RunContext, *, job: str | None = None, nodes
     Raises:
         ConfigError: one line asking for ``--storage``.
     """
-    if not context.store.uri_is_default or not context.store.is_local or (job is None and nodes <= 1):
+    if not store.uri_is_default or not store.is_local or (job is None and nodes <= 1):
         return
     where = (f"this run is the Ray job {job!r}, so it would land on the head node, in a working directory Ray "
              "manages and may delete" if job is not None
              else f"the Ray cluster has {nodes} nodes, and each would write to its own disk")
     raise ConfigError(
-        f"no --storage given, and the default {context.store.uri} is a local path; {where}: pass --storage with "
+        f"no --storage given, and the default {store.uri} is a local path; {where}: pass --storage with "
         "an object store URL (s3://bucket/prefix, gs://..., az://...) or a path on a filesystem every node mounts"
     )

@@ -1,9 +1,11 @@
-"""The Ray actor of a distributed run: builds the solution once, then runs batches of items through ``execute_one``.
+"""The Ray actor of a distributed run: builds its cells' solutions once, then runs batches of items through
+``execute_one``.
 
 The driver (:mod:`runner.engine.ray.executor`) creates a pool of these actors with the run's :class:`WorkerSpec`
-resources. Each actor receives the run's :class:`RunContext` (benchmark, solution recipe, store) once, from the
-object store, and then only task data. It writes every record itself and answers with one small acknowledgement
-per item.
+resources. Each actor receives the run's :class:`~runner.engine.workload.WorkerSetup` (a run alone: its
+:class:`RunContext`, the benchmark, solution recipe and store) once, from the object store, and then only task data;
+a matrix's worker receives the cells of the model it holds with that model (:meth:`EvalWorker.load`). It writes
+every record itself and answers with one small acknowledgement per item.
 
 Items run on the actor's default event loop. Two calls run in the ``control`` concurrency group, on a loop and
 thread of their own, so they answer even while an item holds the default loop: :meth:`EvalWorker.describe` (the
@@ -23,13 +25,13 @@ from typing import Any
 import ray
 
 from runner import log
-from runner.engine.run_context import RunContext
-from runner.engine.item.execute import ItemResult, ItemSite, execute_one, worker_identity
-from runner.engine.plan import WorkItem
-from runner.engine.item.call_solution import Solution
+from runner.engine.item.execute import ItemResult, execute_one, worker_identity
 from runner.engine.item.watchdog import Alarm, WorkerWatch
+from runner.engine.plan import WorkItem
 from runner.engine.pool.workers import Batch
-from runner.engine.replicas import WorkerReplicas
+from runner.engine.worker_cells import WorkerCells
+from runner.engine.workload import WorkerSetup
+from runner.serving import ReplicaSpec
 from runner.traffic.control import TrafficControl, TrafficHub
 
 _IO_THREADS = 32
@@ -38,47 +40,43 @@ CONTROL_GROUP = "control"
 
 
 class EvalWorker:
-    """One worker: a solution built once, running up to ``max_concurrency`` items at a time.
+    """One worker: the cells it runs (their solutions built once), up to ``max_concurrency`` items at a time.
 
     Args:
-        context: the run's benchmark, solution recipe (:meth:`SolutionSpec.build` is called once, here), store
-            (every worker writes its own records), run id and settings.
+        setup: what every worker gets (:class:`~runner.engine.workload.WorkerSetup`): the cells it runs from its
+            start (a run alone: its one cell, whose solution :meth:`SolutionSpec.build` builds once, here), the
+            replicas it keeps for its life, the traffic settings and cache. A matrix's other cells come with the
+            model that runs them (:meth:`load`).
         traffic: where the run's traffic state lives (:class:`~runner.engine.ray.limiter.RemoteTraffic`: the run's
             limiter actor, found on first use); ``None``: in this process (a worker alone, in tests).
-        max_concurrency: items this actor runs at the same time.
+        max_concurrency: items this actor runs at the same time, across its cells.
         memory_limit: bytes of resident memory this process may use (``None``: not watched).
         log_format: structlog format for the actor's log lines (Ray forwards them to the driver).
 
     Raises:
         ReplicaStartError: a model the run serves could not start on this worker (the driver stops the run before it
             writes anything, with the server's own line).
-        Exception: whatever building the solution raises; Ray then reports the actor's creation as failed and the
+        Exception: whatever building a solution raises; Ray then reports the actor's creation as failed and the
             driver stops the run with that message.
     """
 
-    def __init__(self, context: RunContext, *, traffic: TrafficHub | None = None, max_concurrency: int,
+    def __init__(self, setup: WorkerSetup, *, traffic: TrafficHub | None = None, max_concurrency: int,
                  memory_limit: int | None = None, log_format: log.LogFormat = "json") -> None:
         log.configure(log_format)
         runtime = ray.get_runtime_context()
-        self.replicas: WorkerReplicas | None = None
-        if context.replicas:
-            # One replica of each served model, on the GPUs Ray gave this worker (none: the CPU), ready before the
-            # solution is built and any item comes.
-            self.replicas = WorkerReplicas(context, ray.get_gpu_ids(), label=f"worker-{runtime.get_actor_id()[:12]}")
-            self.replicas.start()
-        try:
-            self.solution = Solution(context.solution.build(context.benchmark))
-        except BaseException:
-            if self.replicas is not None:
-                self.replicas.stop(keep_logs=False)
-            raise
-        self.context = context
+        self.setup = setup
         # The model calls' limiter, budget and response cache, for the worker's life.
-        self.traffic = TrafficControl(context.settings, cache=context.cache, hub=traffic)
+        self.traffic = TrafficControl(setup.settings, cache=setup.cache, hub=traffic)
         self.max_concurrency = max_concurrency
         self.memory_limit = memory_limit
         self.identity = worker_identity(node_id=runtime.get_node_id(), actor_id=runtime.get_actor_id())
-        self._site: ItemSite | None = None
+        # One replica of each pinned model, on the GPUs Ray gave this worker (none: the CPU), ready before the
+        # solutions are built and any item comes.
+        self.cells = WorkerCells(setup, self.traffic, self.identity, gpu_ids=ray.get_gpu_ids(),
+                                 label=f"worker-{runtime.get_actor_id()[:12]}", sync_in_thread=max_concurrency > 1,
+                                 wrap_errors=False)
+        self.cells.start()
+        self._ready = False
         self._order: asyncio.Condition | None = None
         self._turn = 0
         self._alarm: concurrent.futures.Future[Alarm] = concurrent.futures.Future()
@@ -100,17 +98,29 @@ class EvalWorker:
         context = ray.get_runtime_context()
         accelerators = {name: ids for name, ids in context.get_accelerator_ids().items() if ids}
         described = {**self.identity, "resources": context.get_assigned_resources(), "accelerators": accelerators}
-        if self.replicas is not None:
+        statuses = self.cells.statuses()
+        if statuses:
             described["replicas"] = [{"model": status.model, "state": status.state, "restarts": status.restarts}
-                                     for status in self.replicas.statuses()]
+                                     for status in statuses]
         return described
 
     @ray.method(concurrency_group=CONTROL_GROUP)
     def shutdown(self) -> None:
         """Stop this worker's model replicas and keep their logs in the run's ``replicas/`` (before the driver kills
         the actor; a worker killed without it still has its servers stopped, by their shepherds)."""
-        if self.replicas is not None:
-            self.replicas.stop()
+        self.cells.stop()
+
+    async def load(self, model: str, cells: dict[int, Any], replicas: tuple[ReplicaSpec, ...]) -> dict[str, Any]:
+        """Hold ``model`` to run ``cells`` (cell number -> a reference to its context in Ray's object store), in
+        place of the model held now (:meth:`WorkerCells.load <runner.engine.worker_cells.WorkerCells.load>`): its
+        replicas started, or swapped in place, and its cells' solutions built. The driver sends it only while this
+        worker has nothing in flight.
+
+        Returns:
+            what the load did (its replica starts, swaps, in-process builds, seconds, an error line).
+        """
+        contexts = dict(zip(cells, await asyncio.gather(*cells.values())))
+        return await asyncio.to_thread(self.cells.load, model, contexts, replicas)
 
     async def run(self, items: Batch, turn: int) -> tuple[list[ItemResult], float]:
         """Execute ``items`` (each with its attempt, and whether it went out before) concurrently: one
@@ -129,13 +139,12 @@ class EvalWorker:
             ReplicaFailed: a model replica of this worker failed past its restarts (the run stops; the same command
                 resumes). While one starts again, the batch waits for it.
         """
-        if self.replicas is not None:
-            await self.replicas.ready()
-        if self._site is None:
+        await self.cells.ready()
+        if not self._ready:
+            self._ready = True
             # One solution call at a time may run in the event loop: nothing else would run meanwhile. With more,
-            # sync solutions get threads so they do not take turns.
-            self._site = ItemSite(self.context, self.solution, self.traffic, self.identity,
-                                  asyncio.Semaphore(self.max_concurrency), sync_in_thread=self.max_concurrency > 1)
+            # sync solutions get threads so they do not take turns. The bound holds across the worker's cells.
+            self.cells.slots = asyncio.Semaphore(self.max_concurrency)
             self._order = asyncio.Condition()
             loop = asyncio.get_running_loop()
             # Record writes go through asyncio.to_thread: on an object store each is a network round trip, so give
@@ -149,7 +158,8 @@ class EvalWorker:
             acks: dict[int, tuple[ItemResult, float]] = {}
             for index, (item, attempt, again) in enumerate(items):
                 if again:
-                    existing = await asyncio.to_thread(self.context.store.record_status, item.task.id, item.repeat)
+                    store = self.cells.site(item.cell).context.store
+                    existing = await asyncio.to_thread(store.record_status, item.task.id, item.repeat)
                     if existing is not None:
                         # The previous worker wrote this record before it died: never execute an item twice.
                         acks[index] = ItemResult(item.task.id, item.repeat, existing, False, attempt, 0.0), \
@@ -172,6 +182,5 @@ class EvalWorker:
         return [ack for ack, _ in done], busy
 
     async def _one(self, item: WorkItem, attempt: int, owned: bool) -> tuple[ItemResult, float]:
-        assert self._site is not None
-        result = await execute_one(item, self._site, attempt=attempt, owned=owned)
+        result = await execute_one(item, self.cells.site(item.cell), attempt=attempt, owned=owned)
         return result, time.perf_counter()
