@@ -6,8 +6,8 @@ changed::
     from runner import BenchmarkBase, Task, MetricBase, MetricResult, MetricType, SolutionOutput
     from runner import GeneralEvaluator, RayEvaluator, FileEvaluatorStorage, ACEBenchmark
 
-``ACEBenchmark`` (imported on first use) and ``run_status`` (how far a run is, as ``python -m runner status`` says)
-are here too.
+``ACEBenchmark`` (imported on first use), ``run_status`` (how far a run is, as ``python -m runner status`` says) and
+``MatrixEvaluator`` (models or checkpoints x benchmarks in one job, as ``python -m runner matrix``) are here too.
 """
 
 from runner._lazy import lazy_exports
@@ -36,7 +36,7 @@ from runner.core import (
     record_usage,
     solution_factory,
 )
-from runner.evaluators import GeneralEvaluator, RayEvaluator
+from runner.evaluators import GeneralEvaluator, MatrixEvaluator, RayEvaluator
 from runner.report import Summary
 from runner.report.status import RunStatus, run_status
 from runner.storage import FileEvaluatorStorage, ResultStore
@@ -49,6 +49,7 @@ __all__ = [
     "GeneralEvaluator",
     "Headline",
     "JudgeScoreOutOfRange",
+    "MatrixEvaluator",
     "MetricBase",
     "MetricError",
     "MetricResult",

@@ -27,11 +27,14 @@ from pydantic import ValidationError
 from runner import log
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RENAMED, RunConfig, WorkerSpec, format_validation_error
-from runner.core.errors import BudgetExhausted, ConfigError, ServerStop
+from runner.core.errors import BudgetExhausted, ConfigError, MatrixIncomplete, ServerStop
+from runner.core.matrix import MatrixConfig
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.request import RunRequest
+from runner.engine.matrix.request import MatrixRequest
+from runner.engine.matrix.run import MatrixOutcome, execute_matrix
 from runner.engine.run import Executor, RunOutcome, execute_run
-from runner.report import Summary, build_report, render, write_html_report
+from runner.report import MatrixReport, Summary, build_report, render, render_matrix, report_matrix, write_html_report
 from runner.report.table import default_console
 from runner.storage.store import ResultStore
 
@@ -68,6 +71,44 @@ async def evaluate(request: RunRequest, *, show: bool = True, executor: Executor
         _report(request, show, html)
         raise
     return _report(request, show, html), outcome
+
+
+async def evaluate_matrix(request: MatrixRequest, *, show: bool = True,
+                          html: bool = False) -> tuple[MatrixReport, MatrixOutcome]:
+    """Run every cell of ``request`` (:func:`~runner.engine.matrix.run.execute_matrix`), then report each cell and
+    the matrix (:func:`~runner.report.matrix.report_matrix`: every cell's ``summary.json`` and ``report.html``,
+    ``matrix.json``'s headlines, ``matrix.csv``, ``matrix.html``): what the CLI's ``matrix`` and
+    :class:`MatrixEvaluator` do.
+
+    Args:
+        show: print the models x benchmarks table of headlines (and, with ``html``, where ``matrix.html`` is).
+
+    Raises:
+        RunnerError: bad input, before anything is written (any cell's).
+        MatrixIncomplete: some cell could not finish (its model did not load, its server failed every call the same
+            way): exit status 3 after the report; the same call resumes.
+        BudgetExhausted: the budget is spent (after the report; a larger budget resumes).
+        RunStopped: a fault of the whole matrix (storage, a lost lease).
+    """
+    outcome = await execute_matrix(request)
+    report = report_matrix(request.root)
+    if show:
+        console = default_console()
+        render_matrix(report, console)
+        if html and report.page:
+            console.print(f"report: {report.page}", markup=False, soft_wrap=True)
+    if outcome.budget_stopped:
+        done = sum(cell.done for cell in outcome.cells)
+        total = sum(cell.total or 0 for cell in outcome.cells)
+        raise BudgetExhausted(f"the budget is spent: {outcome.budget_line}; {done} of {total} items of the matrix "
+                              "are done; run the same command with a larger budget to resume")
+    if outcome.incomplete:
+        first = outcome.incomplete[0]
+        raise MatrixIncomplete(
+            f"{len(outcome.incomplete)} of {len(outcome.cells)} cells could not finish (cell {first.plan.name}: "
+            f"{(first.error or first.status)[:300]}); the other cells are done; fix the cause and run the same "
+            "command to resume")
+    return report, outcome
 
 
 def _report(request: RunRequest, show: bool, html: bool) -> Summary:
@@ -323,3 +364,64 @@ class RayEvaluator(EvaluatorBase):
         super().__init__(name, benchmark, n_repeat, storage, worker=spec, ray_address=ray_address, **options)
         self.worker = spec
         self.ray_address = ray_address
+
+
+class MatrixEvaluator:
+    """An evaluation matrix from Python: models (or checkpoint globs) x benchmarks in one job, built by the CLI's
+    builder (:meth:`MatrixRequest.from_config <runner.engine.matrix.request.MatrixRequest.from_config>`)::
+
+        evaluator = MatrixEvaluator(models=["transformers:smollm2-135m-instruct",
+                                            {"model": "transformers:/ckpts/run42/step_*"}],
+                                    benchmarks=[{"benchmark": "hotpotqa", "args": {"answer_only": True},
+                                                 "solution": "hotpotqa-reader", "limit": 20}],
+                                    baseline="transformers:smollm2-135m-instruct", storage="runs/sweep",
+                                    judge_model="none", worker={"num_workers": 2})
+        report = await evaluator.run()        # report.cells: each cell's summary and headline
+
+    Args:
+        models: each a model name as ``--model`` takes it (a glob names one model per checkpoint folder) or a
+            mapping with ``model`` and run settings for its cells (``engine_args``, ``limit``...).
+        benchmarks: each a benchmark name or a mapping with ``benchmark``, ``args``, ``solution``,
+            ``solution_args`` and run settings for its cells.
+        baseline: the model every other one is compared with, cell by cell.
+        watch: keep evaluating checkpoints as they appear (``{"every": 300, "ready_file": ..., "until": ...}``).
+        show: print the table of headlines.
+        **settings: the run settings of every cell and of the whole matrix (``storage``, ``worker``, ``executor``,
+            ``judge_model``, ``limit``, ``max_tokens``...: ``docs/settings.md``).
+
+    Raises:
+        ConfigError: the matrix does not validate (at construction), or a cell refuses (at :meth:`run`).
+    """
+
+    def __init__(self, models: list[Any], benchmarks: list[Any], *, baseline: str | None = None,
+                 watch: dict[str, Any] | None = None, show: bool = True, **settings: Any) -> None:
+        data: dict[str, Any] = {"models": models, "benchmarks": benchmarks, **settings}
+        if baseline is not None:
+            data["baseline"] = baseline
+        if watch is not None:
+            data["watch"] = watch
+        try:
+            self.config = MatrixConfig.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err, "MatrixEvaluator options")) from None
+        self.show = show
+        self.outcome: MatrixOutcome | None = None
+
+    def request(self) -> MatrixRequest:
+        """The :class:`MatrixRequest` of this matrix (the CLI's builder).
+
+        Raises:
+            ConfigError: a cell refuses (naming it).
+        """
+        return MatrixRequest.from_config(self.config)
+
+    async def run(self) -> MatrixReport:
+        """Run every cell without all its records, then report the matrix.
+
+        Raises:
+            MatrixIncomplete: some cell could not finish (after the report).
+            BudgetExhausted: the budget is spent (after the report).
+        """
+        log.configure_unless_configured()
+        report, self.outcome = await evaluate_matrix(self.request(), show=self.show)
+        return report

@@ -221,13 +221,22 @@ def _value_options(annotation: Any) -> dict[str, Any]:
     return {}
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of a run (shared by ``run`` and ``submit``), one per declared setting (:func:`declared_settings`),
-    with the aliases they declare and the former names of :data:`~runner.core.config.RENAMED`."""
+MATRIX_NAMES = frozenset({"benchmark", "model"})
+"""The run settings a matrix names in lists of its own (``models``, ``benchmarks``): its command has ``--model`` and
+``--bench`` repeatable instead (:mod:`runner.cli.matrix`)."""
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, exclude: frozenset[str] = frozenset(),
+                      config_help: str = "YAML or JSON run config; flags override it") -> None:
+    """The flags of a run (shared by ``run``, ``submit`` and, less ``exclude``, ``matrix``), one per declared setting
+    (:func:`declared_settings`), with the aliases they declare and the former names of
+    :data:`~runner.core.config.RENAMED`."""
     groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
-    groups["what"].add_argument("--config", metavar="FILE", help="YAML or JSON run config; flags override it")
+    groups["what"].add_argument("--config", metavar="FILE", help=config_help)
     former = {new: old for old, new in RENAMED.items()}
     for setting in declared_settings():
+        if setting.path[0] in exclude:
+            continue
         flag = setting.flag
         group = groups[flag.group]
         options = dict(_KINDS[flag.kind]) if flag.kind != "value" else _value_options(setting.annotation)
@@ -260,10 +269,24 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     if args.config:
         data.update(load_config_file(args.config))
     source = f"config {args.config!r}" if args.config else "run flags"
+    given = flag_values(args, data)
+    if not data.get("benchmark"):
+        raise ConfigError("no benchmark: pass --benchmark NAME (see 'python -m runner list') or --config FILE")
+    return build_config(data, source, given)
+
+
+def flag_values(args: argparse.Namespace, data: dict[str, Any],
+                exclude: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Put the run flags that were given into ``data`` (over what it holds, at each setting's path); the flag that
+    set each path, for error messages.
+
+    Raises:
+        ConfigError: ``--engine-arg`` without exactly one served model.
+    """
     given: dict[str, str] = {}
     for setting in declared_settings():
         value = getattr(args, setting.dest, None)
-        if value is None or setting.path[0] == "serve":
+        if value is None or setting.path[0] == "serve" or setting.path[0] in exclude:
             continue
         if setting.flag.kind == "per_model":
             _model_limit_flags(setting, value, data, given)
@@ -275,9 +298,7 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
         _put(data, setting.path, value)
         given[setting.name] = setting.option
     _serve_flags(args, data, given)
-    if not data.get("benchmark"):
-        raise ConfigError("no benchmark: pass --benchmark NAME (see 'python -m runner list') or --config FILE")
-    return build_config(data, source, given)
+    return given
 
 
 def _at(data: dict[str, Any], path: tuple[str, ...]) -> Any:

@@ -17,8 +17,8 @@ from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.models import PROVIDERS
 from runner.registry import available_benchmarks, available_executors, available_solutions
-from runner.report import render, report_run, summary_json
-from runner.report.status import run_status
+from runner.report import render, render_matrix, report_matrix, report_run, summary_json
+from runner.report.status import is_matrix, matrix_status, run_status
 from runner.report.table import default_console
 
 
@@ -36,6 +36,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``report URI [--html]``: re-aggregate a run's records (a partial run too) into summary.json and results.csv,
     and with ``--html`` a self-contained report.html beside them (:func:`runner.report.report_run`)."""
     log.configure(args.log_format)
+    if is_matrix(args.uri, args.storage_options):
+        report = report_matrix(args.uri, args.storage_options)
+        if args.json:
+            print(report.manifest.model_dump_json(indent=1))
+        else:
+            render_matrix(report, default_console())
+        if args.html and report.page:
+            print(f"report: {report.page}", file=sys.stderr if args.json else sys.stdout)
+        return 0
     done = report_run(args.uri, args.storage_options, html=args.html)
     if args.json:
         print(summary_json(done.summary).decode(), end="")
@@ -51,7 +60,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     says it again every few seconds until no driver executes the run (or Ctrl-C); on a run no driver executes, it
     shows that final state once and says so."""
     benchmarks: dict[str, Any] = {}
-    status = run_status(args.uri, args.storage_options, benchmarks=benchmarks)
+    look = matrix_status if is_matrix(args.uri, args.storage_options) else run_status
+    status = look(args.uri, args.storage_options, benchmarks=benchmarks)
     if args.watch is None or not status.executing:
         print(json.dumps(status.data, indent=2) if args.json else "\n".join(status.lines))
         if args.watch is not None and not args.json:
@@ -70,7 +80,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             if not status.executing:
                 return 0
             time.sleep(every)
-            status = run_status(args.uri, args.storage_options, benchmarks=benchmarks)
+            status = look(args.uri, args.storage_options, benchmarks=benchmarks)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

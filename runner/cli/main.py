@@ -18,7 +18,7 @@ from runner.cli.args import add_run_arguments, json_object, unrecognized
 from runner.core.errors import RunnerError
 from runner.engine.run import interrupted_line, runs_started
 
-COMMANDS = ("run", "report", "status", "compare", "list", "submit", "k8s")
+COMMANDS = ("run", "matrix", "report", "status", "compare", "list", "submit", "k8s")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--html", action="store_true", help="also write report.html, a self-contained page, in the run "
                      "directory and print where it is")
     run.set_defaults(handler=commands.cmd_run)
+
+    from runner.cli import matrix
+
+    matrix.add_command(sub)
 
     for name, handler, text in (
         ("report", commands.cmd_report,
@@ -107,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_status
     except KeyboardInterrupt:
         word, status = ("terminated", 128 + signal.SIGTERM) if terminated.is_set() else ("interrupted", 130)
-        if args.command == "run":
+        if args.command in ("run", "matrix"):
             word = interrupted_line(word, since=written_before)
         print(word, file=sys.stderr)
         return status

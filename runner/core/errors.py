@@ -125,6 +125,12 @@ class BudgetExhausted(RunnerError):
     label: ClassVar[str] = "stopped"
 
 
+class MatrixIncomplete(RunStopped):
+    """An evaluation matrix ended with cells that could not finish (a model that did not load, a server that failed
+    every call the same way, a solution that could not be built), while the others did: exit status 3; the same
+    command resumes the cells left, once their cause is fixed."""
+
+
 class StorageOutage(RunStopped):
     """The storage failed with errors that look temporary (server errors, timeouts, connection resets) for longer
     than the run's outage limit (``--storage-outage``); the same command resumes once it answers."""

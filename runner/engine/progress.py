@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from runner.core.errors import ServerStop
 from runner.core.record import ErrorInfo
 from runner.engine.live import LiveStats
 from runner.engine.watch import ServerWatch
@@ -65,19 +66,23 @@ class Progress:
         on_done: called with each item counted done (not a skipped one) and its record's JSON when the driver wrote
             it itself (else ``None``): the run's result-shard compactor (:class:`runner.storage.compaction.
             Compactor`).
+        on_stop: called with the :class:`~runner.core.errors.ServerStop` the server watch raises, instead of
+            raising it (a matrix stops that cell alone; ``None``: raised, the run stops).
     """
 
     def __init__(self, total: int | None, bar: bool | None = None, interval: float = _EVENT_INTERVAL_S,
                  details: Callable[[], dict[str, Any]] | None = None, heartbeat_s: float | None = None,
                  headline: tuple[str, ...] = (), sink: Callable[[bytes], None] | None = None,
                  file_s: float = PROGRESS_FILE_S, run_id: str | None = None,
-                 on_done: Callable[[Key, bytes | None], None] | None = None) -> None:
+                 on_done: Callable[[Key, bytes | None], None] | None = None,
+                 on_stop: Callable[[ServerStop], None] | None = None) -> None:
         self.total = total
         self.details = details
         self.live = LiveStats(headline=tuple(headline))
         self.by_status: Counter[str] = Counter()
         self.run_id = run_id
         self.on_done = on_done
+        self.on_stop = on_stop
         self._sink = sink
         self._sink_failed = False
         self.done = 0
@@ -152,9 +157,18 @@ class Progress:
         in the background does, so that a server failing every call stops the run before the next item starts).
 
         Raises:
-            ServerStop: as :meth:`ServerWatch.observe <runner.engine.watch.ServerWatch.observe>`.
+            ServerStop: as :meth:`ServerWatch.observe <runner.engine.watch.ServerWatch.observe>` (unless ``on_stop``
+                takes it).
         """
-        self.watch.observe(status, error)
+        self._observe(status, error)
+
+    def _observe(self, status: str, error: ErrorInfo | None) -> None:
+        try:
+            self.watch.observe(status, error)
+        except ServerStop as stop:
+            if self.on_stop is None:
+                raise
+            self.on_stop(stop)
 
     def advance(self, status: str, duplicate: bool = False, error: ErrorInfo | None = None,
                 item: Key | None = None, watched: bool = False, stored: bytes | None = None) -> None:
@@ -190,7 +204,7 @@ class Progress:
             self._log.info("run.progress", **self.snapshot(), running=self.live.line() or None,
                            **(self.details() if self.details else {}))
         if not watched:
-            self.watch.observe(status, error)
+            self._observe(status, error)
 
     def snapshot(self) -> dict[str, Any]:
         """``done``, ``total``, ``errors``, ``rate`` (items/s) and ``eta_s`` (seconds, or ``None``).

@@ -178,28 +178,32 @@ async def _execute_owned(directory: RunDirectory, executor: Executor) -> RunOutc
         return RunOutcome(manifest, progress.done, planned.plan.skipped, progress.errors, seconds)
 
 
-async def execute_while_owned(execution: Awaitable[None], keeper: LeaseKeeper) -> None:
-    """Await ``execution``, cancelling it if ``keeper`` loses the lease (then raising ``LeaseLost``).
+async def execute_while_owned(execution: Awaitable[None], *keepers: LeaseKeeper) -> None:
+    """Await ``execution``, cancelling it if one of ``keepers`` loses its lease (then raising ``LeaseLost``): a
+    run's one keeper, or a matrix's, one per cell.
 
     Raises:
-        LeaseLost: another driver took the run over.
+        LeaseLost: another driver took a run over.
         RunStopped: the store failed after writing started (a ``StorageError`` becomes one, exit status 3).
     """
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(execution)
-    keeper.on_lost = lambda: loop.call_soon_threadsafe(task.cancel)
-    if keeper.lost is not None:  # lost before on_lost was set: the keeper could not call it
-        task.cancel()
+    for keeper in keepers:
+        keeper.on_lost = lambda: loop.call_soon_threadsafe(task.cancel)
+        if keeper.lost is not None:  # lost before on_lost was set: the keeper could not call it
+            task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        if keeper.lost is None:
+        lost = next((keeper.lost for keeper in keepers if keeper.lost is not None), None)
+        if lost is None:
             raise
-        raise keeper.lost from None
+        raise lost from None
     except StorageError as exc:
         raise interrupted(exc) from None
     finally:
-        keeper.on_lost = None
+        for keeper in keepers:
+            keeper.on_lost = None
 
 
 KEPT = "finished records are kept; run the same command again to resume"

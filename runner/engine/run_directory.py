@@ -29,7 +29,7 @@ import functools
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,7 +37,8 @@ import structlog
 
 from runner._version import __version__
 from runner.core.config import fingerprint
-from runner.core.errors import BenchmarkError, BudgetExhausted, FingerprintMismatch, RunStopped, StorageError
+from runner.core.errors import (BenchmarkError, BudgetExhausted, ConfigError, FingerprintMismatch, RunStopped,
+                                ServerStop, StorageError)
 from runner.core.secrets import redact
 from runner.engine import progress as progress_module
 from runner.engine.lease_keeper import LeaseKeeper
@@ -48,7 +49,7 @@ from runner.engine.run_context import RunContext
 from runner.storage import lease
 from runner.storage.manifest import BenchmarkInfo, RunManifest, describe_difference, new_run_id, utc_now
 from runner.storage.probe import check_conditional_writes
-from runner.storage.store import PROGRESS_FILE, ResultStore
+from runner.storage.store import MATRIX_FILE, PROGRESS_FILE, ResultStore
 from runner.traffic.control import TrafficControl
 
 if TYPE_CHECKING:
@@ -95,13 +96,18 @@ class RunDirectory:
 
     Args:
         request: the run.
+        cell: the run's number among the runs executed together (0 for a run alone; a matrix's cell number): its
+            items carry it (:attr:`WorkItem.cell <runner.engine.plan.WorkItem.cell>`).
+        name: what a refusal calls the run (default: its storage URI; a matrix's cell by its keys).
 
     After :meth:`owned` and :meth:`check`: :attr:`manifest`; after :meth:`plan`: :attr:`planned`; after
     :meth:`begin`: :attr:`progress` and :attr:`context`.
     """
 
-    def __init__(self, request: RunRequest) -> None:
+    def __init__(self, request: RunRequest, cell: int = 0, name: str | None = None) -> None:
         self.request = request
+        self.cell = cell
+        self.name = name
         self.manifest: RunManifest | None = None
         self.clear = False
         self.planned: Planned | None = None
@@ -156,13 +162,23 @@ class RunDirectory:
 
         Raises:
             FingerprintMismatch: the directory holds a run of another configuration (and ``force`` is off).
+            ConfigError: the directory is an evaluation matrix's root (a run was pointed at it).
             StorageError: the store cannot be reached.
         """
         benchmark, store, settings, request = self.request.benchmark, self.store, self.request.settings, self.request
         fields = {**request.fingerprint_fields, "benchmark_version": benchmark.version}
         digest = fingerprint(fields)
         existing = store.read_manifest()
+        if existing is None and self.name is None and store.read_file(MATRIX_FILE) is not None:
+            raise ConfigError(f"{store.uri} is the root of an evaluation matrix (it holds {MATRIX_FILE}), not a run; "
+                              "run the matrix again with 'python -m runner matrix', or point --storage at one of its "
+                              "cells (cells/<model>/<benchmark>) or elsewhere")
         if existing is not None and existing.fingerprint != digest and not settings.force:
+            if self.name is not None:
+                raise FingerprintMismatch(
+                    f"the cell {self.name} holds a run of other settings "
+                    f"({describe_difference(existing.fingerprint_fields, redact(fields))}); put the entry back as it "
+                    "was, or give it another key (key: ...) to make a new cell")
             raise FingerprintMismatch(
                 f"{store.uri} holds a run of another configuration "
                 f"({describe_difference(existing.fingerprint_fields, redact(fields))}); "
@@ -204,6 +220,11 @@ class RunDirectory:
         self._resumable = done - self._failed
         return self._resumable
 
+    @property
+    def kept(self) -> set[tuple[str, int]]:
+        """What :meth:`list_done` found the run keeps."""
+        return self._resumable
+
     def plan(self, traffic: TrafficControl) -> Planned:
         """The run's plan (:attr:`planned`): every item without a record (or with an error record, with
         ``rerun_failed``), gated by ``traffic`` (a spent budget hands out no item); after :meth:`list_done`.
@@ -214,7 +235,7 @@ class RunDirectory:
         settings, request, resumable = self.request.settings, self.request, self._resumable
         # Records of tasks past a lowered limit are counted too (their positions are known only inside the records).
         already_done = sum(1 for _, repeat in resumable if repeat < settings.repeats)
-        plan = Plan(request.benchmark, settings.repeats, settings.limit, resumable)
+        plan = Plan(request.benchmark, settings.repeats, settings.limit, resumable, cell=self.cell)
         items = traffic.gate(iter(plan))
         first = next(items, None)
         if first is None and plan.exhausted and plan.n_tasks == 0:
@@ -231,10 +252,12 @@ class RunDirectory:
         return RunContext(request.benchmark, request.solution, request.store, self.manifest.run_id,
                           request.settings, traffic.cache, request.replicas, request.model_environment())
 
-    def begin(self, executor: _Described, traffic: TrafficControl) -> Progress:
+    def begin(self, executor: _Described, traffic: TrafficControl,
+              on_stop: Callable[[ServerStop], None] | None = None) -> Progress:
         """The run's first writes, once the executor has started: earlier records dropped (``force``), failed ones
         retired (``rerun_failed``), ``run.json`` written, the ``run.start`` line; then its compactor and its
-        :class:`Progress` (:attr:`progress`).
+        :class:`Progress` (:attr:`progress`; ``on_stop``: takes a server watch's stop instead of raising it, see
+        :class:`Progress`).
 
         Raises:
             LeaseLost: another driver took the run over meanwhile.
@@ -242,6 +265,8 @@ class RunDirectory:
         """
         store, log, planned, manifest = self.store, structlog.get_logger("runner"), self.planned, self.manifest
         assert planned is not None and manifest is not None and self.keeper is not None, "plan() first"
+        self.end_progress()  # a matrix's cell planned again (its model failed to load before)
+        self._progress_ended = False
         self.keeper.check()
         if self.clear:
             store.clear()
@@ -258,7 +283,8 @@ class RunDirectory:
                                  headline=self.request.benchmark.headline_metrics, run_id=manifest.run_id,
                                  sink=functools.partial(store.write_file, PROGRESS_FILE),
                                  file_s=progress_module.PROGRESS_FILE_S,
-                                 on_done=self.compactor.acknowledged if self.compactor is not None else None)
+                                 on_done=self.compactor.acknowledged if self.compactor is not None else None,
+                                 on_stop=on_stop)
         return self.progress
 
     def _compactor(self) -> Compactor | None:

@@ -11,6 +11,7 @@ from runner.report.build import RunReport, build_report, report_run
 from runner.report.compare import Comparison, compare_runs
 from runner.report.files import results_csv, summary_json, write_comparison
 from runner.report.html import comparison_html, html_report, write_html_report
+from runner.report.matrix import MatrixReport, render_matrix, report_matrix
 from runner.report.scope import PlanScope, StoredCount, count_stored
 from runner.report.summary import MetricSummary, Summary, scope_notes, summarize
 from runner.report.table import render, render_comparison
@@ -18,6 +19,7 @@ from runner.report.table import render, render_comparison
 
 __all__ = [
     "Comparison",
+    "MatrixReport",
     "MetricSummary",
     "PlanScope",
     "RunReport",
@@ -30,6 +32,8 @@ __all__ = [
     "html_report",
     "render",
     "render_comparison",
+    "render_matrix",
+    "report_matrix",
     "report_run",
     "results_csv",
     "scope_notes",

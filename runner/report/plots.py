@@ -205,3 +205,30 @@ def difference_chart(title: str, entries: Sequence[tuple[str, float, Interval, b
         axes.set_xlabel("difference of means (95 % CI)")
         axes.spines["left"].set_visible(False)
         return _svg(figure, salt)
+
+
+def step_chart(benchmark: str, points: Sequence[tuple[int, float, Sequence[float] | None]], salt: str) -> str:
+    """A checkpoint sweep: one benchmark's headline against the training step, with its 95 % band where the
+    headline has an interval.
+
+    Args:
+        benchmark: the benchmark's key (the chart's title).
+        points: ``(step, value, (low, high) or None)``, by step.
+        salt: unique within the page.
+    """
+    import matplotlib
+
+    with matplotlib.rc_context(_STYLE):
+        figure = _figure(WIDTH, 2.6)
+        axes = figure.add_subplot()
+        steps = [point[0] for point in points]
+        values = [point[1] for point in points]
+        banded = [(step, ci) for step, _, ci in points if ci]
+        if len(banded) >= 2:
+            axes.fill_between([step for step, _ in banded], [ci[0] for _, ci in banded], [ci[1] for _, ci in banded],
+                              color=ACCENT, alpha=0.18, linewidth=0)
+        axes.plot(steps, values, marker="o", color=ACCENT, markersize=4, linewidth=1.4)
+        axes.set_title(_label(benchmark), loc="left")
+        axes.set_xlabel("step")
+        axes.set_ylabel("headline (95 % band)")
+        return _svg(figure, salt)

@@ -183,3 +183,66 @@ def driver_line(owner: Lease | None) -> str:
                 f"{owner.expires_at})")
     return (f"driver: {owner.owner()}, its lease expired at {owner.expires_at} (killed, or cut off from the "
             "storage); if it no longer runs, the same command with --take-over resumes")
+
+
+def is_matrix(uri: str, storage_options: dict[str, Any] | None = None) -> bool:
+    """Whether ``uri`` is an evaluation matrix's root (it holds ``matrix.json`` and no ``run.json``).
+
+    Raises:
+        StorageError: the store cannot be read.
+    """
+    from runner.storage.store import MATRIX_FILE
+
+    store = ResultStore(uri, storage_options or {})
+    return store.read_file(MATRIX_FILE) is not None and store.read_manifest() is None
+
+
+def matrix_status(store: ResultStore | str, storage_options: dict[str, Any] | None = None,
+                  benchmarks: dict[str, tuple[BenchmarkBase | None, str | None]] | None = None) -> RunStatus:
+    """The status of the evaluation matrix at ``store``: each cell's progress (:func:`run_status` of its run),
+    its status in ``matrix.json``, and the matrix's totals. ``data``: ``matrix_id``, ``storage``, ``done``,
+    ``expected``, ``complete``, ``executing`` (a driver holds some cell), and ``cells`` (path -> the cell's
+    status data, with ``status`` from ``matrix.json``).
+
+    Raises:
+        ConfigError: no matrix at that URI.
+        StorageError: the store cannot be read.
+    """
+    from runner.storage.matrix_manifest import read_matrix
+
+    if isinstance(store, str):
+        store = ResultStore(store, storage_options or {})
+    manifest = read_matrix(store)
+    if manifest is None:
+        raise ConfigError(f"no matrix at {store.uri} (no matrix.json); check the URI")
+    cells: dict[str, Any] = {}
+    lines = []
+    done = expected = 0
+    known = True
+    driver = None
+    for entry in manifest.cells:
+        cell_store = store.child(entry.path)
+        if cell_store.read_manifest() is None:
+            cells[entry.path] = {"status": entry.status, "done": 0, "expected": None}
+            lines.append(f"  {entry.path}: {entry.status}, not started")
+            known = False
+            continue
+        status = run_status(cell_store, benchmarks=benchmarks)
+        cells[entry.path] = {**status.data, "status": entry.status}
+        done += status.data["done"]
+        if status.data["expected"] is None:
+            known = False
+        else:
+            expected += status.data["expected"]
+        driver = driver or status.data["driver"]
+        stated = "executing" if status.executing else entry.status
+        shown = f"{status.data['done']}/{status.data['expected'] if status.data['expected'] is not None else '?'}"
+        note = f" ({entry.error[:120]})" if entry.error and entry.status != "done" else ""
+        lines.append(f"  {entry.path}: {shown} items, {stated}{note}")
+    complete = known and done >= expected and all(entry.status in ("done", "stale") for entry in manifest.cells)
+    head = (f"matrix {manifest.matrix_id}: {len(manifest.cells)} cells, {done}/{expected if known else '?'} items, "
+            f"{'complete' if complete else 'incomplete'} ({store.uri})")
+    data = {"matrix_id": manifest.matrix_id, "storage": store.uri, "done": done,
+            "expected": expected if known else None, "complete": complete, "driver": driver, "cells": cells,
+            "progress": {"state": "running" if driver else "ended"}}
+    return RunStatus(data, [head, driver_line(None) if driver is None else "a driver runs the matrix", *lines])

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
 from runner.core.errors import ConfigError, ReplicaStartError
 
 if TYPE_CHECKING:
+    import httpx
+
     # spec.py checks each spec's engine flags with its engine (Engine.refuse_managed), so it imports this module.
     from runner.serving.spec import ReplicaSpec
 
@@ -429,6 +429,8 @@ class TransformersServe(Engine):
              work_dir: Path) -> str:
         """Unload what the server holds (``/reset``), link the new weights under a new unique name and load them
         (``/load_model``, whose event stream ends with ``ready`` or ``error``)."""
+        import httpx
+
         _swap_step(client, f"{root}/reset", None, spec, self.name)
         name = _linked(source, work_dir, f"{spec.slug}-{secrets.token_hex(4)}")
         try:
@@ -485,6 +487,8 @@ def _swap_step(client: httpx.Client, url: str, body: dict[str, object] | None, s
     Raises:
         ReplicaStartError: no answer, or an answer other than 2xx (its status and text).
     """
+    import httpx
+
     try:
         answer = client.post(url, json=body) if body is not None else client.post(url)
     except httpx.HTTPError as exc:

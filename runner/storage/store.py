@@ -51,6 +51,8 @@ RECORDS = "records"
 RETIRED = "retired"
 LIMITS_FILE = "limits.json"
 """The model traffic of the run's latest invocation (rates, 429s, pauses, budget), written by the driver."""
+MATRIX_FILE = "matrix.json"
+"""What marks an evaluation matrix's root (its cells are runs under ``cells/``); a run is refused there."""
 PROGRESS_FILE = "progress.json"
 """What the driver of a run that executes says about it (counts, rate, ETA, running means), at most 10 s old."""
 REPORT_FILES = ("summary.json", "results.csv", LIMITS_FILE, PROGRESS_FILE)
@@ -129,6 +131,10 @@ class ResultStore:
         if self._uri is None:
             self._uri = normalize_uri(uri)
             self.uri_is_default = True
+
+    def child(self, path: str) -> ResultStore:
+        """The store of the run at ``path`` under this one's URI (a matrix's cell), with the same options."""
+        return ResultStore(f"{self.uri}/{path.strip('/')}", self.storage_options, flag=self.flag)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

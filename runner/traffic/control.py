@@ -92,13 +92,25 @@ class TrafficControl:
         Raises:
             StorageError: the records or the cache cannot be read.
         """
+        return cls.for_runs(settings, [(store, kept)])
+
+    @classmethod
+    def for_runs(cls, settings: RunSettings, runs: list[tuple[ResultStore, set[tuple[str, int]]]]) -> TrafficControl:
+        """The one traffic control of runs executed together (a matrix's cells: one budget, one set of limits, one
+        cache), as :meth:`for_run` for each run's store and kept items; the cache gets the first store's options.
+
+        Raises:
+            StorageError: the records or the cache cannot be read.
+        """
         budget = Budget.of(settings)
-        if settings.budgeted and kept:
-            for record in store.iter_records(full=False):  # usage only: a large record's row holds it
-                if (encode_key(record.task_id), record.repeat) in kept:
-                    budget.add_earlier(record.usage)
+        for store, kept in runs:
+            if settings.budgeted and kept:
+                for record in store.iter_records(full=False):  # usage only: a large record's row holds it
+                    if (encode_key(record.task_id), record.repeat) in kept:
+                        budget.add_earlier(record.usage)
         cache = None
-        if settings.cache is not None and settings.cache_policy != "off":
+        if settings.cache is not None and settings.cache_policy != "off" and runs:
+            store = runs[0][0]
             same_kind = _protocol(settings.cache) == _protocol(store.uri)
             cache = StoredCache(settings.cache, store.storage_options if same_kind else None, settings.cache_policy)
             cache.check()

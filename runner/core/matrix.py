@@ -1,0 +1,234 @@
+"""An evaluation matrix's configuration: models (or the checkpoints a glob names) x benchmark entries, one job.
+
+A matrix file is a run's configuration file (``docs/settings.md``) with two lists in place of ``model`` and
+``benchmark``::
+
+    models:                                   # each a model as --model takes it; a glob names one per checkpoint
+      - transformers:smollm2-135m-instruct
+      - model: "transformers:/ckpts/run42/step_*"
+        engine_args: ["--dtype", "float32"]   # its served model's engine flags
+    benchmarks:
+      - {benchmark: lm-eval, args: {tasks: "arc_easy,gsm8k"}}
+      - {benchmark: hotpotqa, args: {answer_only: true}, solution: hotpotqa-reader, limit: 100}
+    baseline: transformers:smollm2-135m-instruct
+    watch: {every: 300, ready_file: STABLE, until: DONE}
+    judge_model: none
+    storage: s3://bucket/evals/run42
+    worker: {num_workers: 8, num_gpus: 1}
+
+Every other key is a run setting that holds for every cell; a model or benchmark entry may set any run setting for
+its own cells (``limit``, ``data_dir``, ``repeats``, ``timeout``...), except those of the whole job
+(:data:`MATRIX_ONLY`: the storage, the executor and its workers, the model traffic and budget), which a cell cannot
+have apart from the others. Flags on the command line override the file, entries included (``--limit 5`` makes a
+quick trial of a whole matrix).
+
+:class:`MatrixConfig` validates the shape; the cells' own settings are validated when each cell is built
+(:mod:`runner.engine.matrix.cells`), so an error names its cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MATRIX_ONLY = frozenset({
+    "storage", "storage_options", "executor", "sequential", "ray_address", "worker", "log_format", "progress",
+    "max_rpm", "max_tpm", "max_connections", "model_limits", "max_tokens", "max_cost", "prices", "cache",
+    "cache_policy", "lease_ttl", "take_over", "storage_outage", "allow_overwriting_store", "force",
+})
+"""Run settings of the whole matrix, which a model or benchmark entry may not set: one storage, one executor and
+pool of workers, one traffic control (cluster-wide limits, one budget, one cache) for every cell."""
+
+ENTRY_NAMES = frozenset({"models", "benchmarks", "baseline", "watch"})
+"""The keys a matrix file has besides a run's."""
+
+
+class WatchSpec(BaseModel):
+    """Keep evaluating checkpoints as they appear.
+
+    Args:
+        every: seconds between two looks at the checkpoints' globs.
+        ready_file: a checkpoint is ready once this file exists in its folder (``None``: once its listing did not
+            change between two looks, for writers that leave no mark).
+        until: the watch ends once this file exists next to the checkpoints (in the folder of a glob's matches),
+            and every cell is done; ``None``: it ends on SIGTERM or Ctrl-C only (the same command resumes).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    every: float = Field(default=300.0, gt=0)
+    ready_file: str | None = None
+    until: str | None = None
+
+    @field_validator("ready_file", "until")
+    @classmethod
+    def _file_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "/" in value):
+            raise ValueError("must be a file name (no folder), e.g. STABLE")
+        return value
+
+
+class ModelEntry(BaseModel):
+    """One model of the matrix, or the checkpoints its glob names (any other key: a run setting of its cells).
+
+    Args:
+        model: as ``--model`` takes it (``provider:model``); ``*``, ``?`` or ``[...]`` in its path make it a glob of
+            checkpoint folders (a local folder or any fsspec URL: ``s3://``, ``gs://``, ``az://``).
+        key: the name of its cells' folder (default: from the model's name; a checkpoint's folder name).
+        engine_args: flags for its served model's engine (``--engine-arg``).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    key: str | None = None
+    engine_args: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"model": data} if isinstance(data, str) else data
+
+    @field_validator("model")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("names no model; write provider:model, e.g. transformers:/ckpts/step_*")
+        return value.strip()
+
+    @property
+    def is_glob(self) -> bool:
+        """Whether the model's path is a glob of checkpoint folders."""
+        return is_glob(self.model.partition(":")[2])
+
+    def settings(self) -> dict[str, Any]:
+        """The run settings the entry sets for its cells."""
+        return dict(self.model_extra or {})
+
+
+class BenchmarkEntry(BaseModel):
+    """One benchmark of the matrix with its arguments and solution (any other key: a run setting of its cells).
+
+    Args:
+        benchmark: as ``-b`` takes it.
+        args: its arguments (``-B``).
+        solution: its solution (``-s``; default: the benchmark's own for the model).
+        solution_args: the solution's arguments (``-S``).
+        key: the name of its cells' folders (default: the benchmark's name and its ``tasks``).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    benchmark: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    solution: str | None = None
+    solution_args: dict[str, Any] = Field(default_factory=dict)
+    key: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"benchmark": data}
+        if isinstance(data, dict) and "benchmark_args" in data:
+            data = dict(data)
+            data.setdefault("args", data.pop("benchmark_args"))
+        return data
+
+    def settings(self) -> dict[str, Any]:
+        """The run settings the entry sets for its cells."""
+        return dict(self.model_extra or {})
+
+
+class MatrixConfig(BaseModel):
+    """A matrix: models x benchmark entries (see the module's docstring); ``settings`` holds every other key of the
+    file, the run settings of every cell.
+
+    Raises (validation):
+        ValueError: no model or no benchmark, a ``model`` or ``benchmark`` key beside the lists, an entry that sets
+            a setting of the whole matrix, two model entries naming one model.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[ModelEntry] = Field(min_length=1)
+    benchmarks: list[BenchmarkEntry] = Field(min_length=1)
+    baseline: str | None = None
+    watch: WatchSpec | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_settings(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for single, lists in (("model", "models"), ("benchmark", "benchmarks")):
+            if single in data:
+                raise ValueError(f"a matrix names its {lists} in the list '{lists}', not in '{single}'; move "
+                                 f"{data[single]!r} there")
+        settings = {key: data.pop(key) for key in list(data) if key not in ENTRY_NAMES}
+        data["settings"] = {**settings, **data.get("settings", {})}
+        return data
+
+    @model_validator(mode="after")
+    def _entries(self) -> MatrixConfig:
+        for entry in (*self.models, *self.benchmarks):
+            name = entry.model if isinstance(entry, ModelEntry) else entry.benchmark
+            shared = sorted(set(entry.settings()) & MATRIX_ONLY)
+            if shared:
+                raise ValueError(f"the entry {name!r} sets {shared[0]!r}, a setting of the whole matrix (one storage, "
+                                 f"one pool of workers, one traffic control and budget); set it at the file's top "
+                                 "level or as a flag")
+        names = [entry.model for entry in self.models]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"the model {twice[0]!r} is listed twice; list each model once (two entries make the "
+                             "same cells)")
+        return self
+
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+def is_glob(path: str) -> bool:
+    """Whether ``path`` holds a glob pattern (``*``, ``?`` or ``[``)."""
+    return bool(_GLOB.search(path))
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """``text`` as a folder name: lower case letters, digits, ``.``, ``-`` and ``_`` (``Qwen2.5-7B-Instruct`` ->
+    ``qwen2.5-7b-instruct``), ``x`` when nothing is left."""
+    clean = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-.")
+    return clean[:limit].rstrip("-.") or "x"
+
+
+def model_key(model: str) -> str:
+    """The readable key of a model's cells: its path's last part (``vllm:Qwen/Qwen2.5-7B-Instruct`` ->
+    ``qwen2.5-7b-instruct``, ``transformers:/ckpts/run42/step_200`` -> ``step_200``)."""
+    provider, colon, path = model.partition(":")
+    path = path.rstrip("/") if colon else provider
+    return slug(path.rsplit("/", 1)[-1] or model)
+
+
+def benchmark_key(entry: BenchmarkEntry) -> str:
+    """The readable key of a benchmark entry's cells: its ``key``, else its name and its ``tasks`` (lm-eval's tasks,
+    comma- or list-separated): ``lm-eval-arc_easy-gsm8k``, ``hotpotqa``."""
+    if entry.key:
+        return slug(entry.key)
+    tasks = entry.args.get("tasks")
+    names = tasks.split(",") if isinstance(tasks, str) else list(tasks) if isinstance(tasks, list) else []
+    return slug("-".join([entry.benchmark.rsplit(":", 1)[-1], *[str(name).strip() for name in names if name]]), 80)
+
+
+def unique_keys(keys: list[str], identities: list[str]) -> list[str]:
+    """``keys``, each that two different ``identities`` share made unique by a short hash of its identity
+    (``step_200-3f9a0c``)."""
+    owners: dict[str, set[str]] = {}
+    for key, identity in zip(keys, identities):
+        owners.setdefault(key, set()).add(identity)
+    return [key if len(owners[key]) == 1 else f"{key}-{hashlib.sha256(identity.encode()).hexdigest()[:6]}"
+            for key, identity in zip(keys, identities)]
