@@ -1,0 +1,155 @@
+"""``python -m runner matrix``: a matrix of models at endpoints (the offline mock) x the toy benchmark, its cells
+as ordinary runs, its report, its resume and the one-line refusals of bad input (exit 2 before anything is
+written), in this process except one subprocess per exit status."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runner.core.matrix import BenchmarkEntry, MatrixConfig, benchmark_key, model_key, unique_keys
+from runner.report import compare_runs
+from runner.report.matrix import holm
+
+MATRIX = ["matrix", "--model", "mock", "--model", "mock:echo", "--bench", "toy",
+          "--bench", "{benchmark: toy, args: {n_tasks: 6}, key: toy6}", "-s", "chat", "--baseline", "mock",
+          "--sequential", "--log-format", "json"]
+
+
+def records(path: Path) -> dict[tuple[str, int], dict]:
+    found = {}
+    for file in (path / "records").rglob("*.json"):
+        record = json.loads(file.read_text())
+        found[(record["task_id"], record["repeat"])] = record
+    return found
+
+
+def test_keys_are_readable_and_unique() -> None:
+    assert model_key("vllm:Qwen/Qwen2.5-7B-Instruct") == "qwen2.5-7b-instruct"
+    assert model_key("transformers:/ckpts/run42/step_200") == "step_200"
+    assert model_key("mock") == "mock"
+    assert benchmark_key(BenchmarkEntry(benchmark="lm-eval", args={"tasks": "arc_easy,gsm8k"})) == \
+        "lm-eval-arc_easy-gsm8k"
+    assert benchmark_key(BenchmarkEntry(benchmark="hotpotqa", args={"answer_only": True})) == "hotpotqa"
+    keys = unique_keys(["step_1", "step_1", "base"], ["s3://a/step_1", "gs://b/step_1", "base"])
+    assert keys[2] == "base" and keys[0] != keys[1] and all(key.startswith("step_1-") for key in keys[:2])
+
+
+def test_an_entry_may_not_set_what_the_whole_matrix_shares() -> None:
+    with pytest.raises(ValueError, match="'max_tokens', a setting of the whole matrix"):
+        MatrixConfig.model_validate({"models": [{"model": "mock", "max_tokens": 10}], "benchmarks": ["toy"]})
+    with pytest.raises(ValueError, match="listed twice"):
+        MatrixConfig.model_validate({"models": ["mock", "mock"], "benchmarks": ["toy"]})
+    config = MatrixConfig.model_validate({"models": ["mock"], "benchmarks": [{"benchmark": "toy", "limit": 3}],
+                                          "limit": 5, "judge_model": "none"})
+    assert config.settings == {"limit": 5, "judge_model": "none"} and config.benchmarks[0].settings() == {"limit": 3}
+
+
+def test_holm_adjusts_as_the_step_down_procedure_says() -> None:
+    """Holm (1979): sorted p 0.01, 0.02, 0.04 of m = 3 -> 0.03, 0.04 (max of 0.04 and 0.03), 0.04."""
+    assert holm([0.04, 0.01, None, 0.02]) == pytest.approx([0.04, 0.03, None, 0.04])  # type: ignore[arg-type]
+    assert holm([0.5, 0.9]) == [1.0, 1.0]
+
+
+def test_a_matrix_runs_every_cell_as_an_ordinary_run_and_reports_it(cli, tmp_path: Path) -> None:
+    """Two models x two benchmark entries: four run directories under cells/, each that very run (its own command
+    pointed at it finds every item done), matrix.csv's deltas those of compare, and a resume computes nothing."""
+    root = tmp_path / "matrix"
+    result = cli(*MATRIX, "--storage", str(root))
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((root / "matrix.json").read_text())
+    assert sorted(cell["path"] for cell in manifest["cells"]) == [
+        "cells/echo/toy", "cells/echo/toy6", "cells/mock/toy", "cells/mock/toy6"]
+    assert {cell["status"] for cell in manifest["cells"]} == {"done"}
+    assert [cell["counts"] for cell in manifest["cells"] if cell["path"] == "cells/echo/toy6"] == [
+        {"done": 6, "total": 6, "errors": 0}]
+    assert manifest["baseline"] == "mock"
+    # The cell is the run of the same flags: that command finds every item done.
+    cell = root / "cells" / "echo" / "toy6"
+    before = records(cell)
+    alone = cli("-b", "toy", "-B", "n_tasks=6", "-s", "chat", "--model", "mock:echo", "--sequential",
+                "--storage", str(cell), "--log-format", "json")
+    assert alone.returncode == 0, alone.stderr
+    assert '"executed": 0' in alone.stderr and records(cell) == before
+    # matrix.csv's delta of echo against mock on toy is compare's.
+    rows = list(csv.DictReader((root / "matrix.csv").open()))
+    row = next(row for row in rows if row["model"] == "echo" and row["benchmark"] == "toy" and not row["category"])
+    comparison = compare_runs([str(root / "cells" / "mock" / "toy"), str(root / "cells" / "echo" / "toy")])
+    [overall] = [r for r in comparison.rows if r.category is None and r.metric == row["metric"]]
+    assert float(row["delta"]) == pytest.approx(overall.differences[0].diff)
+    assert float(row["p"]) == pytest.approx(overall.differences[0].p_value)
+    assert row["p_holm"] != ""
+    assert (root / "matrix.html").read_text().count('href="cells/') == 4
+    assert "echo" in result.stdout and "toy6" in result.stdout
+    # A resume computes nothing.
+    again = cli(*MATRIX, "--storage", str(root))
+    assert again.returncode == 0 and again.stderr.count('"executed": 0') == 4
+    status = cli("status", str(root))
+    assert status.returncode == 0 and "4 cells, 212/212 items, complete" in status.stdout
+
+
+def test_a_changed_cell_is_refused_and_the_matrix_grows_by_new_cells(cli, tmp_path: Path) -> None:
+    root = tmp_path / "matrix"
+    assert cli(*MATRIX, "--storage", str(root)).returncode == 0
+    changed = [arg.replace("n_tasks: 6", "n_tasks: 7") for arg in MATRIX]
+    refused = cli(*changed, "--storage", str(root))
+    assert refused.returncode == 2
+    assert "the cell mock/toy6 holds a run of other settings" in refused.stderr
+    assert "give it another key" in refused.stderr
+    grown = cli(*MATRIX, "--model", "mock:default", "--storage", str(root))
+    assert grown.returncode == 0, grown.stderr
+    manifest = json.loads((root / "matrix.json").read_text())
+    assert len(manifest["cells"]) == 6 and {cell["status"] for cell in manifest["cells"]} == {"done"}
+
+
+@pytest.mark.parametrize(("extra", "line"), [
+    (["--model", "transformers:/nowhere/step_*"], "the glob /nowhere/step_* matches no folder"),
+    (["--baseline", "openai:gpt-4o"], "the baseline 'openai:gpt-4o' is none of the matrix's models"),
+    (["--bench", "toy"], "two benchmark entries make the same cells (toy)"),
+    (["--bench", "{benchmark: toy, args: {colour: red}, key: red}"], "cell mock/red: "),
+    (["--bench", "{benchmark: toy, max_rpm: 5}"], "sets 'max_rpm', a setting of the whole matrix"),
+])
+def test_bad_input_is_one_line_and_nothing_is_written(cli, tmp_path: Path, extra: list[str], line: str) -> None:
+    root = tmp_path / "matrix"
+    result = cli(*MATRIX, *extra, "--storage", str(root))
+    assert result.returncode == 2
+    assert line in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not root.exists()
+
+
+def test_a_matrix_and_a_run_refuse_each_others_storage(cli, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert cli("-b", "toy", "-s", "reference", "--sequential", "--storage", str(run)).returncode == 0
+    refused = cli(*MATRIX, "--storage", str(run))
+    assert refused.returncode == 2 and "holds a run (run.json), not a matrix" in refused.stderr
+    root = tmp_path / "matrix"
+    assert cli(*MATRIX, "--storage", str(root)).returncode == 0
+    refused = cli("-b", "toy", "-s", "reference", "--sequential", "--storage", str(root))
+    assert refused.returncode == 2 and "is the root of an evaluation matrix" in refused.stderr
+    assert not (root / "run.json").exists()
+
+
+def test_the_matrix_file_and_flags_give_the_same_matrix(cli, tmp_path: Path) -> None:
+    """A matrix file with per-entry settings; a flag overrides the file, entries included (--limit)."""
+    config = tmp_path / "matrix.yaml"
+    config.write_text(yaml.safe_dump({
+        "models": ["mock", {"model": "mock:echo", "key": "echo-model"}],
+        "benchmarks": [{"benchmark": "toy", "solution": "chat", "limit": 9}],
+        "baseline": "mock", "executor": "sequential", "storage": str(tmp_path / "m")}))
+    result = cli("matrix", "--config", str(config), "--limit", "4", "--log-format", "json")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    assert sorted(cell["path"] for cell in manifest["cells"]) == ["cells/echo-model/toy", "cells/mock/toy"]
+    assert {cell["counts"]["done"] for cell in manifest["cells"]} == {4}
+
+
+def test_the_exit_status_of_a_refused_matrix_comes_from_the_process(cli_process, tmp_path: Path) -> None:
+    result = cli_process(*MATRIX, "--model", "transformers:/nowhere/step_*", "--storage", str(tmp_path / "m"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: the glob /nowhere/step_* matches no folder; check the path (or add watch: to wait for checkpoints "
+        "to appear)"]
