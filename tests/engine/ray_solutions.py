@@ -141,10 +141,11 @@ NODE_VARIABLE = "RUNNER_TEST_NODE"
 
 
 @solution_factory
-def node_bound(log: str, slow_node: str = "", slow_s: float = 0.0, fast_s: float = 0.05) -> Callable[
-        [Task, SolutionContext], Any]:
+def node_bound(log: str, slow_node: str = "", slow_s: float = 0.0, fast_s: float = 0.05,
+               model: str | None = None) -> Callable[[Task, SolutionContext], Any]:
     """Calculator that takes ``slow_s`` seconds on the node named ``slow_node`` (:data:`NODE_VARIABLE`) and
-    ``fast_s`` elsewhere; each call appends ``<task id> <repeat> <attempt> <node>`` to ``log``."""
+    ``fast_s`` elsewhere; each call appends ``<task id> <repeat> <attempt> <node>`` to ``log``. ``model`` (a
+    matrix cell's) is taken and not used."""
 
     async def solve(task: Task, context: SolutionContext) -> float:
         node = os.environ.get(NODE_VARIABLE, "?")

@@ -106,3 +106,53 @@ def test_a_lost_node_costs_only_its_running_items_one_attempt(cluster: LocalClus
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_node_lost_mid_matrix_returns_its_items_and_no_item_runs_twice(cluster: LocalCluster,
+                                                                          tmp_path: Path) -> None:
+    """A matrix of two models (at an endpoint: any worker runs their cells) x one benchmark on the three nodes; once
+    8 of node a's workers run an item, a's raylet is killed. Every cell ends done, each item that ran on a runs
+    again once on b at attempt 2, every other item runs once, and no item of either cell runs twice."""
+    import yaml
+
+    logs = {"m1": tmp_path / "m1.txt", "m2": tmp_path / "m2.txt"}
+    run, driver_log, config = tmp_path / "matrix", tmp_path / "driver.log", tmp_path / "matrix.yaml"
+    config.write_text(yaml.safe_dump({
+        "models": [{"model": "mock", "key": "m1", "solution_args": {"log": str(logs["m1"])}},
+                   {"model": "mock:echo", "key": "m2", "solution_args": {"log": str(logs["m2"])}}],
+        "benchmarks": [{"benchmark": "toy", "args": {"n_tasks": 15}}],
+        "solution": "tests.engine.ray_solutions:node_bound",
+        "solution_args": {"slow_node": "a", "slow_s": 60, "fast_s": 0.5},
+        "storage": str(run), "worker": {"num_workers": 10}, "log_format": "json"}))
+    with open(driver_log, "wb") as out:
+        driver = subprocess.Popen([sys.executable, "-m", "runner", "matrix", "--config", str(config), "--ray-address",
+                                   cluster.address], cwd=REPO, env=cluster.env, stdout=subprocess.DEVNULL, stderr=out)
+    try:
+        deadline = time.monotonic() + 180
+        while len(_started_on_a(logs)) < 8:
+            assert driver.poll() is None and time.monotonic() < deadline, driver_log.read_text()[-3000:]
+            time.sleep(0.2)
+        cluster.collect()
+        cluster.kill_raylet("a")
+        driver.wait(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, driver_log.read_text()[-3000:]
+    manifest = json.loads((run / "matrix.json").read_text())
+    assert {cell["status"] for cell in manifest["cells"]} == {"done"}
+    started_on_a = _started_on_a(logs)
+    for key, log in logs.items():
+        records = {record.task_id: record for record in ResultStore(str(run / "cells" / key / "toy")).iter_records()}
+        assert len(records) == 15 and {record.status for record in records.values()} == {"ok"}
+        on_a = {task for cell, task in started_on_a if cell == key}
+        assert {task for task, record in records.items() if record.attempt == 2} == on_a
+        executions = Counter((line.split()[0], line.split()[2], line.split()[3]) for line in _lines(log))
+        for task in records:
+            runs = sorted((attempt, node) for (name, attempt, node), count in executions.items() if name == task
+                          for _ in range(count))
+            assert runs == ([("1", "a"), ("2", "b")] if task in on_a else [("1", "b")]), (key, task, runs)
+
+
+def _started_on_a(logs: dict[str, Path]) -> set[tuple[str, str]]:
+    return {(key, line.split()[0]) for key, log in logs.items() for line in _lines(log) if line.endswith(" a")}

@@ -178,15 +178,12 @@ class MatrixRequest:
     def _cell(self, index: int, slot: MatrixModelSlot, entry: BenchmarkEntry, key: str) -> MatrixCellPlan:
         path = f"{CELLS}/{slot.key}/{key}"
         name = f"{slot.key}/{key}"
-        data = {**self.config.settings, **slot.entry.settings(), **entry.settings(), **self.overrides,
-                "model": slot.model, "benchmark": entry.benchmark, "storage": f"{self.root.uri}/{path}",
-                "storage_options": self.run_config.storage_options}
-        if entry.args:
-            data["benchmark_args"] = {**data.get("benchmark_args", {}), **entry.args}
+        own = {"benchmark_args": entry.args, "solution_args": entry.solution_args}
         if entry.solution is not None:
-            data["solution"] = entry.solution
-        if entry.solution_args:
-            data["solution_args"] = {**data.get("solution_args", {}), **entry.solution_args}
+            own["solution"] = entry.solution
+        data = merged(self.config.settings, slot.entry.settings(), entry.settings(), own, self.overrides)
+        data.update(model=slot.model, benchmark=entry.benchmark, storage=f"{self.root.uri}/{path}",
+                    storage_options=self.run_config.storage_options)
         try:
             config = build_config(data, f"cell {name}")
             config = _served(config, slot)
@@ -198,6 +195,19 @@ class MatrixRequest:
             raise ConfigError(message) from None
         placed, replicas, pinned = _placement(slot, request)
         return MatrixCellPlan(index, slot, entry, key, path, request, placed, replicas, pinned)
+
+
+def merged(*layers: dict[str, Any]) -> dict[str, Any]:
+    """The run settings of ``layers``, each over the ones before: a mapping (``benchmark_args``,
+    ``solution_args``, ``worker``...) merged key by key, anything else replaced."""
+    data: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                data[key] = merged(data[key], value)
+            else:
+                data[key] = value
+    return data
 
 
 def _served(config: RunConfig, slot: MatrixModelSlot) -> RunConfig:
