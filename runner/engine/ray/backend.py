@@ -20,7 +20,7 @@ from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 
 from runner import log
 from runner.core.config import WorkerSpec
-from runner.core.errors import ReplicaStartError, RunnerError, exception_line
+from runner.core.errors import CodeImportError, ReplicaStartError, RunnerError, exception_line
 from runner.engine.ray import cluster as ray_cluster
 from runner.engine.run_context import RunContext
 from runner.engine.pool.dispatch import MAX_BATCH
@@ -139,11 +139,13 @@ async def _pool_errors(ref: Any) -> Any:
     except (RayActorError, OutOfMemoryError) as exc:
         if isinstance(exc, RayActorError) and exc.actor_init_failed:
             line = exception_line(exc, limit=2000)
-            # Ray keeps the constructor's exception as text only: a model that could not start is that error again
-            # (exit status 2, the server's own line), not a solution that could not be built.
-            _, marker, message = line.partition(f"{ReplicaStartError.__name__}: ")
-            if marker:
-                raise ReplicaStartError(message) from None
+            # Ray keeps the constructor's exception as text only: a model that could not start, or the run's own code
+            # that cannot be imported there (found while its arguments were unpickled), is that error again (exit
+            # status 2, its own line), not a solution that could not be built.
+            for error in (ReplicaStartError, CodeImportError):
+                _, marker, message = line.partition(f"{error.__name__}: ")
+                if marker:
+                    raise error(message) from None
             raise WorkerBuildFailed(exception_line(exc)) from None
         raise WorkerLost(exception_line(exc)) from None
     except RayTaskError as exc:
