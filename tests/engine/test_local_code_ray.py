@@ -78,3 +78,58 @@ def test_a_module_of_another_folder_is_one_line_before_anything_is_written(cli, 
     assert f"{solver_folder / 'toy_solver.py'} imports 'shared_maths', which cannot be imported on the worker" in last
     assert f"it is no module of {solver_folder}" in last
     assert not (tmp_path / "run").exists()
+
+
+BENCHMARK = '''\
+"""Sums whose metric comes from a module of another folder, imported only when the tasks are made."""
+
+from runner.core.benchmark import BenchmarkBase
+from runner.core.task import Task
+
+
+class Sums(BenchmarkBase):
+    def __init__(self):
+        super().__init__(name="sums")
+
+    def __iter__(self):
+        from house_metric import Exact  # on the driver's path only
+
+        for index in range(4):
+            yield Task(id=f"sum-{index}", input=f"What is {index} + 1?", metrics=[Exact(index + 1)])
+'''
+METRIC = '''\
+from runner.core.metric import MetricBase, MetricResult, MetricType
+
+
+class Exact(MetricBase):
+    def __init__(self, expected):
+        super().__init__(name="exact", metric_type=MetricType.NUMERICAL)
+        self.expected = expected
+
+    def __call__(self, solution):
+        return MetricResult(name="exact", result=float(solution.output == self.expected))
+'''
+
+
+def test_items_that_hold_code_the_workers_cannot_import_stop_the_run_in_one_line(cli, ray_session,
+                                                                                 solver_folder: Path, tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                                 ) -> None:
+    """The benchmark's module travels and imports on the workers, but its tasks hold a metric of a module of another
+    folder that it imports only when it makes them: the first batch a worker gets cannot be unpickled there (it was
+    Ray's RaySystemError with its traceback, exit 1)."""
+    elsewhere = tmp_path / "driver_only"
+    elsewhere.mkdir()
+    (elsewhere / "house_metric.py").write_text(METRIC)
+    monkeypatch.syspath_prepend(str(elsewhere))
+    (solver_folder / "sums_bench.py").write_text(BENCHMARK)
+    try:
+        done = cli("--benchmark", "sums_bench:Sums", "--solution", "toy_solver:solve", "--workers", "2",
+                   "--storage", str(tmp_path / "run"))
+    finally:
+        drop_modules_of(elsewhere)
+    line = done.fault_line("a Ray worker could not unpickle the items sent to it (ModuleNotFoundError: No module "
+                           "named 'house_metric')", "install it where the workers run",
+                           "the records written so far are kept")
+    assert "Traceback" not in line
+    assert list((tmp_path / "run").glob("records/*/*.json")) == []

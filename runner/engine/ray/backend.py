@@ -5,7 +5,8 @@ The run's :class:`RunContext` (benchmark, solution recipe, store, settings) goes
 actor builds the solution once; calls carry only task data. Ray's errors become the pool's: a dead actor (killed
 process, lost node, out of memory) is :class:`WorkerLost`, an actor whose constructor raised is
 :class:`WorkerBuildFailed`, and a :class:`RunnerError` raised inside a call (a store that cannot be written, or
-stayed unavailable past the run's outage limit) is raised as it is. A node's state comes from the GCS
+stayed unavailable past the run's outage limit) is raised as it is; items a worker cannot unpickle (they name a
+module it cannot import) stop the run in one line (:class:`RunStopped`). A node's state comes from the GCS
 (``ray.nodes()``), which works without the dashboard.
 """
 
@@ -16,11 +17,11 @@ import contextlib
 from typing import Any
 
 import ray
-from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
+from ray.exceptions import OutOfMemoryError, RayActorError, RaySystemError, RayTaskError
 
 from runner import log
 from runner.core.config import WorkerSpec
-from runner.core.errors import CodeImportError, ReplicaStartError, RunnerError, exception_line
+from runner.core.errors import CodeImportError, ReplicaStartError, RunnerError, RunStopped, exception_line
 from runner.engine.ray import cluster as ray_cluster
 from runner.engine.run_context import RunContext
 from runner.engine.pool.dispatch import MAX_BATCH
@@ -151,5 +152,12 @@ async def _pool_errors(ref: Any) -> Any:
     except RayTaskError as exc:
         if isinstance(exc.cause, RunnerError):
             raise exc.cause from None
+        if isinstance(exc.cause, RaySystemError):
+            # The call's arguments (its items) could not be unpickled on the worker: none of them ran there.
+            raise RunStopped(
+                f"a Ray worker could not unpickle the items sent to it ({exception_line(exc.cause)}): they hold "
+                "code the workers cannot import; install it where the workers run, put it in the folder the run "
+                "sends (the --solution's or -b module's folder, -B include_path), or run with --sequential; the "
+                "records written so far are kept, and the same command resumes once this is fixed") from None
         raise
 
