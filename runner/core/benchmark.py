@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
+from runner.core.local_code import LocalCode, code_of_module, with_code
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ReportFile, RunResults
 from runner.core.solution import SolutionOutput
@@ -75,6 +76,17 @@ class BenchmarkBase(ABC):
         in storage order; the default makes none). The report writes them each time it is built (at the end of a
         run and by ``python -m runner report``), and adds each file's note to the summary's notes."""
         return []
+
+    def local_code(self) -> LocalCode | None:
+        """The Python modules of the user's own folders that a worker needs to rebuild this benchmark and score its
+        tasks (:mod:`runner.core.local_code`): by default those of the folder of the benchmark's module when it is
+        no installed package (``-b my_bench:MyBenchmark`` from a local file), that module the entry a worker
+        imports at once; ``None`` for the runner's own benchmarks."""
+        return code_of_module(type(self).__module__)
+
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
+        # The benchmark's own code first: unpickled, it makes its modules importable where its class is imported.
+        return with_code(super().__reduce_ex__(protocol), self.local_code())
 
 
 class RecordsBenchmark(BenchmarkBase, Generic[R]):

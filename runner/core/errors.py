@@ -49,6 +49,12 @@ class ConfigError(RunnerError):
     """A run configuration (flags, config file, constructor arguments) that does not validate."""
 
 
+class CodeImportError(ConfigError):
+    """A module of the run's own code (its solution's module, lm-eval's task files, or what they import) cannot be
+    imported on a worker, which found it out while it was built, before any item ran (exit status 2): the message
+    names the module and the way out (:mod:`runner.core.local_code`)."""
+
+
 class ResourcesBusy(RunnerError):
     """No worker of the run could get its resources within the placement bound (``--placement-timeout``): the
     cluster has them on paper, but other jobs or runs hold them now. Exit status 2 before the run wrote anything

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.core import signature
 from runner.core.errors import ConfigError, PluginError
+from runner.core.local_code import LocalCode, code_of_module, with_code
 
 if TYPE_CHECKING:
     from runner.core.benchmark import BenchmarkBase
@@ -104,6 +105,10 @@ ARGUMENT_FLAGS = {"model": "--model (provider:model, e.g. openai:gpt-4o)", "user
 class SolutionSpec:
     """A picklable recipe for a solution: the target (callable, class or factory) and its arguments.
 
+    It pickles with the Python modules of the target's folder when that is no installed package (a ``--solution
+    module:function`` of a local file), ahead of the target: a worker that lacks the folder imports the target and
+    the modules beside it that it imports from there (:mod:`runner.core.local_code`).
+
     Args:
         target: a solution callable, a class, or a :func:`solution_factory`.
         kwargs: arguments for a class or factory (e.g. ``{"model": "openai:gpt-4o"}``); one it does not accept
@@ -114,6 +119,16 @@ class SolutionSpec:
     target: Any
     kwargs: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
+
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
+        # The folder's code first: unpickling it puts its modules within reach before the target is imported.
+        return with_code(super().__reduce_ex__(protocol), self.local_code())
+
+    def local_code(self) -> LocalCode | None:
+        """The modules of the folder of the target's module, that module the entry a worker imports at once
+        (:func:`runner.core.local_code.code_of_module`); ``None`` for a target of the runner, of an installed
+        package, or of ``__main__``."""
+        return code_of_module(getattr(self.target, "__module__", None))
 
     @property
     def is_recipe(self) -> bool:

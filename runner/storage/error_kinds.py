@@ -25,6 +25,7 @@ import errno
 import sys
 from collections.abc import Iterator
 
+from runner.storage.local_disk import WAY_OUT, HardLinksUnsupported
 from runner.storage.protocols import condition_of, protocol_info
 
 _TRANSIENT_ERRNOS = {errno.EBUSY, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE,
@@ -166,6 +167,10 @@ def advice(uri: str | None, exc: BaseException | None = None, flag: str | None =
     local = protocol in ("file", "local")
     kind = fault_kind(exc) if exc is not None else FaultKind.OTHER
     named, store = (f"the {flag} URI", f"the {flag} storage") if flag else ("the storage URI", "the storage")
+    if local and exc is not None and any(isinstance(error, HardLinksUnsupported) for error in _chain(exc)):
+        way_out = WAY_OUT.replace("--storage", flag) if flag else WAY_OUT
+        return (f"the filesystem makes no hard links, through which the local store writes each file once and "
+                f"whole; {way_out}")
     if local:
         return f"check {named} and that this process can write there"
     if kind is FaultKind.DENIED:

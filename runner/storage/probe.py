@@ -1,20 +1,24 @@
-"""The probe of an object store's conditional writes, once per run, before the lease and any record.
+"""The probe of a store's write-once primitive, once per run, before the lease and any record.
 
 Every promise of the store rests on one primitive: a write that fails when its key exists (``If-None-Match: *`` on
-S3 and Azure Blob Storage, ``ifGenerationMatch=0`` on Google Cloud Storage: :mod:`runner.storage.protocols`). A
-store that ignores the condition overwrites a record and lets two drivers take one lease; one that does not
-implement it answers 501 to every record write. The probe writes one key twice under the condition: the second
-write must be refused.
+S3 and Azure Blob Storage, ``ifGenerationMatch=0`` on Google Cloud Storage: :mod:`runner.storage.protocols`; on a
+local disk a temporary file hard-linked to its name, :mod:`runner.storage.local_disk`). A store that ignores the
+condition overwrites a record and lets two drivers take one lease; one that does not implement it answers 501 to
+every record write. The probe writes one key twice under the condition: the second write must be refused. On a
+local disk it makes one hard link: a filesystem that makes none (a FUSE mount of a bucket) is refused in one line
+that names hard links and the way out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 
 import structlog
 
 from runner.core.errors import StorageError, exception_line
+from runner.storage import local_disk
 from runner.storage.error_kinds import FaultKind, fault_kind, protocol_of
 from runner.storage.protocols import condition_of
 from runner.storage.store import ResultStore
@@ -27,7 +31,8 @@ _HONOURED_BY = "Amazon S3, Google Cloud Storage and Azure Blob Storage do"
 
 
 def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False) -> bool:
-    """Probe whether ``store`` honours conditional writes; on a local disk (``os.link``) nothing is probed.
+    """Probe whether ``store`` honours conditional writes; on a local disk, whether its filesystem makes hard links
+    (:func:`check_hard_links`).
 
     Args:
         store: the run's store.
@@ -40,9 +45,11 @@ def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False
 
     Raises:
         StorageError: the store does not honour them and ``allow_overwriting`` is off (one line naming the
-            problem and the way out), or the probe could not be written.
+            problem and the way out), the probe could not be written, or a local store's filesystem makes no hard
+            links.
     """
     if store.is_local:
+        check_hard_links(store)
         return True
     path = store.path(f"{PROBE_PREFIX}{uuid.uuid4().hex}")
     shown = store.display(path)
@@ -76,3 +83,30 @@ def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False
         "storage.unconditional", storage=store.uri, problem=problem,
         detail=f"{OPT_IN}: records are written after an existence check, which two writers can race; {risk}")
     return False
+
+
+def check_hard_links(store: ResultStore) -> None:
+    """Make one hard link where the local ``store``'s run will write: in its run folder, or, before that exists, in
+    the nearest folder above it that does (the run's folders will be made there, on the same filesystem), and remove
+    it; nothing else is created. A folder this process cannot write is left to the run's first write, which says so.
+
+    Raises:
+        StorageError: the filesystem makes no hard links (:class:`~runner.storage.local_disk.HardLinksUnsupported`):
+            one line naming them and the way out (the bucket's own URL, or a local disk).
+    """
+    folder = store.root
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    path = os.path.join(folder, f"{PROBE_PREFIX}{uuid.uuid4().hex}")
+    try:
+        local_disk.write_once(path, b"probe")
+    except local_disk.HardLinksUnsupported as exc:
+        raise StorageError(
+            f"storage {store.display(store.root)} is on a filesystem that makes no hard links ({exc.strerror}), and "
+            f"the local store writes every record through one (a temporary file linked to the record's name: "
+            f"written once, whole); {local_disk.WAY_OUT}") from None
+    except OSError:
+        return
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -6,16 +6,18 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import BenchmarkError
+from runner.core.local_code import LocalCode, collect
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ReportFile, RunResults
 from runner.core.task import Task
-from runner.benchmarks.lmeval import loading, results, routes
+from runner.benchmarks.lmeval import loading, results, routes, scoring
 from runner.benchmarks.lmeval.scoring import TaskScorer, metrics_for
 
 LM_EVAL_VERSION = "0.4.13"
@@ -240,10 +242,21 @@ class LMEvalBenchmark(BenchmarkBase):
 
     def __getstate__(self) -> dict[str, Any]:
         # A worker gets the benchmark once: the options and route, never the datasets or requests (items carry
-        # their own requests and their tasks' scorers).
+        # their own requests and their tasks' scorers). The task folders' code travels with it (local_code).
         state = self.__dict__.copy()
         state.update(_loaded=None, _scorers={}, _aggregated=None)
         return state
+
+    def local_code(self) -> LocalCode | None:
+        """The Python modules of the run's task folders (``include_path`` and the folder of each task file the tasks
+        use), with those task files as the entries a worker imports at once, so that a task file that cannot be
+        imported there stops the run before any item is sent (:mod:`runner.core.local_code`); ``None`` before
+        :meth:`prepare`, or when the tasks use no file of their own."""
+        if self._loaded is None:
+            return None
+        files = scoring.task_file_modules(self._loaded.tasks.values())
+        folders = [self.options.include_path, *(os.path.dirname(name) for name in files)]
+        return collect(folders, files)
 
     def _results(self, rows: list[Any]) -> dict[str, Any]:
         """lm-eval's results of ``rows`` (kept for the report's second use of the same rows)."""

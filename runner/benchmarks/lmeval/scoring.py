@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import pickle
 import sys
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from runner.core.metric import MetricBase, MetricError, MetricResult, MetricType
@@ -112,6 +113,38 @@ def _is_mean(function: Any) -> bool:
 def _task_file_modules() -> list[Any]:
     """The modules lm-eval loaded from task files outside its package (named by their file path: ``/x/utils``)."""
     return [module for name, module in list(sys.modules.items()) if name.startswith("/") and module is not None]
+
+
+def task_file_modules(tasks: Iterable[Any]) -> list[str]:
+    """The names of the task files' modules (``/x/utils``: lm-eval names a module it loads from a task folder by its
+    file path) whose functions the configurations of ``tasks`` (lm-eval ``Task`` s) use: ``!function`` prompts,
+    filters, ``process_results``..., in order of first use."""
+    found: dict[str, None] = {}
+    for task in tasks:
+        for function in _functions(getattr(task, "config", None), depth=0):
+            module = getattr(function, "__module__", None)
+            if isinstance(module, str) and module.startswith("/"):
+                found[module] = None
+    return list(found)
+
+
+def _functions(value: Any, depth: int) -> Iterator[Any]:
+    """The callables inside a task's configuration (a dataclass, mappings, lists), a few levels deep."""
+    if depth > 6 or value is None or isinstance(value, (str, bytes, int, float, bool)):
+        return
+    if callable(value) and not isinstance(value, type):
+        yield value
+        return
+    if hasattr(value, "__dataclass_fields__"):  # lm-eval's TaskConfig is a dataclass and a dict
+        items: Iterable[Any] = (getattr(value, name, None) for name in value.__dataclass_fields__)
+    elif isinstance(value, dict):
+        items = value.values()
+    elif isinstance(value, (list, tuple, set)):
+        items = value
+    else:
+        return
+    for item in items:
+        yield from _functions(item, depth + 1)
 
 
 class DocScore:

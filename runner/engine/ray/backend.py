@@ -6,7 +6,8 @@ recipe, store and settings) goes to Ray's object store once, and so does each ma
 model that runs it (:meth:`RayBackend.load`); each actor builds a solution once; calls carry only task data. Ray's errors become the pool's: a dead actor (killed
 process, lost node, out of memory) is :class:`WorkerLost`, an actor whose constructor raised is
 :class:`WorkerBuildFailed`, and a :class:`RunnerError` raised inside a call (a store that cannot be written, or
-stayed unavailable past the run's outage limit) is raised as it is. A node's state comes from the GCS
+stayed unavailable past the run's outage limit) is raised as it is; items a worker cannot unpickle (they name a
+module it cannot import) stop the run in one line (:class:`RunStopped`). A node's state comes from the GCS
 (``ray.nodes()``), which works without the dashboard.
 """
 
@@ -17,11 +18,11 @@ import contextlib
 from typing import Any
 
 import ray
-from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
+from ray.exceptions import OutOfMemoryError, RayActorError, RaySystemError, RayTaskError
 
 from runner import log
 from runner.core.config import WorkerSpec
-from runner.core.errors import ReplicaStartError, RunnerError, exception_line
+from runner.core.errors import CodeImportError, ReplicaStartError, RunnerError, RunStopped, exception_line
 from runner.engine.ray import cluster as ray_cluster
 from runner.engine.run_context import RunContext
 from runner.engine.workload import WorkerSetup
@@ -152,15 +153,24 @@ async def _pool_errors(ref: Any) -> Any:
     except (RayActorError, OutOfMemoryError) as exc:
         if isinstance(exc, RayActorError) and exc.actor_init_failed:
             line = exception_line(exc, limit=2000)
-            # Ray keeps the constructor's exception as text only: a model that could not start is that error again
-            # (exit status 2, the server's own line), not a solution that could not be built.
-            _, marker, message = line.partition(f"{ReplicaStartError.__name__}: ")
-            if marker:
-                raise ReplicaStartError(message) from None
+            # Ray keeps the constructor's exception as text only: a model that could not start, or the run's own code
+            # that cannot be imported there (found while its arguments were unpickled), is that error again (exit
+            # status 2, its own line), not a solution that could not be built.
+            for error in (ReplicaStartError, CodeImportError):
+                _, marker, message = line.partition(f"{error.__name__}: ")
+                if marker:
+                    raise error(message) from None
             raise WorkerBuildFailed(exception_line(exc)) from None
         raise WorkerLost(exception_line(exc)) from None
     except RayTaskError as exc:
         if isinstance(exc.cause, RunnerError):
             raise exc.cause from None
+        if isinstance(exc.cause, RaySystemError):
+            # The call's arguments (its items) could not be unpickled on the worker: none of them ran there.
+            raise RunStopped(
+                f"a Ray worker could not unpickle the items sent to it ({exception_line(exc.cause)}): they hold "
+                "code the workers cannot import; install it where the workers run, put it in the folder the run "
+                "sends (the --solution's or -b module's folder, -B include_path), or run with --sequential; the "
+                "records written so far are kept, and the same command resumes once this is fixed") from None
         raise
 
