@@ -234,7 +234,8 @@ def _judge_default(config: RunConfig, benchmark: Any, model: str | None) -> dict
         if (config.judge_model and config.judge_model.strip().lower() != NO_JUDGE) or config.judge_base_url:
             raise ConfigError(f"benchmark {config.benchmark!r} has no LLM-judged metrics; drop --judge-model and "
                               "--judge-base-url")
-        return {}
+        # --judge-model none asks for what such a benchmark has anyway (a matrix's file says it for every cell).
+        return {"judge_model": None} if config.judge_model else {}
     if config.benchmark_args.get("judge_model"):
         return {"judge_model": config.benchmark_args["judge_model"],
                 "judge_base_url": config.benchmark_args.get("judge_base_url")}

@@ -120,12 +120,11 @@ class SequentialExecutor:
     async def _load(self, work: Workload, model: str) -> bool:
         """Hold ``model`` to run its cells; ``False`` when its replica could not start (its cells stop)."""
         assert self.cells is not None
-        cells = {index: cell for index, cell in work.cells.items() if cell.model == model and cell.stopped is None}
+        cells, replicas = work.load_of(model)
         if not cells:
             work.take_group(model)
             return False
-        replicas = next(iter(cells.values())).replicas
-        report = await asyncio.to_thread(self.cells.load, model, {i: c.context for i, c in cells.items()}, replicas)
+        report = await asyncio.to_thread(self.cells.load, model, cells, replicas)
         self.loads.append({**report, "worker": 0, "node": None})
         for index, why in report["failed"].items():
             work.stop_cell(index, why)

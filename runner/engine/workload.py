@@ -140,6 +140,17 @@ class Workload:
         if cell.stopped is None:
             cell.stopped = reason
 
+    def load_of(self, model: str) -> tuple[dict[int, RunContext], tuple[ReplicaSpec, ...]]:
+        """What a worker loads to hold ``model``: the contexts of its cells that have not stopped, and the replicas
+        those cells serve it with (one per served model: a cell whose solution loads the model in the worker's own
+        process, lm-eval's ``HFLM``, has none)."""
+        cells = {index: cell for index, cell in self.cells.items() if cell.model == model and cell.stopped is None}
+        replicas: dict[str, ReplicaSpec] = {}
+        for cell in cells.values():
+            for spec in cell.replicas:
+                replicas.setdefault(spec.model, spec)
+        return {index: cell.context for index, cell in cells.items()}, tuple(replicas.values())
+
     def take_group(self, model: str | None) -> Iterator[WorkItem]:
         """The items of ``model``'s cells added since the last call, one cell after another."""
         streams = self.groups.pop(model, [])

@@ -260,15 +260,13 @@ class WorkerPool:
         choice = choose_model(worker.model, demands, newest_first=work.newest_first)
         if choice is None or choice == worker.model:
             return
-        cells = {index: cell for index, cell in work.cells.items() if cell.model == choice and cell.stopped is None}
-        if not cells:
+        contexts, replicas = work.load_of(choice)
+        if not contexts:
             return
         worker.loading = choice
-        replicas = next(iter(cells.values())).replicas
         self._log.info("worker.load", worker=worker.index, model=choice, previous=worker.model,
-                       cells=sorted(cells), detail="the worker takes this model (most pending items per worker)")
-        self._submit(worker, Call(worker, "load", model=choice),
-                     {index: cell.context for index, cell in cells.items()}, replicas)
+                       cells=sorted(contexts), detail="the worker takes this model (most pending items per worker)")
+        self._submit(worker, Call(worker, "load", model=choice), contexts, replicas)
 
     async def _next_answers(self) -> None:
         """Account for the next answers; while workers wait to start, say every :data:`WAIT_LOG_S` seconds what
