@@ -26,7 +26,7 @@ from runner.report.compare import Comparison
 from runner.report.items import ItemTable, item_table
 from runner.report.scope import PlanScope
 from runner.report.summary import Summary
-from runner.report.table import format_seconds
+from runner.report.table import format_seconds, tokens_unknown, usage_caveat
 from runner.storage.manifest import RunManifest
 from runner.storage.store import ResultStore
 
@@ -191,12 +191,19 @@ def _latency(summary: Summary) -> list[dict[str, Any]]:
 
 
 def _tokens(summary: Summary) -> list[dict[str, Any]]:
+    """The token table's rows, one per model: a model none of whose calls reported usage shows no token counts
+    (``None``, printed "–"), never 0; ``note`` says what the counts leave out or the runner counted
+    (:func:`~runner.report.table.usage_caveat`)."""
     rows = []
     for model, usage in summary.usage.items():
         per_item = summary.tokens_per_item.get(model, {})
-        rows.append({"model": model, "calls": usage.get("calls"), "input": usage.get("input_tokens"),
-                     "output": usage.get("output_tokens"), "per_input": per_item.get("input_tokens"),
-                     "per_output": per_item.get("output_tokens"), "per_calls": per_item.get("calls")})
+        unknown = tokens_unknown(usage)
+        rows.append({"model": model, "calls": usage.get("calls"),
+                     "input": None if unknown else usage.get("input_tokens"),
+                     "output": None if unknown else usage.get("output_tokens"),
+                     "per_input": None if unknown else per_item.get("input_tokens"),
+                     "per_output": None if unknown else per_item.get("output_tokens"),
+                     "per_calls": per_item.get("calls"), "note": usage_caveat(usage) or ""})
     return rows
 
 
