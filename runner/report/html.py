@@ -208,9 +208,26 @@ def _tokens(summary: Summary) -> list[dict[str, Any]]:
 
 
 def _item_note(table: ItemTable) -> str:
+    """The line above the item table: how many items carry their detail, and which kinds, in words that follow the
+    run's counts (items that ended in an error or a timeout, and items that scored 0, apart)."""
     return (f"{len(table.details)} of {table.total:,} items (●) carry their input, output, trajectory and metric "
-            f"results in this page: failing items ({table.failing:,} in the run), the slowest, and a sample. Click a "
+            f"results in this page: {_kept_kinds(table)}. Click a "
             "row to open it; every record is in the run directory under records/.")
+
+
+def _kept_kinds(table: ItemTable) -> str:
+    """Which items keep their detail, as :func:`_item_note` says it: ``failing items (2 ended in an error or a
+    timeout, 18 more scored 0 on a metric), the slowest, and a sample``; the items that scored 0 are not called
+    failing when none ended in an error, and a run where no item did either says so."""
+    unfinished, zero = table.unfinished, table.failing - table.unfinished
+    if not table.failing:
+        return "the slowest and a sample (no item ended in an error or a timeout, none scored 0 on a metric)"
+    if not unfinished:
+        return (f"items that scored 0 on a metric ({zero:,} in the run; none ended in an error or a timeout), the "
+                "slowest, and a sample")
+    ended = f"{unfinished:,} ended in an error or a timeout"
+    more = f", {zero:,} more scored 0 on a metric" if zero else ""
+    return f"failing items ({ended}{more}), the slowest, and a sample"
 
 
 def report_context(summary: Summary, manifest: RunManifest, table: ItemTable, uri: str) -> dict[str, Any]:
