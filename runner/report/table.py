@@ -85,7 +85,7 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
         points = summary.latency["solution_s"]
         console.print("solution time per item: " + "  ".join(f"{k} {format_seconds(v)}" for k, v in points.items()))
     for line in usage_lines(summary):
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
 
     if summary.pass_at_k:
         table = Table(title="pass@k", title_justify="left")

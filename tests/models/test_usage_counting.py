@@ -110,9 +110,9 @@ def test_a_replica_that_never_reports_usage_has_its_tokens_counted_with_the_mode
         zip(prompts, answers))
     assert summary["usage"][MODEL] == {"input_tokens": sum(prompts), "output_tokens": sum(answers), "calls": 3,
                                        "calls_counted_by_runner": 3}
-    line = token_line(result.stdout, MODEL)
-    assert line.startswith(f"tokens {MODEL}: {sum(prompts):,} in, {sum(answers):,} out, 3 calls (3 counted by the "
-                           "runner with the model's tokenizer, the server reported none); per item")
+    assert token_line(result.stdout, MODEL) == (
+        f"tokens {MODEL}: {sum(prompts):,} in, {sum(answers):,} out, 3 calls (3 counted by the runner with the model's "
+        f"tokenizer, the server reported none); per item {sum(prompts) / 3:,.0f} in, {sum(answers) / 3:,.0f} out")
     cells = usage_row(tmp_path, MODEL)
     assert cells[2:4] == [f"{sum(prompts):,}", f"{sum(answers):,}"]
     assert cells[-1] == "3 counted by the runner with the model's tokenizer, the server reported none"
@@ -142,6 +142,6 @@ def test_calls_whose_usage_is_unknown_are_never_shown_as_0_tokens(cli: Any, tmp_
     result, summary, _ = run(cli, tmp_path / "some", "--model", "vllm:scripted", "--model-base-url", model_server.url)
     used = summary["usage"]["vllm:scripted"]
     assert (used["calls"], used["calls_without_usage"], used["output_tokens"]) == (3, 1, 2)
-    assert token_line(result.stdout, "vllm:scripted").startswith(
+    assert token_line(result.stdout, "vllm:scripted") == (
         f"tokens vllm:scripted: {used['input_tokens']:,} in, 2 out, 3 calls (1 of 3 reported no usage, not in the "
-        "sums); per item")
+        f"sums); per item {used['input_tokens'] / 3:,.0f} in, 1 out")
