@@ -105,18 +105,22 @@ class TokenUsage(BaseModel):
     """Tokens one model spent on one item (as reported by the model server) and the number of calls.
 
     ``calls`` counts the calls that reached the server. ``calls_without_usage`` counts those whose server did not
-    report a count (their known counts, if any, are in the sums; their unknown ones are not). With a response cache
-    (``--cache``), ``cached_calls`` counts the calls answered from it (no call made, no tokens spent: they are not
-    in ``calls``) and ``cache_misses`` the cacheable calls it did not hold (they are in ``calls``). ``timeouts``
-    counts the requests abandoned at the model timeout (each cancelled, and retried as the retry policy says; a
-    request to a replica the run serves is retried once). Each of these four is left out of the JSON while it is 0,
-    so records and summaries without them keep their shape.
+    report a count and whose tokens the runner could not count either (their known counts, if any, are in the sums;
+    their unknown ones are not). ``calls_counted_by_runner`` counts those whose server reported no count and whose
+    prompt and answer the runner counted itself with the served model's own tokenizer (a replica of ``transformers
+    serve``: :mod:`runner.models`); their counts are in the sums. With a response cache (``--cache``),
+    ``cached_calls`` counts the calls answered from it (no call made, no tokens spent: they are not in ``calls``)
+    and ``cache_misses`` the cacheable calls it did not hold (they are in ``calls``). ``timeouts`` counts the
+    requests abandoned at the model timeout (each cancelled, and retried as the retry policy says; a request to a
+    replica the run serves is retried once). Each of these five is left out of the JSON while it is 0, so records
+    and summaries without them keep their shape.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
     calls_without_usage: int = 0
+    calls_counted_by_runner: int = 0
     cached_calls: int = 0
     cache_misses: int = 0
     timeouts: int = 0
@@ -124,7 +128,7 @@ class TokenUsage(BaseModel):
     @model_serializer(mode="wrap")
     def _omit_zero_counts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        for name in ("calls_without_usage", "cached_calls", "cache_misses", "timeouts"):
+        for name in ("calls_without_usage", "calls_counted_by_runner", "cached_calls", "cache_misses", "timeouts"):
             if not data.get(name):
                 data.pop(name, None)
         return data

@@ -26,16 +26,20 @@ def usage_scope(usage: dict[str, TokenUsage] | None = None) -> Iterator[dict[str
 
 
 def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | None = 0, *,
-                 cache: Literal["hit", "miss"] | None = None) -> None:
+                 cache: Literal["hit", "miss"] | None = None,
+                 counted_by: Literal["server", "runner"] = "server") -> None:
     """Add one model call's tokens to the current item; outside an item it does nothing.
 
     A count of ``None`` is unknown (the server reported none): the call is counted in ``calls_without_usage``, and
     the unknown count adds nothing to its sum, so a reader sees how many calls the sums leave out.
 
     Args:
+        input_tokens, output_tokens: the call's prompt and answer tokens, or ``None`` when unknown.
         cache: ``"hit"``: the response cache answered, no call was made (counted in ``cached_calls`` only, the
             tokens are ignored); ``"miss"``: a cacheable call the cache did not hold (counted in ``calls`` and
             ``cache_misses``); ``None``: a call the cache was not asked about.
+        counted_by: ``"runner"`` when the server reported no count and the runner counted the tokens itself, with
+            the model's own tokenizer (counted in ``calls_counted_by_runner``); ``"server"``: the server's counts.
     """
     usage = current_scope().usage
     if usage is None:
@@ -48,6 +52,7 @@ def record_usage(model: str, input_tokens: int | None = 0, output_tokens: int | 
     entry.output_tokens += int(output_tokens or 0)
     entry.calls += 1
     entry.cache_misses += cache == "miss"
+    entry.calls_counted_by_runner += counted_by == "runner"
     if input_tokens is None or output_tokens is None:
         entry.calls_without_usage += 1
 

@@ -74,6 +74,8 @@ class Plan:
         self.repeats = repeats
         self.limit = limit
         self.done = set(done) if done is not None else set()
+        # Counted now: the plan removes each finished pair from done as it passes it.
+        self._finished = sum(1 for _, repeat in self.done if repeat < repeats)
         self.n_tasks = 0
         self.duplicate_tasks = 0
         self.skipped = 0
@@ -81,7 +83,9 @@ class Plan:
         self._seen: set[str] = set()
 
     def expected_items(self) -> int | None:
-        """Items to run, from the benchmark's size, for progress display; ``None`` if the size is unknown.
+        """Items to run, from the benchmark's size, less the finished ones the plan was given, for the ``run.start``
+        line and progress display; the same number however far the plan was iterated; ``None`` if the size is
+        unknown.
 
         Exact without ``limit``; with one it assumes finished items lie within the limit (an estimate).
         """
@@ -90,8 +94,7 @@ class Plan:
             return None
         if self.limit is not None:
             size = min(size, self.limit)
-        finished = sum(1 for _, repeat in self.done if repeat < self.repeats)
-        return max(size * self.repeats - finished, 0)
+        return max(size * self.repeats - self._finished, 0)
 
     def __iter__(self) -> Iterator[WorkItem]:
         for index, task in enumerate(self._tasks()):

@@ -179,7 +179,7 @@ class ChatModel(ABC):
             if cache is not None and key is not None:
                 await self._store(cache, key, reply, endpoint)
             record_usage(self.name, reply.usage.input_tokens, reply.usage.output_tokens,
-                         cache="miss" if key is not None else None)
+                         cache="miss" if key is not None else None, counted_by=reply.usage.counted_by)
             spend(self.name, reply.usage.input_tokens, reply.usage.output_tokens)
         structlog.get_logger("runner.models").debug(
             "model.call",

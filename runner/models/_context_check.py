@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from runner.core import tokenizers
 
@@ -50,33 +50,44 @@ def prompt_tokens(source: str, messages: Sequence[Mapping[str, Any]],
         return len(tokenizer.encode(text, add_special_tokens=False))
 
 
+class Fit(NamedTuple):
+    """What :func:`fit` found: ``why`` a request does not fit (``None`` when it fits or cannot be counted), the
+    ``room`` left for the answer beside the prompt, and the ``prompt``'s tokens (both ``None`` when the request
+    cannot be counted)."""
+
+    why: str | None
+    room: int | None
+    prompt: int | None
+
+
 def fit(source: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
-        max_tokens: int | None) -> tuple[str | None, int | None]:
+        max_tokens: int | None) -> Fit:
     """Whether a request fits the context of the model whose tokenizer is at ``source``, with the prompt counted
     once.
 
     Returns:
-        ``(why, room)``: ``why`` is one line naming the counts when the prompt's tokens plus ``max_tokens`` (0 when
-        not given) exceed the context (vLLM's rule), else ``None``; ``room`` is the tokens left for the answer
-        beside the prompt (the context less the prompt; ``None`` when the request cannot be counted, and then
-        ``why`` is ``None`` too).
+        ``(why, room, prompt)``: ``why`` is one line naming the counts when the prompt's tokens plus ``max_tokens``
+        (0 when not given) exceed the context (vLLM's rule), else ``None``; ``room`` is the tokens left for the
+        answer beside the prompt (the context less the prompt); ``prompt`` the prompt's tokens (:func:`prompt_tokens`,
+        which the model layer also records as the call's input when the server reports no usage). ``room`` and
+        ``prompt`` are ``None`` when the request cannot be counted, and then ``why`` is ``None`` too.
     """
     context = context_tokens(source)
     if context is None:
-        return None, None
+        return Fit(None, None, None)
     prompt = prompt_tokens(source, messages, tools)
     if prompt is None:
-        return None, None
+        return Fit(None, None, None)
     if prompt + (max_tokens or 0) <= context:
-        return None, context - prompt
-    return (f"this model's maximum context length is {context} tokens; the request has {prompt} in its prompt "
-            f"and asks for {max_tokens or 0} more (counted before sending: the server does not refuse it)",
-            context - prompt)
+        return Fit(None, context - prompt, prompt)
+    return Fit(f"this model's maximum context length is {context} tokens; the request has {prompt} in its prompt "
+               f"and asks for {max_tokens or 0} more (counted before sending: the server does not refuse it)",
+               context - prompt, prompt)
 
 
 def exceeds(source: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
             max_tokens: int | None) -> str | None:
     """Why a request does not fit the context of the model whose tokenizer is at ``source`` (one line naming the
     counts), or ``None`` when it fits or cannot be counted (:func:`fit`)."""
-    return fit(source, messages, tools, max_tokens)[0]
+    return fit(source, messages, tools, max_tokens).why
 

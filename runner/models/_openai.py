@@ -30,6 +30,7 @@ from runner.models import _retry
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body, media_type
 from runner.models._context_check import fit
+from runner.models._counting import with_counted_usage
 from runner.models._model_options import ModelOptions
 from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
                                    UnreadableReply, error_message, exceeds_context, one_line)
@@ -212,6 +213,8 @@ class OpenAICompatibleModel(ChatModel):
     async def _generate(self, request: ChatRequest) -> ChatReply:
         """One call: to the replica the run serves when there is one (its default output limit filled in for a
         call that sets none, its answer streamed when its server cancels only streams), else to :attr:`base_url`.
+        A replica published with its tokenizer whose server reports no usage has the call's tokens counted here
+        (:mod:`runner.models._counting`, ``counted_by="runner"``).
 
         The output limit and the prompt's fit are decided once, from the route the call sees first: the replica's
         engine and tokenizer are facts of the model, which its restarts keep. Where each attempt goes, and under
@@ -231,28 +234,36 @@ class OpenAICompatibleModel(ChatModel):
         # The output limit of a call to a served model that sets none (runner.core.served.SERVED_MAX_TOKENS).
         limit = first.max_tokens if request.max_tokens is None else None
         counted = first.tokenizer is not None
+        prompt = None
         if first.tokenizer is not None:
             # Its server hangs on a conversation longer than the context instead of refusing it: count it here,
             # and give the answer no more than the room the prompt leaves (at least one token).
             asked = request.max_tokens
             if asked is None and limit is not None:
                 asked = 1
-            detail, room = await asyncio.to_thread(fit, first.tokenizer, kwargs.get("messages") or [],
-                                                   kwargs.get("tools"), asked)
-            if detail is not None:
-                return self._too_long(first, detail)
-            if limit is not None and room is not None:
-                limit = min(limit, room)
+            checked = await asyncio.to_thread(fit, first.tokenizer, kwargs.get("messages") or [],
+                                              kwargs.get("tools"), asked)
+            if checked.why is not None:
+                return self._too_long(first, checked.why)
+            prompt = checked.prompt
+            if limit is not None and checked.room is not None:
+                limit = min(limit, checked.room)
         if limit is not None:
             kwargs[self.spec.max_tokens_param] = limit
         tokens = estimate_tokens(kwargs, limit or request.max_tokens)
         uses_tools = bool(request.tools)
         try:
-            return await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
+            reply = await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
         except ModelError as exc:
             if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                 raise
             refusal = exc
+        else:
+            if first.tokenizer is None or reply.usage.total_tokens is not None:
+                return reply
+            # The server reported no usage (a stream that carries none): counted with the model's own tokenizer.
+            return await asyncio.to_thread(with_counted_usage, first.tokenizer, reply, kwargs.get("messages") or [],
+                                           kwargs.get("tools"), prompt)
         if limit is not None and not counted:
             # The limit chosen here does not fit beside the prompt (vLLM and SGLang refuse prompt plus max_tokens
             # over the context): without it the server gives the answer the room left, which is less than it.
@@ -291,6 +302,8 @@ class OpenAICompatibleModel(ChatModel):
             ModelProtocolError: an event stream that is not the OpenAI API's.
             ModelError: as :meth:`_reply`.
         """
+        # The usage is asked for: a server that honours stream_options sends it only then (transformers serve
+        # 5.25, vLLM, OpenAI: a last chunk without choices); one that ignores it may send it anyway (5.17).
         extra: dict[str, Any] = {"stream": True}
         if "stream_options" not in self.spec.dropped_params:
             extra["stream_options"] = {"include_usage": True}

@@ -121,11 +121,11 @@ PROVIDERS: dict[str, Provider] = {
             lists_served_models=False,
             # transformers serve 5.17 ignores response_format (no constrained decoding), n, logprobs and
             # max_completion_tokens (it then generates up to its default length), and ignores or, in some versions,
-            # rejects tool_choice (docs/models.md, "Models served by the run"); a streamed answer ends with its
-            # usage whatever stream_options says, which it ignores.
+            # rejects tool_choice (docs/models.md, "Models served by the run"). stream_options is sent: 5.17 ignores
+            # it (a warning) and ends every stream with its usage, 5.25 sends the usage only when it is asked for.
             structured_mode="prompt",
             dropped_params=frozenset({"tool_choice", "n", "logprobs", "top_logprobs", "response_format",
-                                      "max_completion_tokens", "stream_options"}),
+                                      "max_completion_tokens"}),
         ),
         Provider(
             name="ollama",

@@ -10,7 +10,9 @@ would have sent without streaming, and :func:`runner.models._replies.read_comple
 Put together, as OpenAI's streaming guide describes the deltas: ``content`` and the reasoning fields
 (``reasoning_content``, ``reasoning``) are concatenated; a tool call's ``id``, ``type`` and ``function.name`` come
 once and its ``function.arguments`` in pieces, keyed by the delta's ``index``; the last ``finish_reason`` and the
-last ``usage`` (the final chunk's, with ``stream_options.include_usage``) win. An event that carries an ``error``
+last ``usage`` of any chunk win (the chunk with the finish reason carries it in ``transformers serve`` 5.17; a last
+chunk without choices when the request asks, ``stream_options.include_usage``, in OpenAI's API, vLLM and
+``transformers serve`` 5.25; every chunk, cumulative, in vLLM's ``continuous_usage_stats``). An event that carries an ``error``
 instead of choices (``transformers serve`` sends ``data: {"error": "..."}`` when generation fails) becomes the body's
 ``error``, which the reader raises as :class:`~runner.models._model_errors.ErrorReply`.
 """

@@ -130,11 +130,16 @@ class ToolCall(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens of one call as the server counted them: ``input_tokens`` (prompt) and ``output_tokens`` (completion);
-    ``None`` when the server did not say (a reply without ``usage``), which is recorded as unknown, not as 0."""
+    """Tokens of one call: ``input_tokens`` (prompt) and ``output_tokens`` (completion); ``None`` when unknown (a
+    reply without ``usage``), which is recorded as unknown, not as 0.
+
+    ``counted_by`` says who counted them: ``"server"``, as its ``usage`` said; ``"runner"``, the server reported
+    none and the model layer counted the prompt and the answer itself with the served model's own tokenizer
+    (:mod:`runner.models._counting`; recorded in ``calls_counted_by_runner``)."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+    counted_by: Literal["server", "runner"] = "server"
 
     @property
     def total_tokens(self) -> int | None:

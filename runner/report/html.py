@@ -26,7 +26,7 @@ from runner.report.compare import Comparison
 from runner.report.items import ItemTable, item_table
 from runner.report.scope import PlanScope
 from runner.report.summary import Summary
-from runner.report.table import format_seconds
+from runner.report.table import format_seconds, tokens_unknown, usage_caveat
 from runner.storage.manifest import RunManifest
 from runner.storage.store import ResultStore
 
@@ -191,19 +191,43 @@ def _latency(summary: Summary) -> list[dict[str, Any]]:
 
 
 def _tokens(summary: Summary) -> list[dict[str, Any]]:
+    """The token table's rows, one per model: a model none of whose calls reported usage shows no token counts
+    (``None``, printed "–"), never 0; ``note`` says what the counts leave out or the runner counted
+    (:func:`~runner.report.table.usage_caveat`)."""
     rows = []
     for model, usage in summary.usage.items():
         per_item = summary.tokens_per_item.get(model, {})
-        rows.append({"model": model, "calls": usage.get("calls"), "input": usage.get("input_tokens"),
-                     "output": usage.get("output_tokens"), "per_input": per_item.get("input_tokens"),
-                     "per_output": per_item.get("output_tokens"), "per_calls": per_item.get("calls")})
+        unknown = tokens_unknown(usage)
+        rows.append({"model": model, "calls": usage.get("calls"),
+                     "input": None if unknown else usage.get("input_tokens"),
+                     "output": None if unknown else usage.get("output_tokens"),
+                     "per_input": None if unknown else per_item.get("input_tokens"),
+                     "per_output": None if unknown else per_item.get("output_tokens"),
+                     "per_calls": per_item.get("calls"), "note": usage_caveat(usage) or ""})
     return rows
 
 
 def _item_note(table: ItemTable) -> str:
+    """The line above the item table: how many items carry their detail, and which kinds, in words that follow the
+    run's counts (items that ended in an error or a timeout, and items that scored 0, apart)."""
     return (f"{len(table.details)} of {table.total:,} items (●) carry their input, output, trajectory and metric "
-            f"results in this page: failing items ({table.failing:,} in the run), the slowest, and a sample. Click a "
+            f"results in this page: {_kept_kinds(table)}. Click a "
             "row to open it; every record is in the run directory under records/.")
+
+
+def _kept_kinds(table: ItemTable) -> str:
+    """Which items keep their detail, as :func:`_item_note` says it: ``failing items (2 ended in an error or a
+    timeout, 18 more scored 0 on a metric), the slowest, and a sample``; the items that scored 0 are not called
+    failing when none ended in an error, and a run where no item did either says so."""
+    unfinished, zero = table.unfinished, table.failing - table.unfinished
+    if not table.failing:
+        return "the slowest and a sample (no item ended in an error or a timeout, none scored 0 on a metric)"
+    if not unfinished:
+        return (f"items that scored 0 on a metric ({zero:,} in the run; none ended in an error or a timeout), the "
+                "slowest, and a sample")
+    ended = f"{unfinished:,} ended in an error or a timeout"
+    more = f", {zero:,} more scored 0 on a metric" if zero else ""
+    return f"failing items ({ended}{more}), the slowest, and a sample"
 
 
 def report_context(summary: Summary, manifest: RunManifest, table: ItemTable, uri: str) -> dict[str, Any]:

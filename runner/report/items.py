@@ -45,6 +45,7 @@ class ItemTable:
             value) and repeat.
         details: the detail dicts the rows point to.
         failing, total: failing items (status not ``ok``, or a numerical metric that scored 0), and all items.
+        unfinished: the failing items whose status is not ``ok`` (an error or a timeout); the others scored 0.
     """
 
     metrics: list[str] = field(default_factory=list)
@@ -53,6 +54,7 @@ class ItemTable:
     rows: list[list[Any]] = field(default_factory=list)
     details: list[dict[str, Any]] = field(default_factory=list)
     failing: int = 0
+    unfinished: int = 0
     total: int = 0
 
     def as_json(self) -> dict[str, Any]:
@@ -199,6 +201,7 @@ def item_table(
         ])
         table.total += 1
         table.failing += failed(record)
+        table.unfinished += record.status != "ok"
         chooser.offer(record, field_chars)
     table.metrics, table.statuses, table.categories = list(metric_index), list(statuses), list(categories)
     chosen = chooser.chosen()

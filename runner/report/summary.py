@@ -115,8 +115,11 @@ class Summary(BaseModel):
             on some repeats, or items are missing); a note names each k that leaves tasks out.
         score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
         usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records, with
-            ``calls_without_usage``, ``cached_calls`` (response cache hits: no call made), ``cache_misses`` and
-            ``timeouts`` (requests abandoned at the model timeout) when not 0.
+            ``calls_without_usage`` (calls whose tokens are unknown: not in the sums; the terminal and the page then
+            say so, and show no sums when no call reported any), ``calls_counted_by_runner`` (calls whose server
+            reported none, counted with the served model's tokenizer: in the sums), ``cached_calls`` (response cache
+            hits: no call made), ``cache_misses`` and ``timeouts`` (requests abandoned at the model timeout) when not
+            0.
         limits: the model traffic of the run's latest invocation (``limits.json``, written by the driver): per
             endpoint its rate, 429s seen and pauses; the budget's spend. ``None`` for a run without model endpoints
             or budget.

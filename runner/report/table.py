@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Mapping
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -84,7 +85,7 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
         points = summary.latency["solution_s"]
         console.print("solution time per item: " + "  ".join(f"{k} {format_seconds(v)}" for k, v in points.items()))
     for line in usage_lines(summary):
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
 
     if summary.pass_at_k:
         table = Table(title="pass@k", title_justify="left")
@@ -205,7 +206,9 @@ def _comparison_table(comparison: Comparison, one_line: bool) -> Table:
 def usage_lines(summary: Summary) -> list[str]:
     """One line per model that spent tokens in the run: input and output tokens, calls, and per item (``tokens
     transformers:smollm2-135m-instruct: 5,403 in, 495 out, 20 calls; per item 270 in, 25 out``); cached calls and
-    requests abandoned at the model timeout (``2 timed out``) when there were any."""
+    requests abandoned at the model timeout (``2 timed out``) when there were any, and what :func:`usage_caveat` says
+    of calls whose server reported no usage. Tokens no call reported are never shown as 0: a model none of whose
+    calls reported any reads ``usage unknown``, without sums or a per-item figure."""
     lines = []
     for model, used in sorted((summary.usage or {}).items()):
         calls = used.get("calls", 0)
@@ -215,8 +218,36 @@ def usage_lines(summary: Summary) -> list[str]:
         cached = f", {used['cached_calls']:,} cached" if used.get("cached_calls") else ""
         if used.get("timeouts"):
             cached += f", {used['timeouts']:,} timed out"
+        caveat = usage_caveat(used)
+        cached += f" ({caveat})" if caveat else ""
+        if tokens_unknown(used):
+            lines.append(f"tokens {model}: usage unknown, {calls:,} calls{cached}")
+            continue
         each = (f"; per item {per.get('input_tokens', 0):,.0f} in, {per.get('output_tokens', 0):,.0f} out"
                 if per else "")
         lines.append(f"tokens {model}: {used.get('input_tokens', 0):,} in, {used.get('output_tokens', 0):,} out, "
                      f"{calls:,} calls{cached}{each}")
     return lines
+
+
+def tokens_unknown(used: Mapping[str, int]) -> bool:
+    """Whether no call of a model's summed usage (``summary.json``'s ``usage[model]``) reported its tokens: its sums
+    are then not 0 tokens but unknown."""
+    calls = used.get("calls", 0)
+    return calls > 0 and used.get("calls_without_usage", 0) >= calls
+
+
+def usage_caveat(used: Mapping[str, int]) -> str | None:
+    """What a model's summed usage (``summary.json``'s ``usage[model]``) says of calls whose server reported no
+    usage, in words (``3 of 20 reported no usage, not in the sums``; ``20 counted by the runner with the model's
+    tokenizer, the server reported none``), or ``None`` when every call's server reported its own."""
+    calls = used.get("calls", 0)
+    unknown = used.get("calls_without_usage", 0)
+    counted = used.get("calls_counted_by_runner", 0)
+    parts = []
+    if unknown:
+        parts.append("none reported usage" if unknown >= calls else
+                     f"{unknown:,} of {calls:,} reported no usage, not in the sums")
+    if counted:
+        parts.append(f"{counted:,} counted by the runner with the model's tokenizer, the server reported none")
+    return "; ".join(parts) or None

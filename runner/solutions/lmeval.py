@@ -24,13 +24,13 @@ import concurrent.futures
 import contextvars
 import copy
 import functools
-import inspect
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.benchmarks.lmeval.bars import no_bars
 from runner.benchmarks.lmeval.routes import Route
 from runner.core import loaded
 from runner.core.errors import ConfigError
@@ -222,11 +222,12 @@ class _Model:
         self.lm, self.route, self.tokens = lm, route, tokens
 
     def call(self, request_type: str, instances: list[Any]) -> tuple[list[Any], list[tuple[int | None, int | None]]]:
-        """``lm.<request_type>(instances)``, its generations cut at their stop sequences for an HTTP model, and each
-        instance's (input, output) tokens by the model's tokenizer."""
+        """``lm.<request_type>(instances)`` without lm-eval's progress bars (:func:`runner.benchmarks.lmeval.bars.
+        no_bars`), its generations cut at their stop sequences for an HTTP model, and each instance's (input, output)
+        tokens by the model's tokenizer."""
         method = getattr(self.lm, "loglikelihood" if request_type == "multiple_choice" else request_type)
-        quiet = {"disable_tqdm": True} if "disable_tqdm" in inspect.signature(method).parameters else {}
-        answers = list(method(instances, **quiet))
+        with no_bars():  # lm-eval's request loops would draw a progress bar per call, that is per document
+            answers = list(method(instances))
         if request_type == "generate_until" and self.route.kind != "hf":
             from lm_eval.models.utils import handle_stop_sequences
 

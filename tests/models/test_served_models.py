@@ -401,7 +401,7 @@ def test_a_replica_that_cancels_only_streams_is_sent_streamed_calls_with_the_sam
     model_server.set_policy(policy)
     streamed = chat(ChatModel.from_name(EMBEDDED_MODEL), "Capital of France?", tools=tools)
     assert model_server.requests[-1].body["stream"] is True
-    assert "stream_options" not in model_server.requests[-1].body  # transformers serve sends usage anyway
+    assert model_server.requests[-1].body["stream_options"] == {"include_usage": True}  # 5.25 sends usage only then
     with ScriptedModelServer(policy) as plain:
         direct = chat(ChatModel.from_name("vllm:scripted", base_url=plain.url), "Capital of France?", tools=tools)
         assert "stream" not in plain.requests[-1].body

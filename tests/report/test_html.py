@@ -176,3 +176,26 @@ def test_a_partial_runs_score_says_which_items_it_covers(tmp_path, cli):
     visible = " ".join(" ".join(main_figure.itertext()).split())
     assert visible.startswith("score 1.000")
     assert visible.endswith("partial: 95 of 100 items have no record yet; this covers the 5 items done")
+
+
+def _item_note(tmp_path, name, records):
+    store = write_run(str(tmp_path / name), records, n_tasks=4)
+    write_html_report(store, build_report(store))
+    document = parse((tmp_path / name / "report.html").read_text(encoding="utf-8"))
+    [note] = [text for text in (" ".join(p.itertext()) for p in document.iter(f"{NS}p")) if "carry their input" in text]
+    return note
+
+
+def test_the_item_note_calls_items_failing_only_when_they_are(tmp_path):
+    """Issue 37: a run with 0 errors whose 20 items scored 0 said "failing items (20 in the run)"."""
+    zeros = [make_record(f"t{i}", 0, {"em": 0.0}) for i in range(4)]
+    note = _item_note(tmp_path, "zeros", zeros)
+    assert "items that scored 0 on a metric (4 in the run; none ended in an error or a timeout)" in note
+    assert "failing" not in note
+    mixed = [make_record("t0", 0, {"em": 0.0}, status="error", error=ErrorInfo(type="ValueError", message="x")),
+             make_record("t1", 0, {"em": 0.0}), make_record("t2", 0, {"em": 1.0}), make_record("t3", 0, {"em": 1.0})]
+    assert ("failing items (1 ended in an error or a timeout, 1 more scored 0 on a metric), the slowest, and a sample"
+            in _item_note(tmp_path, "mixed", mixed))
+    right = [make_record(f"t{i}", 0, {"em": 1.0}) for i in range(4)]
+    assert ("the slowest and a sample (no item ended in an error or a timeout, none scored 0 on a metric)"
+            in _item_note(tmp_path, "right", right))

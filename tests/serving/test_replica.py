@@ -122,6 +122,24 @@ def test_a_conversation_over_the_context_is_answered_without_reaching_the_server
     assert replica.starts == starts and group.failure is None
 
 
+@pytest.mark.parametrize("question, max_tokens", [("What is the capital of France?", 64),
+                                                  ("Write a long story about a dragon.", 24)])
+def test_the_runners_own_count_of_a_call_is_the_servers(group: ServedModels, question: str, max_tokens: int) -> None:
+    """Where a replica's stream carries no usage, the model layer counts the call with the model's tokenizer
+    (runner/models/_counting.py). This release of the server reports its own: counted again as if it had not, an
+    answer that ends by itself and one cut at ``max_tokens`` get the server's numbers."""
+    from runner.models import Usage
+    from runner.models._counting import with_counted_usage
+
+    tokenizer = served.served_endpoint(EMBEDDED_MODEL).tokenizer
+    reply = ChatModel.from_name(EMBEDDED_MODEL, temperature=0, max_tokens=max_tokens).chat_sync(question)
+    assert reply.usage.counted_by == "server" and reply.finish_reason == ("stop" if max_tokens == 64 else "length")
+    counted = with_counted_usage(tokenizer, reply.model_copy(update={"usage": Usage()}),
+                                 [{"role": "user", "content": question}], None)
+    assert counted.usage == Usage(input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,
+                                  counted_by="runner")
+
+
 def _cpu_share(process: psutil.Process, window_s: float = 0.5) -> float:
     """The CPU ``process`` used over the next ``window_s`` seconds, in cores (its threads together)."""
     before, started = process.cpu_times(), time.monotonic()

@@ -8,7 +8,8 @@ the next requests, or every n-th one (:meth:`ScriptedModelServer.fail_every`), w
 ``Retry-After``, 500...) or to stall, to answer with a raw body of any shape (:meth:`ScriptedModelServer.answer`: an
 HTML page, a broken body, another API's reply), to send an answer a byte at a time (:meth:`ScriptedModelServer.drip`:
 a server or proxy that trickles, so that every byte resets a read timeout), to reshape every scripted reply into
-another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage), to
+another server's dialect (:attr:`ScriptedModelServer.reshape`: content as parts, reasoning fields, no usage; and
+:attr:`ScriptedModelServer.stream_usage`: where a stream carries its usage, if anywhere), to
 enforce a rate limit as a provider does (:meth:`ScriptedModelServer.limit_rate`: 429 with ``Retry-After`` beyond
 it), to take a fixed time per answer (:attr:`ScriptedModelServer.latency`) and to refuse, as vLLM does, a
 conversation whose earlier tool calls have arguments that are not a JSON object
@@ -44,7 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from runner.models import ChatRequest, MockModel, MockPolicySource, ModelError
 
@@ -129,6 +130,10 @@ class ScriptedModelServer:
         completions: answers ``POST /v1/completions`` (the legacy completions API, which lm-eval's
             ``local-completions`` speaks): ``completions(body)`` returns the answer's JSON body, or a
             :class:`RawAnswer`; ``None``: that route answers 404.
+        stream_usage: where a streamed answer carries its usage: ``"finish"`` (the default), in the chunk with the
+            finish reason, whatever the request asks (``transformers serve`` 5.17); ``"asked"``, in a last chunk of
+            its own without choices, only when the request asks for it (``stream_options.include_usage``: OpenAI,
+            vLLM, ``transformers serve`` 5.25); ``"never"``, in no chunk.
         strict_tool_arguments: answer 400 to a chat request whose assistant messages carry a tool call whose
             ``function.arguments`` is not a string holding a JSON object (``" "``, ``""``, ``null``, broken JSON), as
             vLLM does (its chat template decodes every earlier call's arguments: vllm-project/vllm#19419).
@@ -152,6 +157,7 @@ class ScriptedModelServer:
         self.rate_limited = 0
         self.max_in_flight = 0
         self.strict_tool_arguments = False
+        self.stream_usage: Literal["finish", "asked", "never"] = "finish"
         self.completions: Callable[[Any], dict[str, Any] | RawAnswer] | None = None
         self._in_flight = 0
         self._rate: tuple[float, str] | None = None
@@ -368,11 +374,12 @@ def _arguments_refusal(body: dict[str, Any]) -> str | None:
     return None
 
 
-def _events(body: dict[str, Any]) -> bytes:
+def _events(body: dict[str, Any], usage: Literal["finish", "own", "none"] = "finish") -> bytes:
     """A ``/chat/completions`` body as the server-sent events of a streamed answer, as vLLM and ``transformers
     serve`` send them: a first chunk with the role, the content a few characters per chunk, each tool call in a chunk
-    of its own (the arguments in two), the last chunk with the finish reason and the usage, then ``[DONE]``. A body
-    that is not a completion (an error) is one event."""
+    of its own (the arguments in two), the chunk with the finish reason, then ``[DONE]``. The usage is in the chunk
+    with the finish reason (``usage="finish"``), in a last chunk of its own without choices (``"own"``), or nowhere
+    (``"none"``). A body that is not a completion (an error) is one event."""
     if not body.get("choices"):
         return f"data: {json.dumps(body)}\n\ndata: [DONE]\n\n".encode()
     choice = body["choices"][0]
@@ -397,7 +404,10 @@ def _events(body: dict[str, Any]) -> bytes:
                                               "arguments": arguments[:half] if half else arguments}}]}))
         if half:
             events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}))
-    events.append(chunk({}, choice.get("finish_reason"), **({"usage": body["usage"]} if "usage" in body else {})))
+    counts = {"usage": body["usage"]} if "usage" in body else {}
+    events.append(chunk({}, choice.get("finish_reason"), **(counts if usage == "finish" else {})))
+    if usage == "own" and counts:
+        events.append(f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': [], **counts})}\n\n")
     return ("".join(events) + "data: [DONE]\n\n").encode()
 
 
@@ -461,9 +471,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         if self.stream and status == 200 and isinstance(payload, dict):
-            self._emit(status, {"Content-Type": "text/event-stream", **(headers or {})}, _events(payload))
+            self._emit(status, {"Content-Type": "text/event-stream", **(headers or {})},
+                       _events(payload, self._usage_place()))
             return
         self._emit(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(payload).encode())
+
+    def _usage_place(self) -> Literal["finish", "own", "none"]:
+        """Where this streamed answer carries its usage (:attr:`ScriptedModelServer.stream_usage`)."""
+        kind = self.owner.stream_usage
+        if kind == "finish":
+            return "finish"
+        options = self.recorded.body.get("stream_options") if self.recorded is not None else None
+        asked = isinstance(options, dict) and options.get("include_usage") is True
+        return "own" if kind == "asked" and asked else "none"
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)

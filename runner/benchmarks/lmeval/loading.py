@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import glob
 import logging
 import random
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.benchmarks.lmeval.bars import no_bars
 from runner.core.errors import BenchmarkError
 
 DEFAULT_SEEDS = (0, 1234, 1234, 1234)
@@ -127,24 +127,22 @@ class LoadedTasks:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """lm-eval's per-task progress bars and the ``datasets`` library's (``Generating test split``) off, and lm-eval's
-    INFO lines dropped, while the driver loads tasks and builds requests (57 of each for MMLU); warnings still show."""
+    """lm-eval's per-task progress bars (:func:`runner.benchmarks.lmeval.bars.no_bars`) and the ``datasets``
+    library's (``Generating test split``) off, and lm-eval's INFO lines dropped, while the driver loads tasks and
+    builds requests (57 of each for MMLU); warnings still show."""
     import datasets
-    import lm_eval.api.task as task_module
-    from tqdm import tqdm
 
     logger = logging.getLogger("lm_eval")
-    level, bar = logger.level, task_module.tqdm
+    level = logger.level
     bars = not datasets.are_progress_bars_disabled()
     logger.setLevel(max(level, logging.WARNING))
-    task_module.tqdm = functools.partial(tqdm, disable=True)  # type: ignore[assignment]
     datasets.disable_progress_bars()
     try:
-        yield
+        with no_bars():
+            yield
     finally:
         if bars:
             datasets.enable_progress_bars()
-        task_module.tqdm = bar  # type: ignore[assignment]
         logger.setLevel(level)
 
 
