@@ -177,6 +177,14 @@ class Engine:
         """
         raise NotImplementedError
 
+    def preload(self, client: httpx.Client, root: str, spec: ReplicaSpec, served_name: str) -> None:
+        """What the server needs, once it answers ``/health``, before its readiness probe: nothing, for an engine
+        that loads its model before it listens (vLLM, SGLang, a pinned ``transformers serve``).
+
+        Raises:
+            ReplicaStartError: the server could not load its model.
+        """
+
     def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
              work_dir: Path) -> str:
         """Load ``source`` (a checkpoint of the same architecture) into the server at ``root`` (``http://HOST:PORT``)
@@ -425,36 +433,54 @@ class TransformersServe(Engine):
         env["HF_HUB_DISABLE_TELEMETRY"] = "1"
         return Launch([*argv, *spec.engine_args], env, forced)
 
+    def preload(self, client: httpx.Client, root: str, spec: ReplicaSpec, served_name: str) -> None:
+        """A :attr:`ReplicaSpec.swappable` server is pinned to no model: load its own before it counts as ready, so
+        that weights it cannot load fail the start at once, with the server's own line (not after the start-up
+        timeout of a chat probe that never succeeds).
+
+        Raises:
+            ReplicaStartError: the server could not load the model (its message).
+        """
+        if spec.swappable:
+            _load_model(client, root, spec, served_name, served_name)
+
     def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
              work_dir: Path) -> str:
         """Unload what the server holds (``/reset``), link the new weights under a new unique name and load them
         (``/load_model``, whose event stream ends with ``ready`` or ``error``)."""
-        import httpx
-
         _swap_step(client, f"{root}/reset", None, spec, self.name)
         name = _linked(source, work_dir, f"{spec.slug}-{secrets.token_hex(4)}")
-        try:
-            with client.stream("POST", f"{root}/load_model", json={"model": name}) as answer:
-                if answer.status_code != 200:
-                    answer.read()
-                    raise ReplicaStartError(f"{spec.model}: transformers serve refused to load {source}: "
-                                            f"{answer.status_code} {answer.text[:300]}", cause="swap_failed")
-                for line in answer.iter_lines():
-                    event = _event(line)
-                    if event.get("status") == "error":
-                        raise ReplicaStartError(f"{spec.model}: transformers serve could not load {source}: "
-                                                f"{str(event.get('message'))[:300]}", cause="swap_failed")
-                    if event.get("status") == "ready":
-                        return name
-        except httpx.HTTPError as exc:
-            raise ReplicaStartError(f"{spec.model}: the swap to {source} failed ({type(exc).__name__}: "
-                                    f"{str(exc)[:200]})", cause="swap_failed") from None
-        raise ReplicaStartError(f"{spec.model}: transformers serve's load of {source} ended without a ready event",
-                                cause="swap_failed")
+        _load_model(client, root, spec, name, source)
+        return name
 
-    def default_concurrency(self, spec: ReplicaSpec, on_gpu: bool) -> int:
-        # On 2 CPU cores, 24 HotpotQA questions: 1.11 items/s at 1 in flight, 2.54 at 4, 4.00 at 16 (issue 19).
-        return 64 if on_gpu else 16
+
+def _load_model(client: httpx.Client, root: str, spec: ReplicaSpec, name: str, source: str) -> None:
+    """``transformers serve``'s ``POST /load_model`` of ``name``, its event stream read to its ``ready`` event.
+
+    Raises:
+        ReplicaStartError: a refusal, an ``error`` event (the server's message: a broken ``config.json``, missing
+            weights) or a stream that ends without ``ready``.
+    """
+    import httpx
+
+    try:
+        with client.stream("POST", f"{root}/load_model", json={"model": name}) as answer:
+            if answer.status_code != 200:
+                answer.read()
+                raise ReplicaStartError(f"{spec.model}: transformers serve refused to load {source}: "
+                                        f"{answer.status_code} {answer.text[:300]}", cause="load_failed")
+            for line in answer.iter_lines():
+                event = _event(line)
+                if event.get("status") == "error":
+                    raise ReplicaStartError(f"{spec.model}: transformers serve could not load {source}: "
+                                            f"{str(event.get('message'))[:300]}", cause="load_failed")
+                if event.get("status") == "ready":
+                    return
+    except httpx.HTTPError as exc:
+        raise ReplicaStartError(f"{spec.model}: loading {source} failed ({type(exc).__name__}: {str(exc)[:200]})",
+                                cause="load_failed") from None
+    raise ReplicaStartError(f"{spec.model}: transformers serve's load of {source} ended without a ready event",
+                            cause="load_failed")
 
 
 def _linked(source: str, work_dir: Path, name: str) -> str:

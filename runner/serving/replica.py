@@ -131,6 +131,7 @@ class Replica:
         self._shepherd: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
         self._source = spec.source
+        self._preloaded = False
         self._log = structlog.get_logger("runner.serving").bind(model=spec.model, replica=self.name)
 
     @property
@@ -185,6 +186,7 @@ class Replica:
         self._spawn(launch)
 
     def _spawn(self, launch: Launch) -> None:
+        self._preloaded = False
         env = replica_environment(self.env, launch.env)
         self.starts += 1
         with open(self.log_path, "ab") as log:
@@ -312,6 +314,15 @@ class Replica:
                 return False
             if self.engine.lists_served_name and self.served_name not in _model_ids(client.get(f"{root}/v1/models")):
                 return False
+            if not self._preloaded:
+                try:
+                    with _probe_client(max(1.0, deadline - time.monotonic())) as loading:
+                        self.engine.preload(loading, root, self.spec, self.served_name)
+                except ReplicaStartError as exc:
+                    self.stop()
+                    raise ReplicaStartError(f"{exc}; its log: {self.log_path}", log_path=str(self.log_path),
+                                            cause=exc.cause) from None
+                self._preloaded = True
             timeout = max(1.0, min(CHAT_PROBE_TIMEOUT_S, deadline - time.monotonic()))
             answer = client.post(f"{root}/v1/chat/completions", json=self._probe_body(), timeout=timeout)
         except httpx.HTTPError:
