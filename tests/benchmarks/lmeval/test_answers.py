@@ -1,0 +1,154 @@
+"""lm-eval's HTTP routes against engines that answer otherwise than asked (issue 37), through the real command.
+
+- **Answers checked against requests**: a completions engine that ignores ``echo`` (llama.cpp#27174) used to give
+  every choice a log-likelihood of 0.0 and ``acc`` the share of gold answers in position 0, exit 0; now the first
+  items are errors naming the engine and ``echo``, and the run stops with one line (exit 3).
+- **One accounting**: the server's own ``usage`` is the run's, and counts against ``--max-tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.models import ChatRequest, content_text
+from tests.benchmarks.lmeval.compare import runner_files
+from tests.benchmarks.lmeval.conftest import N_DOCS
+from tests.benchmarks.lmeval.engines import Completions, models_list
+from tests.support.model_server import CountingTokens, ScriptedModelServer
+
+
+def _served(completions: Completions) -> ScriptedModelServer:
+    server = ScriptedModelServer(models=["scripted"])
+    server.completions = completions
+    server.answer(models_list(), endpoint="models", times=None)
+    return server
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(path.read_text()) for path in sorted((run / "records").glob("*/*.json"))]
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "an OpenAI-style server"])
+def test_an_engine_that_ignores_echo_stops_the_run_naming_it(cli, lm_tasks: Path, embedded_dir: Path, tmp_path: Path,
+                                                            engine: str) -> None:
+    completions = Completions(shape=engine)
+    with _served(completions) as server:
+        url = server.url
+        done = cli("-b", "lm-eval", "-B", "tasks=hotpot_yesno", "-B", f"include_path={lm_tasks}", "-B",
+                   f"model_args=tokenizer={embedded_dir}", "--model", "vllm:scripted", "--model-base-url", url,
+                   "--sequential", "--storage", str(tmp_path / "run"))
+    named = "llama.cpp" if engine == "llama.cpp" else "an OpenAI-compatible server whose reply names no engine"
+    line = done.fault_line("the model's engine ignores `echo`, which the answers need: 3 items in a row failed with "
+                           f"ModelError (vllm:scripted at {url}: the engine ({named}) ignores `echo`",
+                           "then run the same command with --rerun-failed")
+    assert "choices[0].logprobs" in line
+    records = _records(tmp_path / "run")
+    assert len(records) == 3 and all(r["error"]["code"] == "ignored_option" for r in records)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["score"] is None  # no acc of 0.5 made of log-likelihoods of 0.0
+
+
+def test_an_engine_that_honours_echo_is_scored(cli, lm_tasks: Path, embedded_dir: Path, tmp_path: Path) -> None:
+    """SGLang's answer (the neighbour of vLLM's, which test_http.py compares with lm-eval's own client)."""
+    with _served(Completions(shape="SGLang")) as server:
+        done = cli("-b", "lm-eval", "-B", "tasks=hotpot_yesno", "-B", f"include_path={lm_tasks}", "-B",
+                   f"model_args=tokenizer={embedded_dir}", "--model", "sglang:scripted", "--model-base-url",
+                   server.url, "--sequential", "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["completed"], summary["errors"]) == (N_DOCS["hotpot_yesno"], 0)
+    results, _ = runner_files(tmp_path / "run")
+    assert results["results"]["hotpot_yesno"]["acc,none"] == summary["score"]
+
+
+def _answers(lm_tasks: Path) -> dict[str, str]:
+    return {doc["question"]: doc["answer"] for doc in json.loads((lm_tasks / "data" / "gen_test.json").read_text())}
+
+
+def _right_answer(answers: dict[str, str]):
+    """A chat policy answering each question of the gen task with its gold answer."""
+
+    def policy(request: ChatRequest) -> str:
+        prompt = content_text(request.messages[-1]) or ""
+        question = prompt.rsplit("Question: ", 1)[-1].split("\nAnswer:")[0].strip()
+        return answers.get(question, "I do not know")
+
+    return policy
+
+
+CHAT = ("-B", "endpoint=chat", "-B", "apply_chat_template=true", "--model", "vllm:scripted")
+
+
+def test_the_chat_route_counts_the_servers_tokens_against_the_budget(cli, lm_tasks: Path, tmp_path: Path) -> None:
+    """The issue's input: 15 tokens a call and --max-tokens 100. The run used to make every call and report 0 in,
+    0 out; now it stops with exit 4 after 7 calls, as the -s chat control does, and its usage is the server's."""
+    counter = CountingTokens()
+    server = ScriptedModelServer(_right_answer(_answers(lm_tasks)))
+    server.reshape = counter
+    with server:
+        done = cli("-b", "lm-eval", "-B", "tasks=hotpot_gen", "-B", f"include_path={lm_tasks}", *CHAT,
+                   "--repeats", "4", "--model-base-url", server.url, "--sequential", "--max-tokens", "100",
+                   "--storage", str(tmp_path / "run"))
+    assert done.returncode == 4, done.stderr[-3000:]
+    assert counter.calls == 7
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    usage = summary["usage"]["vllm:scripted"]
+    assert (usage["input_tokens"] + usage["output_tokens"], usage["calls"]) == (counter.tokens, 7)
+    assert (summary["limits"]["budget"]["tokens"], summary["limits"]["budget"]["reached"]) == (counter.tokens, True)
+
+
+def test_the_completions_route_shares_a_requests_tokens_among_its_prompts(cli, lm_tasks: Path, embedded_dir: Path,
+                                                                          tmp_path: Path) -> None:
+    """The neighbour: one request carries several prompts (a document's two choices); the server's count of each
+    request is shared out among its instances, and the run's usage and budget spend sum to the server's own count."""
+    completions = Completions()
+    with _served(completions) as server:
+        done = cli("-b", "lm-eval", "-B", "tasks=hotpot_yesno", "-B", f"include_path={lm_tasks}", "-B",
+                   "batch_size=4", "-B", f"model_args=tokenizer={embedded_dir}", "--model", "vllm:scripted",
+                   "--model-base-url", server.url, "--sequential", "--max-tokens", "10000000",
+                   "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert all(len(body["prompt"]) == 2 for body in completions.bodies)  # a document's two choices in one request
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    usage = summary["usage"]["vllm:scripted"]
+    assert usage["input_tokens"] + usage["output_tokens"] == completions.tokens
+    assert summary["limits"]["budget"]["tokens"] == completions.tokens
+    assert all(sum(u["input_tokens"] for u in r["usage"].values()) > 0 for r in _records(tmp_path / "run"))
+
+
+def test_a_second_run_with_the_same_cache_makes_no_request(cli, lm_tasks: Path, embedded_dir: Path,
+                                                          tmp_path: Path) -> None:
+    """lm-eval's requests go through the run's response cache as chat calls do (they carry a seed, which the
+    default policy keeps): a new run with the same cache is answered from it, and costs no token."""
+    completions = Completions()
+    with _served(completions) as server:
+        def run(name: str) -> dict[str, Any]:
+            done = cli("-b", "lm-eval", "-B", "tasks=hotpot_yesno", "-B", f"include_path={lm_tasks}", "-B",
+                       f"model_args=tokenizer={embedded_dir}", "--model", "vllm:scripted", "--model-base-url",
+                       server.url, "--sequential", "--cache", str(tmp_path / "cache"), "--storage", str(tmp_path / name))
+            assert done.returncode == 0, done.stderr[-3000:]
+            return json.loads((tmp_path / name / "summary.json").read_text())
+
+        first = run("first")
+        sent = len(completions.bodies)
+        second = run("second")
+    assert sent == 2 * N_DOCS["hotpot_yesno"] and len(completions.bodies) == sent  # a request per choice
+    assert first["usage"]["vllm:scripted"]["cache_misses"] == 2 * N_DOCS["hotpot_yesno"]
+    assert second["usage"]["vllm:scripted"] == {"input_tokens": 0, "output_tokens": 0, "calls": 0,
+                                                "cached_calls": 2 * N_DOCS["hotpot_yesno"]}
+    assert second["score"] == first["score"]
+
+
+def test_a_requests_tokens_are_shared_out_whole_and_in_proportion() -> None:
+    from runner.solutions.lmeval import apportion
+
+    assert apportion(15, [10.0, 20.0]) == [5, 10]
+    assert apportion(10, [1.0, 1.0, 1.0]) == [4, 3, 3] and sum(apportion(7, [3.0, 0.5, 0.5])) == 7
+    assert apportion(4, [0.0, 0.0]) == [2, 2]
+
+
