@@ -114,6 +114,10 @@ class Summary(BaseModel):
         pass_k_left_out: metric -> k -> the tasks left out at that k (fewer than k usable values: the metric failed
             on some repeats, or items are missing); a note names each k that leaves tasks out.
         score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
+        score_left_out: items the score and its components do not count, because the benchmark's own aggregation
+            cannot take a failed item (:attr:`Headline.left_out <runner.core.results.Headline.left_out>`), and
+            ``score_left_out_why`` why; the terminal and the page say it in the score's line. 0: every item is in
+            the score's denominator.
         usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records, with
             ``calls_without_usage``, ``cached_calls`` (response cache hits: no call made), ``cache_misses`` and
             ``timeouts`` (requests abandoned at the model timeout) when not 0.
@@ -162,6 +166,8 @@ class Summary(BaseModel):
     pass_k_left_out: dict[str, dict[str, int]] = Field(default_factory=dict)
     score: float | None = None
     score_components: dict[str, float] = Field(default_factory=dict)
+    score_left_out: int = 0
+    score_left_out_why: str | None = None
     usage: dict[str, dict[str, int]] = Field(default_factory=dict)
     tokens_per_item: dict[str, dict[str, float]] = Field(default_factory=dict)
     latency: dict[str, Any] = Field(default_factory=dict)
@@ -171,6 +177,15 @@ class Summary(BaseModel):
     duration_s: float | None = None
     item_seconds: float = 0.0
     runner_version: str = __version__
+
+
+def score_left_out_line(summary: Summary) -> str:
+    """``N of M items left out of the score: why`` when the benchmark's aggregation leaves failed items out
+    (:attr:`Summary.score_left_out`), else ``""``: the terminal and the page say it in the score's own line."""
+    if not summary.score_left_out:
+        return ""
+    why = f": {summary.score_left_out_why}" if summary.score_left_out_why else ""
+    return f"{summary.score_left_out} of {summary.completed} items left out of the score{why}"
 
 
 def _group_stats(per_task: dict[str, list[float]]) -> dict[str, Any]:
@@ -578,6 +593,9 @@ def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[Resul
         summary.score = _headline_number(summary, "score", headline.score)
         summary.score_components = {name: value for name, value in headline.components.items()
                                     if _headline_number(summary, f"component {name!r}", value) is not None}
+        if headline.left_out:
+            summary.score_left_out = headline.left_out
+            summary.score_left_out_why = headline.left_out_why or None
         for category, metrics in headline.by_category.items():
             generic = summary.by_category.setdefault(category, {})
             for name, entry in metrics.items():

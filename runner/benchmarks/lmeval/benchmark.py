@@ -257,8 +257,11 @@ class LMEvalBenchmark(BenchmarkBase):
         return aggregated
 
     def score(self, run: RunResults) -> Headline:
-        """lm-eval's aggregate of every task and group (see :func:`runner.benchmarks.lmeval.results.headline`)."""
-        return results.headline(self._results(run.rows), self.loaded.top)
+        """lm-eval's aggregate of every task and group (see :func:`runner.benchmarks.lmeval.results.headline`), with
+        the documents it leaves out counted."""
+        headline = results.headline(self._results(run.rows), self.loaded.top,
+                                    results.left_out(run.rows, self._scorers))
+        return headline
 
     def report_files(self, records: Iterable[TaskRecord]) -> list[ReportFile]:
         """``lm_eval/results.json`` and one ``lm_eval/samples_<task>.jsonl`` per task (see

@@ -3,11 +3,16 @@
 - **Answers checked against requests**: a completions engine that ignores ``echo`` (llama.cpp#27174) used to give
   every choice a log-likelihood of 0.0 and ``acc`` the share of gold answers in position 0, exit 0; now the first
   items are errors naming the engine and ``echo``, and the run stops with one line (exit 3).
+- **Failures count**: a chat reply with ``choices: []`` used to fail with ``ValueError: zip() argument 2 is
+  shorter...`` and drop out of lm-eval's ``results.json`` (exact_match 1.0 over the others); now it is ``no_choice``
+  and a miss in every figure. A failed log-likelihood document, which lm-eval cannot score as a miss, is counted in
+  the score's own line.
 - **One accounting**: the server's own ``usage`` is the run's, and counts against ``--max-tokens``.
 """
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +56,7 @@ def test_an_engine_that_ignores_echo_stops_the_run_naming_it(cli, lm_tasks: Path
     assert len(records) == 3 and all(r["error"]["code"] == "ignored_option" for r in records)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["score"] is None  # no acc of 0.5 made of log-likelihoods of 0.0
+    assert summary["score_left_out"] == 3
 
 
 def test_an_engine_that_honours_echo_is_scored(cli, lm_tasks: Path, embedded_dir: Path, tmp_path: Path) -> None:
@@ -61,9 +67,42 @@ def test_an_engine_that_honours_echo_is_scored(cli, lm_tasks: Path, embedded_dir
                    server.url, "--sequential", "--storage", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert (summary["completed"], summary["errors"]) == (N_DOCS["hotpot_yesno"], 0)
+    assert (summary["completed"], summary["errors"], summary["score_left_out"]) == (N_DOCS["hotpot_yesno"], 0, 0)
     results, _ = runner_files(tmp_path / "run")
     assert results["results"]["hotpot_yesno"]["acc,none"] == summary["score"]
+
+
+ANSWERS = """\
+task: answers_gen
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}/gen_test.json
+test_split: test
+output_type: generate_until
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_target: "{{{{answer}}}}"
+generation_kwargs:
+  until: ["\\n"]
+  do_sample: false
+  max_gen_toks: 12
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+metadata:
+  version: 1.0
+"""
+"""A generation task over the gen task's questions whose target is the bare answer (hotpot_gen's has a leading space
+that its filters cut from the answer, so a right answer scores 0 there)."""
+
+
+@pytest.fixture(scope="module")
+def answers_task(lm_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("answers-task")
+    (folder / "answers_gen.yaml").write_text(ANSWERS.format(data=lm_tasks / "data"))
+    return folder
 
 
 def _answers(lm_tasks: Path) -> dict[str, str]:
@@ -82,6 +121,57 @@ def _right_answer(answers: dict[str, str]):
 
 
 CHAT = ("-B", "endpoint=chat", "-B", "apply_chat_template=true", "--model", "vllm:scripted")
+
+
+def test_a_chat_reply_without_a_choice_is_no_choice_and_a_miss_everywhere(cli, lm_tasks: Path, answers_task: Path,
+                                                                        tmp_path: Path) -> None:
+    """The issue's input: 4 of 8 documents answered ``choices: []``; the other 4 right. exact_match is 4 of 8, in
+    summary.json, lm-eval's results.json and the terminal, not 1.0 over the 4 answered."""
+    server = ScriptedModelServer(_right_answer(_answers(lm_tasks)))
+    server.answer({"id": "chatcmpl-1", "object": "chat.completion", "choices": []}, times=4)
+    with server:
+        done = cli("-b", "lm-eval", "-B", "tasks=answers_gen", "-B", f"include_path={answers_task}", *CHAT,
+                   "--model-base-url", server.url, "--sequential", "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = _records(tmp_path / "run")
+    failed = [r for r in records if r["status"] != "ok"]
+    assert len(records) == N_DOCS["hotpot_gen"] and len(failed) == 4
+    assert all(r["error"]["code"] == "no_choice" and "zip()" not in r["error"]["message"] for r in failed)
+    results, samples = runner_files(tmp_path / "run")
+    assert results["results"]["answers_gen"]["exact_match,none"] == 0.5
+    assert results["n-samples"]["answers_gen"]["effective"] == N_DOCS["hotpot_gen"]
+    assert [line["resps"] for line in samples["answers_gen"]][:4] == [[[""]]] * 4  # lm-eval's empty answer
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["score"] == 0.5 and summary["score_left_out"] == 0
+    assert summary["metrics"]["exact_match,none"]["n"] == N_DOCS["hotpot_gen"]
+    assert "score 0.500" in done.stdout and "left out" not in done.stdout
+
+
+def test_a_failed_log_likelihood_document_is_counted_in_the_scores_line(cli, lm_tasks: Path, embedded_dir: Path,
+                                                                       tmp_path: Path) -> None:
+    """The neighbour: a multiple-choice document whose request the server refuses has no miss in lm-eval; the
+    score's line says that it is left out, and how many of how many."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_dir)
+    questions = [doc["question"] for doc in json.loads((lm_tasks / "data" / "yesno_test.json").read_text())]
+    tokens = [set(tokenizer(f"Question: {question}\nAnswer:")["input_ids"]) for question in questions]
+    completions = Completions()
+    completions.refuse = min(tokens[4] - set().union(*tokens[:4], *tokens[5:]))  # a token of document 4's only
+    with _served(completions) as server:
+        done = cli("-b", "lm-eval", "-B", "tasks=hotpot_yesno", "-B", f"include_path={lm_tasks}", "-B",
+                   f"model_args=tokenizer={embedded_dir}", "--model", "vllm:scripted",
+                   "--model-base-url", server.url, "--sequential", "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["errors"], summary["score_left_out"]) == (1, 1)
+    score_line = next(line for line in done.stdout.splitlines() if line.startswith("score "))
+    assert score_line.endswith("1 of 10 items left out of the score: their model calls failed and lm-eval has no "
+                               "miss for a log-likelihood (see the records' errors)"), score_line
+    assert cli("report", str(tmp_path / "run"), "--html").returncode == 0
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "1 of 10 items left out of the score: their model calls failed and lm-eval has no miss for a " \
+           "log-likelihood" in html.unescape(page)
 
 
 def test_the_chat_route_counts_the_servers_tokens_against_the_budget(cli, lm_tasks: Path, tmp_path: Path) -> None:
