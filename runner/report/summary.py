@@ -328,6 +328,19 @@ def cache_notes(config: dict[str, Any], usage: dict[str, Counter[str]]) -> list[
             "the mock model is never cached); set -S temperature=0 (or a seed), or --cache-policy always"]
 
 
+def seed_notes(config: dict[str, Any], n_repeats: int) -> list[str]:
+    """One line when a run of several repeats gives its solution a sampling seed (``-S seed=N``) and does not turn
+    sampling off (``-S temperature=0``): every repeat then sends that seed, and a server that honours it (vLLM)
+    answers each repeat alike, so pass@k measures one sample (evalchemy PR #75). The seed is the user's and is kept."""
+    arguments = config.get("solution_args") or {}
+    seed, temperature = arguments.get("seed"), arguments.get("temperature")
+    if n_repeats < 2 or seed is None or temperature == 0:
+        return []
+    return [f"the {n_repeats} repeats share the sampling seed {seed} (-S seed={seed}): a server that honours seeds "
+            "(vLLM) answers a sampled request alike in every repeat, so the repeats are not independent samples and "
+            "pass@k measures one; drop the seed to sample each repeat on its own"]
+
+
 def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[str]:
     """One line per metric whose results were not all used (how many, why), whose mean is infinite or undefined,
     whose results were clamped, or whose judge replies gave several different scores; and one about retried
@@ -505,7 +518,7 @@ def summarize(
         duplicate_tasks=duplicates,
         notes=(missing_notes(missing, expected, completed, left_out) + scope_notes(scope, outside, duplicates)
                + error_notes(completed, collector.status["ok"], collector.error_types)
-               + cache_notes(manifest.config, collector.usage)
+               + cache_notes(manifest.config, collector.usage) + seed_notes(manifest.config, n_repeats)
                + metric_notes(metrics, retried_items) + pass_k.notes()),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),
@@ -596,6 +609,7 @@ def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[Resul
         if headline.left_out:
             summary.score_left_out = headline.left_out
             summary.score_left_out_why = headline.left_out_why or None
+        summary.notes.extend(headline.notes)
         for category, metrics in headline.by_category.items():
             generic = summary.by_category.setdefault(category, {})
             for name, entry in metrics.items():

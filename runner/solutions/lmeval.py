@@ -33,6 +33,7 @@ from typing import Any, Literal
 from runner.benchmarks.lmeval.routes import Route
 from runner.core.errors import ConfigError
 from runner.core.limits import spend
+from runner.core.scope import current_scope, repeat_seed
 from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
 from runner.core.usage import record_usage
@@ -49,12 +50,13 @@ Used = tuple[int | None, int | None, Literal["hit", "miss"] | None]
 
 @dataclass
 class _Unit:
-    """The requests of one request type of one document, waiting for the model."""
+    """The requests of one request type of one document (of one repeat of the run), waiting for the model."""
 
     request_type: str
     instances: list[Any]
     future: asyncio.Future[list[list[Any]]]
     context: contextvars.Context
+    repeat: int = 0
     usage: list[Used] = field(default_factory=list)
 
 
@@ -68,14 +70,17 @@ class DocumentBatcher:
             scope: limiter, cache, repeat).
         max_calls: calls in flight at once (1 for an in-process model).
         max_requests: instances per call (``None``: every queued one of its type).
+        by_repeat: a call takes the documents of one repeat of the run only (an HTTP model: one request carries one
+            seed, its repeat's, :func:`runner.core.scope.repeat_seed`); ``False``: of any repeat.
     """
 
     def __init__(self, call: Callable[[str, list[Any]], tuple[list[Any], list[Used]]],
                  max_calls: int = 1, max_requests: int | None = None,
-                 threads: concurrent.futures.ThreadPoolExecutor | None = None) -> None:
+                 threads: concurrent.futures.ThreadPoolExecutor | None = None, by_repeat: bool = False) -> None:
         self.call = call
         self.max_calls = max_calls
         self.max_requests = max_requests
+        self.by_repeat = by_repeat
         # The calls' own threads: with one, an in-process model always computes on the thread it was loaded on (torch's
         # OpenMP team is per calling thread: a model called from the default executor's changing threads ran 30 %
         # slower on 2 cores than from one thread).
@@ -106,7 +111,7 @@ class DocumentBatcher:
         units = []
         for request_type, positions in by_type.items():
             unit = _Unit(request_type, [instances[p] for p in positions], loop.create_future(),
-                         contextvars.copy_context())
+                         contextvars.copy_context(), current_scope().repeat)
             units.append((positions, unit))
             self._queue.append(unit)
         assert self._wake is not None
@@ -149,13 +154,15 @@ class DocumentBatcher:
                 return
 
     def _take(self) -> list[_Unit]:
-        """The oldest unit and every queued unit of its request type, up to :attr:`max_requests` instances."""
-        request_type = self._queue[0].request_type
+        """The oldest unit and every queued unit of its request type (and repeat, :attr:`by_repeat`), up to
+        :attr:`max_requests` instances."""
+        request_type, repeat = self._queue[0].request_type, self._queue[0].repeat
         batch, kept, count = [], deque(), 0
         while self._queue:
             unit = self._queue.popleft()
             fits = self.max_requests is None or not batch or count + len(unit.instances) <= self.max_requests
-            if unit.request_type == request_type and fits:
+            same = unit.request_type == request_type and (not self.by_repeat or unit.repeat == repeat)
+            if same and fits:
                 batch.append(unit)
                 count += len(unit.instances)
             else:
@@ -357,7 +364,8 @@ def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractE
                        max_length=benchmark.max_length or _context_length(model, tokenizer))
     options.update(benchmark.model_args)
     try:
-        lm = _over_transport(base)(transport, model=route.model, base_url="runner://model-layer", **options)
+        lm = _over_transport(base)(transport, "seed" in benchmark.model_args, model=route.model,
+                                   base_url="runner://model-layer", **options)
     except OSError as exc:
         raise ConfigError(
             f"lm-eval's local-completions counts and sends {route.model}'s prompts as token ids, with its tokenizer "
@@ -371,11 +379,14 @@ def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractE
 
 def _over_transport(base: type) -> type:
     """``base`` (an lm-eval API model class) whose requests go through ``transport(payload) -> body`` instead of
-    ``requests.post``: lm-eval builds each payload and reads each answer, the runner sends it."""
+    ``requests.post``: lm-eval builds each payload and reads each answer, the runner sends it, with the seed of the
+    item's repeat (:func:`repeat_seed`)."""
 
     class OverTransport(base):  # type: ignore[misc, valid-type]
-        def __init__(self, transport: Callable[[dict[str, Any]], dict[str, Any]], **kwargs: Any) -> None:
+        def __init__(self, transport: Callable[[dict[str, Any]], dict[str, Any]], explicit_seed: bool,
+                     **kwargs: Any) -> None:
             self._transport = transport
+            self._explicit_seed = explicit_seed
             super().__init__(**kwargs)
 
         def model_call(self, messages: Any, *, generate: bool = True, gen_kwargs: dict | None = None,
@@ -383,10 +394,25 @@ def _over_transport(base: type) -> type:
             payload = self._create_payload(self.create_message(messages), generate=generate,
                                            gen_kwargs=copy.deepcopy(gen_kwargs), seed=self._seed,
                                            eos=self.eos_string, **kwargs)
-            return self._transport(payload)
+            keep = self._explicit_seed or "seed" in (gen_kwargs or {})
+            return self._transport(reseeded(payload, current_scope().repeat, keep=keep))
 
     OverTransport.__name__ = OverTransport.__qualname__ = f"Runner{base.__name__}"
     return OverTransport
+
+
+def reseeded(payload: dict[str, Any], repeat: int, *, keep: bool) -> dict[str, Any]:
+    """``payload`` with the seed of repeat ``repeat`` (:func:`runner.core.scope.repeat_seed` of its seed) when it
+    samples (a temperature above 0): lm-eval sends its model's one seed (1234) in every request, so a server that
+    honours ``seed`` (vLLM) answered every repeat of a run alike. Unchanged when ``keep`` (a seed the user gave in
+    ``-B model_args=seed=N``, or one the task's or the run's ``gen_kwargs`` set, which lm-eval sends as it is), at
+    temperature 0, and for repeat 0."""
+    temperature = payload.get("temperature")
+    seed = payload.get("seed")
+    if keep or repeat == 0 or not isinstance(seed, int) or not isinstance(temperature, (int, float)) \
+            or temperature <= 0:
+        return payload
+    return {**payload, "seed": repeat_seed(seed, repeat)}
 
 
 def _context_length(model: Any, tokenizer: str | None) -> int:
@@ -456,7 +482,8 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
         batcher = DocumentBatcher(built.call, threads=model_thread)
     else:
         built = _build_http(route, benchmark, loops)
-        batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size)
+        batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size,
+                                  by_repeat=True)
 
     async def solve(task: Task) -> SolutionOutput:
         loops["worker"] = asyncio.get_running_loop()  # where this document's HTTP requests run

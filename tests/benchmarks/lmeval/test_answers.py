@@ -7,6 +7,7 @@
   shorter...`` and drop out of lm-eval's ``results.json`` (exact_match 1.0 over the others); now it is ``no_choice``
   and a miss in every figure. A failed log-likelihood document, which lm-eval cannot score as a miss, is counted in
   the score's own line.
+- **Repeats are samples**: each repeat's sampled requests carry a seed of their own (lm-eval sent 1234 in all).
 - **One accounting**: the server's own ``usage`` is the run's, and counts against ``--max-tokens``.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from runner.core.scope import repeat_seed
 from runner.models import ChatRequest, content_text
 from tests.benchmarks.lmeval.compare import runner_files
 from tests.benchmarks.lmeval.conftest import N_DOCS
@@ -98,10 +100,16 @@ metadata:
 that its filters cut from the answer, so a right answer scores 0 there)."""
 
 
+SEEDED = ANSWERS.replace("task: answers_gen", "task: seeded_gen").replace(
+    "  do_sample: false", "  do_sample: true\n  temperature: 1.0\n  seed: 42")
+"""The same task sampling with a seed of its own in ``generation_kwargs``, which lm-eval sends as it is."""
+
+
 @pytest.fixture(scope="module")
 def answers_task(lm_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("answers-task")
     (folder / "answers_gen.yaml").write_text(ANSWERS.format(data=lm_tasks / "data"))
+    (folder / "seeded_gen.yaml").write_text(SEEDED.format(data=lm_tasks / "data"))
     return folder
 
 
@@ -174,6 +182,45 @@ def test_a_failed_log_likelihood_document_is_counted_in_the_scores_line(cli, lm_
            "log-likelihood" in html.unescape(page)
 
 
+@pytest.fixture
+def sampling(lm_tasks: Path) -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer(_right_answer(_answers(lm_tasks))) as server:
+        yield server
+
+
+def _seeds_by_repeat(server: ScriptedModelServer, repeats: int) -> dict[int, set[int]]:
+    """Each request's seed, by the repeat its document ran in (a sequential run sends one request per document,
+    task by task and its repeats together)."""
+    seeds: dict[int, set[int]] = {}
+    for index, request in enumerate(server.chat_requests):
+        seeds.setdefault(index % repeats, set()).add(request.seed)
+    return seeds
+
+
+def test_each_repeat_of_a_sampled_task_sends_a_seed_of_its_own(cli, lm_tasks: Path, sampling, tmp_path: Path) -> None:
+    done = cli("-b", "lm-eval", "-B", "tasks=hotpot_gen", "-B", f"include_path={lm_tasks}", *CHAT, "-B",
+               "gen_kwargs=temperature=1.0", "--repeats", "3", "--model-base-url", sampling.url, "--sequential",
+               "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _seeds_by_repeat(sampling, 3) == {0: {1234}, 1: {repeat_seed(1234, 1)}, 2: {repeat_seed(1234, 2)}}
+    assert len({repeat_seed(1234, r) for r in range(3)}) == 3
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert not any("share the sampling seed" in note for note in summary["notes"])
+
+
+def test_a_users_seed_is_kept_and_the_report_says_the_repeats_share_it(cli, lm_tasks: Path, sampling,
+                                                                      tmp_path: Path) -> None:
+    done = cli("-b", "lm-eval", "-B", "tasks=hotpot_gen", "-B", f"include_path={lm_tasks}", *CHAT, "-B",
+               "gen_kwargs=temperature=1.0", "-B", "model_args=seed=7", "--repeats", "2", "--model-base-url",
+               sampling.url, "--sequential", "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _seeds_by_repeat(sampling, 2) == {0: {7}, 1: {7}}
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert any(note.startswith("the repeats share the sampling seed 7 (-B model_args=seed=...)")
+               for note in summary["notes"])
+    assert "note: the repeats share the sampling seed 7" in done.stdout
+
+
 def test_the_chat_route_counts_the_servers_tokens_against_the_budget(cli, lm_tasks: Path, tmp_path: Path) -> None:
     """The issue's input: 15 tokens a call and --max-tokens 100. The run used to make every call and report 0 in,
     0 out; now it stops with exit 4 after 7 calls, as the -s chat control does, and its usage is the server's."""
@@ -242,3 +289,22 @@ def test_a_requests_tokens_are_shared_out_whole_and_in_proportion() -> None:
     assert apportion(4, [0.0, 0.0]) == [2, 2]
 
 
+def test_a_tasks_own_seed_is_sent_as_lm_eval_sends_it_and_noted(cli, answers_task: Path, sampling,
+                                                                 tmp_path: Path) -> None:
+    done = cli("-b", "lm-eval", "-B", "tasks=seeded_gen", "-B", f"include_path={answers_task}", *CHAT, "--repeats", "2",
+               "--model-base-url", sampling.url, "--sequential", "--storage", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _seeds_by_repeat(sampling, 2) == {0: {42}, 1: {42}}
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert any(note.startswith("task seeded_gen samples (temperature 1.0) with the seed 42 of its generation_kwargs")
+               for note in summary["notes"])
+
+
+def test_only_a_sampled_request_of_a_later_repeat_gets_a_seed_of_its_own() -> None:
+    from runner.solutions.lmeval import reseeded
+
+    sampled = {"messages": [], "temperature": 1.0, "seed": 1234}
+    assert reseeded(sampled, 2, keep=False)["seed"] == repeat_seed(1234, 2) != 1234
+    assert reseeded(sampled, 0, keep=False)["seed"] == 1234  # a run of one repeat sends what lm_eval sends
+    assert reseeded(sampled, 2, keep=True)["seed"] == 1234  # the user's, or the task's gen_kwargs seed
+    assert reseeded({**sampled, "temperature": 0}, 2, keep=False)["seed"] == 1234  # greedy: nothing to sample
