@@ -56,11 +56,19 @@ class Headline:
             ``score_components``.
         by_category: category -> metric name -> ``{"mean", "n", ...}`` entries added to (or replacing) the generic
             per-category table, for benchmarks whose official unit is not the task (e.g. a whole dialogue).
+        left_out: items of the run that the score and its components do not count, because the benchmark's own
+            aggregation cannot take a failed item (lm-eval has no miss for a log-likelihood); the terminal and the
+            page say so in the score's line. 0: every item is in the score's denominator.
+        left_out_why: why they are left out, in a few words (``their requests failed``).
+        notes: lines for the summary's notes (e.g. that the repeats share one sampling seed).
     """
 
     score: float | None
     components: dict[str, float] = field(default_factory=dict)
     by_category: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    left_out: int = 0
+    left_out_why: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

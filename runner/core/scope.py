@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,18 @@ class CallScope:
     cache: ResponseCache | None = None
     repeat: int = 0
     usage: dict[str, TokenUsage] | None = None
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The sampling seed of repeat ``repeat`` (0, 1, ...) of a run whose requests carry ``seed``: ``seed`` itself
+    for repeat 0 (a run of one repeat sends what it always sent), else the first 31 bits of
+    ``sha256("<seed>/<repeat>")``, so that a server that honours ``seed`` (vLLM) draws another sample in each repeat
+    while a rerun of the same repeat draws the same one (evalchemy PR #75: one fixed seed made every repeat of a
+    task answer alike, and pass@k flat)."""
+    if repeat == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}/{repeat}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 _current: contextvars.ContextVar[CallScope] = contextvars.ContextVar("runner_call_scope", default=CallScope())

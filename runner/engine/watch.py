@@ -7,7 +7,10 @@ the record keeps (``error.code``, see :func:`runner.engine.item.execute.error_in
 - ``quota_exhausted``: it refused with HTTP 429 because the account's quota is used up (OpenAI's
   ``insufficient_quota``), which no wait restores;
 - ``rate_limited``: it refused every attempt of a call with HTTP 429 (its rate limit, or a quota of another name);
-- ``replica_failed``: the model's replica, served by the run, failed past its restarts (one such item stops the run).
+- ``replica_failed``: the model's replica, served by the run, failed past its restarts (one such item stops the run);
+- ``ignored_option``: the engine answered without what the request asked for (``echo``'s prompt log-probabilities,
+  ``n`` choices, a forced tool call: :mod:`runner.models._asked`), so no such answer can be scored; the line names
+  the option.
 
 :class:`ServerWatch` sees every item's acknowledgement (through :meth:`Progress.advance
 <runner.engine.progress.Progress.advance>`, which both executors feed) and stops the run with one line once
@@ -18,6 +21,7 @@ long run.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from runner.core.errors import ProtocolStop, RefusalStop, ServerStop
@@ -42,9 +46,15 @@ _STOPS = {
                           "lower the request rate (--max-rpm, --concurrency) or wait for the server's limit to reset"),
     "replica_failed": _Stop(ServerStop, "a model replica the run serves failed for good",
                             "fix the cause (GPU memory, the engine's log under the run's replicas/)"),
+    "ignored_option": _Stop(ServerStop, "the model's engine ignores {option}, which the answers need",
+                            "point the run at an engine that honours it (the error says which)"),
 }
 
-ERRORS_TO_STOP = {"protocol_error": 3, "quota_exhausted": 3, "rate_limited": 5, "replica_failed": 1}
+_OPTION = re.compile(r"`\w+`")
+"""The option an ``ignored_option`` error names, in backquotes (``the engine (llama.cpp) ignores `echo```)."""
+
+ERRORS_TO_STOP = {"protocol_error": 3, "quota_exhausted": 3, "rate_limited": 5, "replica_failed": 1,
+                  "ignored_option": 3}
 """Items ended by an error of each code, with no ``ok`` item in between, after which the run stops: a few for the
 codes that are certain to repeat, more for refusals that a rate limit may lift."""
 
@@ -72,7 +82,9 @@ class ServerWatch:
         count = self.counts[error.code] = self.counts.get(error.code, 0) + 1
         if count >= ERRORS_TO_STOP[error.code]:
             stop = _STOPS[error.code]
+            option = _OPTION.search(error.message)
+            what = stop.what.format(option=option.group(0) if option else "a request option")
             raise stop.error(
-                f"{stop.what}: {count} items in a row failed with {error.type} ({error.message}); the run stopped, "
+                f"{what}: {count} items in a row failed with {error.type} ({error.message}); the run stopped, "
                 f"its records are kept: {stop.fix}, then run the same command with --rerun-failed"
             )

@@ -74,6 +74,7 @@ __all__ = [
     "ModelOptions",
     "ModelProtocolError",
     "OpenAICompatibleModel",
+    "Posted",
     "Provider",
     "RetryPolicy",
     "StructuredMode",
@@ -101,7 +102,8 @@ __all__ = [
 ]
 
 
-_LAZY = {"OpenAICompatibleModel": "runner.models._openai", "post_json": "runner.models._completions"}
+_LAZY = {"OpenAICompatibleModel": "runner.models._openai", "post_json": "runner.models._completions",
+         "Posted": "runner.models._completions"}
 """Loaded on first use: the OpenAI client (``openai``, ``httpx``) is imported by the first model call, not by
 ``import runner.models``."""
 

@@ -12,7 +12,7 @@ import functools
 import time
 import sys
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -35,7 +35,8 @@ from runner.models._model_options import ModelOptions
 from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
                                    UnreadableReply, error_message, exceeds_context, one_line)
 from runner.models._providers import Provider
-from runner.models._replies import read_completion, served_models
+from runner.models._asked import chat_mismatch, completion_mismatch, ignored_option
+from runner.models._replies import read_completion, read_text_completion, served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause
 from runner.models._route import Route, route_of
 from runner.models._stream import read_events
@@ -227,7 +228,7 @@ class OpenAICompatibleModel(ChatModel):
             if route.stream:
                 return await self._streamed(route, body, answer, turn)
             raw = await self._http(route).chat.completions.with_raw_response.create(**body)
-            return self._answered(route, raw.http_response, answer, turn)
+            return self._answered(route, raw.http_response, answer, turn, asked=body)
 
         await self._replica_ready()
         first = self.route()
@@ -277,12 +278,13 @@ class OpenAICompatibleModel(ChatModel):
         return self._too_long(first, str(refusal))
 
     def _answered(self, route: Route, response: httpx.Response, answer: Answer, turn: int,
-                  body: object = None) -> ChatReply:
-        """The reply in a successful answer (``body``: its JSON when already read, as a stream is), with the status,
-        headers and tokens told to the limiter (:class:`~runner.core.limits.Answer`)."""
+                  body: object = None, asked: Mapping[str, Any] | None = None) -> ChatReply:
+        """The reply in a successful answer (``body``: its JSON when already read, as a stream is), checked against
+        the request ``asked`` (:meth:`_reply`), with the status, headers and tokens told to the limiter
+        (:class:`~runner.core.limits.Answer`)."""
         answer.set(response.status_code, response.headers)
         try:
-            reply = self._reply(route, response, turn, body)
+            reply = self._reply(route, response, turn, body, asked)
         except ModelError as exc:
             if exc.status is not None:
                 # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
@@ -311,12 +313,12 @@ class OpenAICompatibleModel(ChatModel):
             response = raw.http_response
             if media_type(response) == "application/json":
                 await response.aread()
-                return self._answered(route, response, answer, turn)
+                return self._answered(route, response, answer, turn, asked=body)
             try:
                 events = await read_events(response.aiter_lines())
             except UnreadableReply as exc:
                 raise self._protocol_error(route, response, exc) from None
-        return self._answered(route, response, answer, turn, events)
+        return self._answered(route, response, answer, turn, events, asked=body)
 
     def _too_long(self, route: Route, detail: str) -> ChatReply:
         """The reply to a conversation longer than the model's context: the item's answer, not a failure of the
@@ -375,18 +377,32 @@ class OpenAICompatibleModel(ChatModel):
                 detail=f"the {self.provider} server does not take them; they are not sent")
         return kwargs
 
-    def _reply(self, route: Route, response: httpx.Response, turn: int, body: object = None) -> ChatReply:
-        """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`); ``body``: its
-        JSON when already read (a streamed answer put together), else read from ``response``.
+    def _reply(self, route: Route, response: httpx.Response, turn: int, body: object = None,
+               asked: Mapping[str, Any] | None = None, path: str = "chat/completions") -> ChatReply:
+        """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`), or the first
+        choice of a ``/completions`` one (``path``); ``body``: its JSON when already read (a streamed answer put
+        together), else read from ``response``; ``asked``: the request body sent, which the reply is checked
+        against (:mod:`runner.models._asked`).
 
         Raises:
             ModelProtocolError: the body is not an OpenAI chat completion.
             ModelError: the body carries an error (retryable when its code is), or holds no choice (``error_code``
                 ``no_choice``: this request's error, not retried unless an error code that is retryable came with
-                it, and never counted towards stopping a run).
+                it, and never counted towards stopping a run), or lacks what ``asked`` asked for (``error_code``
+                ``ignored_option``: the engine ignores a request option; not retried).
         """
         try:
-            return read_completion(json_body(response) if body is None else body, turn=turn, model=self.model)
+            data = json_body(response) if body is None else body
+            if path == "completions":
+                reply = read_text_completion(data, model=self.model)
+            else:
+                reply = read_completion(data, turn=turn, model=self.model)
+            mismatch = None
+            if asked is not None and isinstance(data, Mapping):
+                mismatch = (completion_mismatch if path == "completions" else chat_mismatch)(asked, data)
+            if mismatch is not None:
+                raise ignored_option(self.name, route.url, path, mismatch, data, self.provider)
+            return reply
         except UnreadableReply as exc:
             raise self._protocol_error(route, response, exc) from None
         except NoChoice as exc:

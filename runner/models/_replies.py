@@ -123,6 +123,41 @@ def read_completion(body: Any, *, turn: int, model: str) -> ChatReply:
     )
 
 
+def read_text_completion(body: Any, *, model: str) -> ChatReply:
+    """The first choice of a ``/completions`` JSON body (the legacy completions API, which lm-eval's
+    ``local-completions`` speaks), as a :class:`ChatReply`: its ``text``, finish reason and usage. The other
+    choices (one per prompt of a batch) are the caller's to read.
+
+    Raises:
+        ErrorReply: the body carries an error instead of a completion.
+        NoChoice: ``choices: []`` (with the provider's reason, as for a chat completion).
+        UnreadableReply: the body is not a text completion (no ``choices``, a choice without ``text``).
+    """
+    if not isinstance(body, Mapping):
+        raise UnreadableReply(f"JSON {_kind(body)}, not an object")
+    choices = body.get("choices")
+    if choices is None:
+        _raise_error(body.get("error"))
+        raise _foreign(body)
+    if not isinstance(choices, list):
+        raise UnreadableReply(f"'choices' is {_kind(choices)}")
+    if not choices:
+        raise _no_choice(body)
+    choice = choices[0]
+    if not isinstance(choice, Mapping) or not isinstance(choice.get("text"), str):
+        _raise_error(choice.get("error") if isinstance(choice, Mapping) else None)
+        if isinstance(choice, Mapping) and isinstance(choice.get("message"), Mapping):
+            raise UnreadableReply("a chat completion (choices[0] has 'message', no 'text')",
+                                  "the server answered the /chat/completions API; check --model-base-url")
+        raise UnreadableReply(f"choices[0] has no text ({_keys(choice) if isinstance(choice, Mapping) else _kind(choice)})")
+    return ChatReply(
+        content=choice["text"],
+        finish_reason=choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None,
+        usage=read_usage(body.get("usage")),
+        model=body["model"] if isinstance(body.get("model"), str) and body["model"] else model,
+    )
+
+
 def read_usage(usage: Any) -> Usage:
     """Token counts from a ``usage`` object (OpenAI's or Anthropic's key names); unknown counts stay ``None``."""
     if not isinstance(usage, Mapping):

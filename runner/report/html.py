@@ -25,7 +25,7 @@ from runner.report import plots
 from runner.report.compare import Comparison
 from runner.report.items import ItemTable, item_table
 from runner.report.scope import PlanScope
-from runner.report.summary import Summary
+from runner.report.summary import Summary, score_left_out_line
 from runner.report.table import format_seconds, tokens_unknown, usage_caveat
 from runner.storage.manifest import RunManifest
 from runner.storage.store import ResultStore
@@ -105,6 +105,7 @@ def _headline(summary: Summary) -> dict[str, Any]:
     no record yet, that it covers only the items done (shown beside it)."""
     partial = (f"partial: {summary.missing} of {summary.expected} items have no record yet; this covers the "
                f"{summary.completed} items done") if summary.missing else ""
+    partial = "; ".join(part for part in (partial, score_left_out_line(summary)) if part)
     if summary.score is not None:
         parts = " · ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items() if k != "Overall")
         return {"label": "score", "value": summary.score, "ci": None, "detail": parts, "partial": partial}

@@ -114,6 +114,10 @@ class Summary(BaseModel):
         pass_k_left_out: metric -> k -> the tasks left out at that k (fewer than k usable values: the metric failed
             on some repeats, or items are missing); a note names each k that leaves tasks out.
         score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
+        score_left_out: items the score and its components do not count, because the benchmark's own aggregation
+            cannot take a failed item (:attr:`Headline.left_out <runner.core.results.Headline.left_out>`), and
+            ``score_left_out_why`` why; the terminal and the page say it in the score's line. 0: every item is in
+            the score's denominator.
         usage: model -> ``{"input_tokens", "output_tokens", "calls"}`` summed over records, with
             ``calls_without_usage`` (calls whose tokens are unknown: not in the sums; the terminal and the page then
             say so, and show no sums when no call reported any), ``calls_counted_by_runner`` (calls whose server
@@ -165,6 +169,8 @@ class Summary(BaseModel):
     pass_k_left_out: dict[str, dict[str, int]] = Field(default_factory=dict)
     score: float | None = None
     score_components: dict[str, float] = Field(default_factory=dict)
+    score_left_out: int = 0
+    score_left_out_why: str | None = None
     usage: dict[str, dict[str, int]] = Field(default_factory=dict)
     tokens_per_item: dict[str, dict[str, float]] = Field(default_factory=dict)
     latency: dict[str, Any] = Field(default_factory=dict)
@@ -174,6 +180,15 @@ class Summary(BaseModel):
     duration_s: float | None = None
     item_seconds: float = 0.0
     runner_version: str = __version__
+
+
+def score_left_out_line(summary: Summary) -> str:
+    """``N of M items left out of the score: why`` when the benchmark's aggregation leaves failed items out
+    (:attr:`Summary.score_left_out`), else ``""``: the terminal and the page say it in the score's own line."""
+    if not summary.score_left_out:
+        return ""
+    why = f": {summary.score_left_out_why}" if summary.score_left_out_why else ""
+    return f"{summary.score_left_out} of {summary.completed} items left out of the score{why}"
 
 
 def _group_stats(per_task: dict[str, list[float]]) -> dict[str, Any]:
@@ -314,6 +329,19 @@ def cache_notes(config: dict[str, Any], usage: dict[str, Counter[str]]) -> list[
     return [f"--cache {config['cache']} held no call: none of the {calls} model calls was cacheable under the "
             f"{config.get('cache_policy', 'deterministic')!r} policy (it keeps requests with temperature 0 or a seed; "
             "the mock model is never cached); set -S temperature=0 (or a seed), or --cache-policy always"]
+
+
+def seed_notes(config: dict[str, Any], n_repeats: int) -> list[str]:
+    """One line when a run of several repeats gives its solution a sampling seed (``-S seed=N``) and does not turn
+    sampling off (``-S temperature=0``): every repeat then sends that seed, and a server that honours it (vLLM)
+    answers each repeat alike, so pass@k measures one sample (evalchemy PR #75). The seed is the user's and is kept."""
+    arguments = config.get("solution_args") or {}
+    seed, temperature = arguments.get("seed"), arguments.get("temperature")
+    if n_repeats < 2 or seed is None or temperature == 0:
+        return []
+    return [f"the {n_repeats} repeats share the sampling seed {seed} (-S seed={seed}): a server that honours seeds "
+            "(vLLM) answers a sampled request alike in every repeat, so the repeats are not independent samples and "
+            "pass@k measures one; drop the seed to sample each repeat on its own"]
 
 
 def metric_notes(metrics: dict[str, MetricSummary], retried_items: int) -> list[str]:
@@ -493,7 +521,7 @@ def summarize(
         duplicate_tasks=duplicates,
         notes=(missing_notes(missing, expected, completed, left_out) + scope_notes(scope, outside, duplicates)
                + error_notes(completed, collector.status["ok"], collector.error_types)
-               + cache_notes(manifest.config, collector.usage)
+               + cache_notes(manifest.config, collector.usage) + seed_notes(manifest.config, n_repeats)
                + metric_notes(metrics, retried_items) + pass_k.notes()),
         errors=completed - collector.status["ok"],
         by_status=dict(sorted(collector.status.items())),
@@ -581,6 +609,10 @@ def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[Resul
         summary.score = _headline_number(summary, "score", headline.score)
         summary.score_components = {name: value for name, value in headline.components.items()
                                     if _headline_number(summary, f"component {name!r}", value) is not None}
+        if headline.left_out:
+            summary.score_left_out = headline.left_out
+            summary.score_left_out_why = headline.left_out_why or None
+        summary.notes.extend(headline.notes)
         for category, metrics in headline.by_category.items():
             generic = summary.by_category.setdefault(category, {})
             for name, entry in metrics.items():

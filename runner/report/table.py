@@ -8,13 +8,14 @@ import sys
 from collections.abc import Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from runner.core.metric import MetricType
 from runner.report.compare import Comparison
-from runner.report.summary import Summary
+from runner.report.summary import Summary, score_left_out_line
 
 
 
@@ -98,13 +99,18 @@ def render(summary: Summary, console: Console | None = None, storage: str | None
         console.print(table)
 
     partial = f"  [yellow]of {summary.completed}/{summary.expected} items[/yellow]" if summary.missing else ""
+    # Failed items the benchmark's aggregation leaves out, in the score's own line (never wrapped onto another).
+    left_out = f"  [yellow]{escape(score_left_out_line(summary))}[/yellow]" if summary.score_left_out else ""
     if summary.score is not None:
         parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
-        console.print(f"[bold]score {summary.score:.3f}[/bold]" + partial + (f"  ({parts})" if parts else ""))
+        console.print(f"[bold]score {summary.score:.3f}[/bold]" + partial + (f"  ({parts})" if parts else "")
+                      + left_out, soft_wrap=True)
     elif summary.score_components:
         # Several headline figures and no one number (lm-eval's tasks: each task's and group's main metric).
         parts = "  ".join(f"{k} {v:.3f}" for k, v in summary.score_components.items())
-        console.print(f"[bold]headline[/bold]  {parts}" + partial)
+        console.print(f"[bold]headline[/bold]  {parts}" + partial + left_out, soft_wrap=True)
+    elif summary.score_left_out:
+        console.print("[bold]score[/bold] none" + left_out, soft_wrap=True)
 
 
 def _left_out(summary: Summary, name: str, k: str) -> str:

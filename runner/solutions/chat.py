@@ -21,6 +21,7 @@ def chat(
     system_prompt: str | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    seed: int | None = None,
 ) -> Callable[[Task], Awaitable[SolutionOutput]]:
     """Build the solution (once per worker): answer ``str(task.input)`` with the model's reply text.
 
@@ -29,6 +30,9 @@ def chat(
         model_base_url: the model server's API root (``--model-base-url``).
         system_prompt: an optional system message before the task's input (``-S system_prompt=...``).
         temperature, max_tokens: sampling settings (``None``: the server's defaults).
+        seed: a sampling seed sent with every call (``-S seed=N``; ``None``: none, so each repeat of a task is a
+            sample of its own). Every repeat then sends the same seed: a server that honours it (vLLM) answers a
+            sampled request alike in each, and the report says so.
 
     Returns:
         ``solve(task)``: output = the reply text; trajectory = the messages and the reply (with the model's
@@ -37,7 +41,8 @@ def chat(
     Raises:
         ConfigError: an unknown provider or a missing API key (when the worker builds it).
     """
-    chat_model = ChatModel.from_name(model, base_url=model_base_url, temperature=temperature, max_tokens=max_tokens)
+    chat_model = ChatModel.from_name(model, base_url=model_base_url, temperature=temperature, max_tokens=max_tokens,
+                                     seed=seed)
 
     async def solve(task: Task) -> SolutionOutput:
         messages = [system_message(system_prompt)] if system_prompt else []

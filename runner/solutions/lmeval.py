@@ -28,13 +28,14 @@ import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from runner.benchmarks.lmeval.bars import no_bars
 from runner.benchmarks.lmeval.routes import Route
 from runner.core import loaded
 from runner.core.errors import ConfigError
 from runner.core.limits import spend
+from runner.core.scope import current_scope, repeat_seed
 from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
 from runner.core.usage import record_usage
@@ -44,15 +45,21 @@ SETTLE_PASSES = 64
 (it stops at the first two turns in which nothing new came)."""
 
 
+Used = tuple[int | None, int | None, Literal["hit", "miss"] | None]
+"""One request's usage: input tokens, output tokens (``None``: unknown) and how the response cache took it
+(``"hit"``: it answered, no request was sent; ``"miss"``: cacheable, not held; ``None``: not asked)."""
+
+
 @dataclass
 class _Unit:
-    """The requests of one request type of one document, waiting for the model."""
+    """The requests of one request type of one document (of one repeat of the run), waiting for the model."""
 
     request_type: str
     instances: list[Any]
     future: asyncio.Future[list[list[Any]]]
     context: contextvars.Context
-    usage: list[tuple[int | None, int | None]] = field(default_factory=list)
+    repeat: int = 0
+    usage: list[Used] = field(default_factory=list)
 
 
 class DocumentBatcher:
@@ -61,17 +68,21 @@ class DocumentBatcher:
     Args:
         call: ``call(request_type, instances) -> (responses, usage)``, blocking (run in a thread): the model class's
             method of that name on ``instances`` (each repeated ``repeats`` times, as lm-eval's evaluator clones
-            them), and ``(input tokens, output tokens)`` per instance.
+            them), and each instance's :data:`Used`. A call runs in the context of its first document (its item's
+            scope: limiter, cache, repeat).
         max_calls: calls in flight at once (1 for an in-process model).
         max_requests: instances per call (``None``: every queued one of its type).
+        by_repeat: a call takes the documents of one repeat of the run only (an HTTP model: one request carries one
+            seed, its repeat's, :func:`runner.core.scope.repeat_seed`); ``False``: of any repeat.
     """
 
-    def __init__(self, call: Callable[[str, list[Any]], tuple[list[Any], list[tuple[int | None, int | None]]]],
+    def __init__(self, call: Callable[[str, list[Any]], tuple[list[Any], list[Used]]],
                  max_calls: int = 1, max_requests: int | None = None,
-                 threads: concurrent.futures.ThreadPoolExecutor | None = None) -> None:
+                 threads: concurrent.futures.ThreadPoolExecutor | None = None, by_repeat: bool = False) -> None:
         self.call = call
         self.max_calls = max_calls
         self.max_requests = max_requests
+        self.by_repeat = by_repeat
         # The calls' own threads: with one, an in-process model always computes on the thread it was loaded on (torch's
         # OpenMP team is per calling thread: a model called from the default executor's changing threads ran 30 %
         # slower on 2 cores than from one thread).
@@ -83,9 +94,9 @@ class DocumentBatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._calls: set[asyncio.Task[None]] = set()
 
-    async def submit(self, instances: list[Any]) -> tuple[list[list[Any]], list[tuple[int | None, int | None]]]:
+    async def submit(self, instances: list[Any]) -> tuple[list[list[Any]], list[Used]]:
         """The responses of one document's ``instances`` (a list of ``repeats`` responses per instance, in order)
-        and each instance's token usage.
+        and each instance's usage (its ``repeats`` requests together).
 
         Raises:
             Exception: what the model class raised on this document's requests alone.
@@ -102,7 +113,7 @@ class DocumentBatcher:
         units = []
         for request_type, positions in by_type.items():
             unit = _Unit(request_type, [instances[p] for p in positions], loop.create_future(),
-                         contextvars.copy_context())
+                         contextvars.copy_context(), current_scope().repeat)
             units.append((positions, unit))
             self._queue.append(unit)
         assert self._wake is not None
@@ -110,7 +121,7 @@ class DocumentBatcher:
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = loop.create_task(self._dispatch(), name="lm-eval batcher")
         resps: list[list[Any]] = [[] for _ in instances]
-        usage: list[tuple[int | None, int | None]] = [(0, 0)] * len(instances)
+        usage: list[Used] = [(0, 0, None)] * len(instances)
         for positions, unit in units:
             answers = await unit.future
             for position, answer, used in zip(positions, answers, unit.usage):
@@ -145,13 +156,15 @@ class DocumentBatcher:
                 return
 
     def _take(self) -> list[_Unit]:
-        """The oldest unit and every queued unit of its request type, up to :attr:`max_requests` instances."""
-        request_type = self._queue[0].request_type
+        """The oldest unit and every queued unit of its request type (and repeat, :attr:`by_repeat`), up to
+        :attr:`max_requests` instances."""
+        request_type, repeat = self._queue[0].request_type, self._queue[0].repeat
         batch, kept, count = [], deque(), 0
         while self._queue:
             unit = self._queue.popleft()
             fits = self.max_requests is None or not batch or count + len(unit.instances) <= self.max_requests
-            if unit.request_type == request_type and fits:
+            same = unit.request_type == request_type and (not self.by_repeat or unit.repeat == repeat)
+            if same and fits:
                 batch.append(unit)
                 count += len(unit.instances)
             else:
@@ -197,9 +210,7 @@ class DocumentBatcher:
             for instance in unit.instances:
                 count = max(1, instance.repeats or 1)
                 resps.append(list(answers[position:position + count]))
-                inputs = [u[0] for u in usage[position:position + count]]
-                outputs = [u[1] for u in usage[position:position + count]]
-                used.append((None if None in inputs else sum(inputs), None if None in outputs else sum(outputs)))
+                used.append(_together(usage[position:position + count]))
                 position += count
             unit.usage = used
             if not unit.future.done():
@@ -215,33 +226,95 @@ def cut_at_stop(text: str, until: list[str]) -> str:
     return text
 
 
+_POSTED: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("lm_eval_posted", default=None)
+"""The answers (:class:`runner.models.Posted`) of the HTTP requests of the model call running in this context: the
+transport adds each, the call reads their usage."""
+
+
+def _together(used: list[Used]) -> Used:
+    """The usage of several requests (an instance's repeats): the sums (unknown when one is), ``"hit"`` when the
+    cache answered them all, ``"miss"`` when one was a cacheable miss."""
+    inputs, outputs, caches = [u[0] for u in used], [u[1] for u in used], [u[2] for u in used]
+    cache: Literal["hit", "miss"] | None = (
+        "hit" if caches and all(c == "hit" for c in caches) else "miss" if "miss" in caches else None)
+    return (None if None in inputs else sum(i for i in inputs if i is not None),
+            None if None in outputs else sum(o for o in outputs if o is not None), cache)
+
+
+def apportion(total: int, weights: list[float]) -> list[int]:
+    """``total`` split into whole parts in proportion to ``weights`` (all equal when they sum to 0), which sum to
+    ``total`` exactly: the largest-remainder method (Hamilton's), each part the floor of its share and the units left
+    to the largest remainders, the earliest first on a tie."""
+    if not weights:
+        return []
+    weights = weights if sum(weights) > 0 else [1.0] * len(weights)
+    whole = sum(weights)
+    exact = [total * weight / whole for weight in weights]
+    parts = [int(share) for share in exact]
+    for index in sorted(range(len(exact)), key=lambda i: parts[i] - exact[i])[:total - sum(parts)]:
+        parts[index] += 1
+    return parts
+
+
 class _Model:
     """One worker's lm-eval model class and how its requests are called and counted."""
 
     def __init__(self, lm: Any, route: Route, tokens: Callable[[str], int | None]) -> None:
         self.lm, self.route, self.tokens = lm, route, tokens
 
-    def call(self, request_type: str, instances: list[Any]) -> tuple[list[Any], list[tuple[int | None, int | None]]]:
+    def call(self, request_type: str, instances: list[Any]) -> tuple[list[Any], list[Used]]:
         """``lm.<request_type>(instances)`` without lm-eval's progress bars (:func:`runner.benchmarks.lmeval.bars.
-        no_bars`), its generations cut at their stop sequences for an HTTP model, and each instance's (input, output)
-        tokens by the model's tokenizer."""
+        no_bars`), its generations cut at their stop sequences for an HTTP model, and each instance's usage
+        (:meth:`_usage`)."""
         method = getattr(self.lm, "loglikelihood" if request_type == "multiple_choice" else request_type)
-        with no_bars():  # lm-eval's request loops would draw a progress bar per call, that is per document
-            answers = list(method(instances))
+        posted: list[Any] = []
+        token = _POSTED.set(posted)
+        try:
+            with no_bars():  # lm-eval's request loops would draw a progress bar per call, that is per document
+                answers = list(method(instances))
+        finally:
+            _POSTED.reset(token)
         if request_type == "generate_until" and self.route.kind != "hf":
             from lm_eval.models.utils import handle_stop_sequences
 
             eos = getattr(self.lm, "eos_string", None)
             answers = [cut_at_stop(answer, handle_stop_sequences(copy.deepcopy(instance.args[1]).get("until"), eos))
                        if isinstance(answer, str) else answer for answer, instance in zip(answers, instances)]
-        usage = []
+        return answers, self._usage(request_type, instances, answers, posted)
+
+    def _usage(self, request_type: str, instances: list[Any], answers: list[Any], posted: list[Any]) -> list[Used]:
+        """Each instance's usage in one call: the server's counts of the call's requests (``posted``), shared out
+        among the instances in proportion to their tokens by the model's tokenizer (characters where it has none:
+        a chat endpoint), so that they sum to what the server counted (one request may carry the prompts of several
+        documents, and lm-eval sorts the requests by length); a call answered by the response cache alone costs
+        nothing. Where a request's answer reported no usage, the tokenizer's counts (unknown without one)."""
+        counted = []
         for instance, answer in zip(instances, answers):
             strings = [part for part in instance.args if isinstance(part, str)]
             counts = [self.tokens(text) for text in strings]
             used_in = None if None in counts else sum(c for c in counts if c is not None)
             used_out = self.tokens(answer) if request_type == "generate_until" and isinstance(answer, str) else 0
-            usage.append((used_in, used_out))
-        return answers, usage
+            counted.append((used_in, used_out, sizes_of(strings, answer)))
+        if not posted:  # HFLM, in the worker: no request, the tokenizer's counts
+            return [(used_in, used_out, None) for used_in, used_out, _ in counted]
+        sent = [p for p in posted if p.cache != "hit"]
+        if not sent:
+            return [(0, 0, "hit")] * len(instances)
+        cache: Literal["miss"] | None = "miss" if any(p.cache == "miss" for p in sent) else None
+        if any(p.usage.input_tokens is None or p.usage.output_tokens is None for p in sent):
+            return [(used_in, used_out, cache) for used_in, used_out, _ in counted]
+        weights_in = [float(used_in) if used_in is not None else float(size[0]) for used_in, _, size in counted]
+        weights_out = [float(used_out) + 1.0 if used_out is not None else float(size[1]) + 1.0
+                       for _, used_out, size in counted]
+        inputs = apportion(sum(p.usage.input_tokens for p in sent), weights_in)
+        outputs = apportion(sum(p.usage.output_tokens for p in sent), weights_out)
+        return [(i, o, cache) for i, o in zip(inputs, outputs)]
+
+
+def sizes_of(strings: list[str], answer: Any) -> tuple[int, int]:
+    """Characters of a request's prompt strings and of its answer (0 for a log-likelihood), the weights of its share
+    of a call's tokens where no tokenizer counts them."""
+    return sum(len(text) for text in strings), len(answer) if isinstance(answer, str) else 0
 
 
 def _device() -> str:
@@ -293,7 +366,11 @@ def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractE
 
     def transport(payload: dict[str, Any]) -> dict[str, Any]:
         call = post_json(model, path, payload)  # type: ignore[arg-type]
-        return asyncio.run_coroutine_threadsafe(call, loops["worker"]).result()
+        posted = asyncio.run_coroutine_threadsafe(call, loops["worker"]).result()
+        answers = _POSTED.get()
+        if answers is not None:
+            answers.append(posted)
+        return posted.body
 
     base = LocalChatCompletion if route.kind == "chat" else LocalCompletionsAPI
     options: dict[str, Any] = {"max_retries": 1, "num_concurrent": 1, "batch_size": benchmark.batch_size}
@@ -304,7 +381,8 @@ def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractE
                        max_length=benchmark.max_length or _context_length(model, tokenizer))
     options.update(benchmark.model_args)
     try:
-        lm = _over_transport(base)(transport, model=route.model, base_url="runner://model-layer", **options)
+        lm = _over_transport(base)(transport, "seed" in benchmark.model_args, model=route.model,
+                                   base_url="runner://model-layer", **options)
     except OSError as exc:
         raise ConfigError(
             f"lm-eval's local-completions counts and sends {route.model}'s prompts as token ids, with its tokenizer "
@@ -318,11 +396,14 @@ def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractE
 
 def _over_transport(base: type) -> type:
     """``base`` (an lm-eval API model class) whose requests go through ``transport(payload) -> body`` instead of
-    ``requests.post``: lm-eval builds each payload and reads each answer, the runner sends it."""
+    ``requests.post``: lm-eval builds each payload and reads each answer, the runner sends it, with the seed of the
+    item's repeat (:func:`repeat_seed`)."""
 
     class OverTransport(base):  # type: ignore[misc, valid-type]
-        def __init__(self, transport: Callable[[dict[str, Any]], dict[str, Any]], **kwargs: Any) -> None:
+        def __init__(self, transport: Callable[[dict[str, Any]], dict[str, Any]], explicit_seed: bool,
+                     **kwargs: Any) -> None:
             self._transport = transport
+            self._explicit_seed = explicit_seed
             super().__init__(**kwargs)
 
         def model_call(self, messages: Any, *, generate: bool = True, gen_kwargs: dict | None = None,
@@ -330,10 +411,25 @@ def _over_transport(base: type) -> type:
             payload = self._create_payload(self.create_message(messages), generate=generate,
                                            gen_kwargs=copy.deepcopy(gen_kwargs), seed=self._seed,
                                            eos=self.eos_string, **kwargs)
-            return self._transport(payload)
+            keep = self._explicit_seed or "seed" in (gen_kwargs or {})
+            return self._transport(reseeded(payload, current_scope().repeat, keep=keep))
 
     OverTransport.__name__ = OverTransport.__qualname__ = f"Runner{base.__name__}"
     return OverTransport
+
+
+def reseeded(payload: dict[str, Any], repeat: int, *, keep: bool) -> dict[str, Any]:
+    """``payload`` with the seed of repeat ``repeat`` (:func:`runner.core.scope.repeat_seed` of its seed) when it
+    samples (a temperature above 0): lm-eval sends its model's one seed (1234) in every request, so a server that
+    honours ``seed`` (vLLM) answered every repeat of a run alike. Unchanged when ``keep`` (a seed the user gave in
+    ``-B model_args=seed=N``, or one the task's or the run's ``gen_kwargs`` set, which lm-eval sends as it is), at
+    temperature 0, and for repeat 0."""
+    temperature = payload.get("temperature")
+    seed = payload.get("seed")
+    if keep or repeat == 0 or not isinstance(seed, int) or not isinstance(temperature, (int, float)) \
+            or temperature <= 0:
+        return payload
+    return {**payload, "seed": repeat_seed(seed, repeat)}
 
 
 def _context_length(model: Any, tokenizer: str | None) -> int:
@@ -377,7 +473,10 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
     Returns:
         ``solve(task)``: output ``{"resps": [[response per repeat] per request]}`` (a log-likelihood request's
         response is ``(log-probability, is greedy)``, a rolling one's a log-probability, a generation's its text);
-        usage: per request, the tokens of its prompt strings and of its generation, by the model's tokenizer.
+        usage: per request, what the server counted for it (a request that carried several documents' prompts is
+        shared out among them in proportion to their tokens), else the tokens of its prompt strings and of its
+        generation by the model's tokenizer (``HFLM``, or a server that reports no usage); each counts against the
+        run's budget.
 
     Raises:
         ConfigError: the benchmark is not ``lm-eval``.
@@ -399,7 +498,8 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
         batcher = loaded.shared(_hf_key(route, benchmark), functools.partial(_hf_batcher, route, benchmark))
     else:
         built = _build_http(route, benchmark, loops)
-        batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size)
+        batcher = DocumentBatcher(built.call, max_calls=benchmark.num_concurrent, max_requests=benchmark.batch_size,
+                                  by_repeat=True)
 
     async def solve(task: Task) -> SolutionOutput:
         loops["worker"] = asyncio.get_running_loop()  # where this document's HTTP requests run
@@ -409,9 +509,12 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
                               metadata=(document["task"], document["doc_id"], request["repeats"]))
                      for request in document["requests"]]
         resps, usage = await batcher.submit(instances)
-        for input_tokens, output_tokens in usage:
-            record_usage(route.model, input_tokens, output_tokens)
-            spend(route.model, input_tokens or 0, output_tokens or 0)
+        for input_tokens, output_tokens, cache in usage:
+            if cache == "hit":
+                record_usage(route.model, cache="hit")
+                continue
+            record_usage(route.model, input_tokens, output_tokens, cache=cache)
+            spend(route.model, input_tokens, output_tokens)
         return SolutionOutput(success=True, output={"resps": resps},
                               meta={"model": route.model, "engine": route.engine, "model_class": route.kind})
 

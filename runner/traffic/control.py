@@ -130,8 +130,7 @@ class TrafficControl:
         ``repeat``), in one :class:`~runner.core.scope.CallScope`, and with ``usage`` (model name ->
         :class:`~runner.core.record.TokenUsage`, which the calls add to) when given, else the usage the current scope
         counts into; yields the scope."""
-        parts: dict[str, Any] = {"limiter": self.hub.limiter(), "cache": self.cache,
-                                 "repeat": repeat if self.cache is not None else 0}
+        parts: dict[str, Any] = {"limiter": self.hub.limiter(), "cache": self.cache, "repeat": repeat}
         if usage is not None:
             parts["usage"] = usage
         with call_scope(**parts) as scope:

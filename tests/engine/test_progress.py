@@ -7,7 +7,7 @@ import pytest
 import structlog
 
 from runner.core.config import RunSettings
-from runner.core.errors import ProtocolStop, RefusalStop, RunStopped
+from runner.core.errors import ProtocolStop, RefusalStop, RunStopped, ServerStop
 from runner.core.limits import RateSignal
 from runner.core.record import ErrorInfo
 from runner.engine.progress import Progress
@@ -91,6 +91,24 @@ def test_items_refused_with_429_in_a_row_stop_the_run_by_cause():
         "command with --rerun-failed")
     with pytest.raises(RefusalStop, match="^the model server keeps refusing calls with HTTP 429: 5 items in a row "):
         watch.observe("error", rate)
+    assert stopped.value.exit_status == 3
+
+
+def test_items_whose_engine_ignores_a_request_option_stop_the_run_naming_the_option():
+    """A forced tool call the engine ignored (the chat path's neighbour of lm-eval's ``echo``): three items in a row
+    stop the run; the line says which option, then quotes the error (engine, field, way out)."""
+    ignored = ErrorInfo(type="ModelError", code="ignored_option",
+                        message="vllm:m at http://host/v1: the engine (Ollama) ignores `tool_choice`: POST "
+                                "/chat/completions: the request asked for a tool call with `tool_choice`, and "
+                                "choices[0].message.tool_calls holds no call; the reply cannot be scored: ...")
+    watch = ServerWatch()
+    for status, error in [("error", ignored)] * 2 + [("ok", None)] + [("error", ignored)] * 2:
+        watch.observe(status, error)
+    with pytest.raises(ServerStop) as stopped:
+        watch.observe("error", ignored)
+    assert str(stopped.value).startswith(
+        "the model's engine ignores `tool_choice`, which the answers need: 3 items in a row failed with ModelError "
+        "(vllm:m at http://host/v1: the engine (Ollama) ignores `tool_choice`: ")
     assert stopped.value.exit_status == 3
 
 

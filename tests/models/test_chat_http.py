@@ -93,12 +93,16 @@ def test_a_server_that_ignores_stop_gets_its_reply_cut_here(model_server: Script
 
 
 def test_forcing_a_tool_and_malformed_arguments(model_server: ScriptedModelServer) -> None:
+    """A forced call is constrained to its schema by an engine that honours ``tool_choice``: arguments that do not
+    parse say that the engine ignored it (issue 37), not that the model erred; with ``tool_choice`` auto they stay
+    the agent's ``parse_error`` (tests/models/test_asked.py)."""
     model_server.set_policy([{"tool_calls": [{"name": "lookup", "arguments": "{'title': broken"}]}])
-    reply = using(_model(model_server), lambda m: m.chat("look", tools=[LOOKUP], tool_choice="lookup"))
+    with pytest.raises(ModelError) as err:
+        using(_model(model_server), lambda m: m.chat("look", tools=[LOOKUP], tool_choice="lookup"))
     assert model_server.requests[0].body["tool_choice"] == {"type": "function", "function": {"name": "lookup"}}
-    call = reply.tool_calls[0]
-    assert call.arguments == {} and call.raw_arguments == "{'title': broken"
-    assert call.parse_error is not None and "not valid JSON" in call.parse_error
+    assert err.value.error_code == "ignored_option"
+    assert "choices[0].message.tool_calls[0].function.arguments holds a string that is not a JSON object " \
+           "(\"{'title': broken\")" in str(err.value)
 
 
 def test_openai_sends_max_completion_tokens_and_the_bearer_key(model_server: ScriptedModelServer) -> None:

@@ -110,6 +110,23 @@ def completion(message: dict[str, Any], *, usage: dict[str, Any] | None = None, 
     return body
 
 
+class CountingTokens:
+    """A :attr:`ScriptedModelServer.reshape` that makes every scripted chat answer report ``prompt`` and
+    ``completion`` tokens in its ``usage``, and keeps the server's own count: :attr:`tokens` (their sum over every
+    answer sent) and :attr:`calls`. A run's usage and budget spend are checked against it."""
+
+    def __init__(self, prompt: int = 10, completion: int = 5) -> None:
+        self.prompt, self.completion, self.tokens, self.calls = prompt, completion, 0, 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:  # the server answers each request on a thread of its own
+            self.tokens += self.prompt + self.completion
+            self.calls += 1
+        return {**body, "usage": {"prompt_tokens": self.prompt, "completion_tokens": self.completion,
+                                  "total_tokens": self.prompt + self.completion}}
+
+
 class ScriptedModelServer:
     """An OpenAI-compatible HTTP server on 127.0.0.1 that answers from a script (see the module docstring).
 

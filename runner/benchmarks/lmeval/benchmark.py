@@ -270,8 +270,34 @@ class LMEvalBenchmark(BenchmarkBase):
         return aggregated
 
     def score(self, run: RunResults) -> Headline:
-        """lm-eval's aggregate of every task and group (see :func:`runner.benchmarks.lmeval.results.headline`)."""
-        return results.headline(self._results(run.rows), self.loaded.top)
+        """lm-eval's aggregate of every task and group (see :func:`runner.benchmarks.lmeval.results.headline`), with
+        the documents it leaves out counted, and a note when the run's repeats share one sampling seed."""
+        headline = results.headline(self._results(run.rows), self.loaded.top,
+                                    results.left_out(run.rows, self._scorers))
+        if any(row.repeat > 0 for row in run.rows):
+            headline.notes.extend(self._shared_seeds())
+        return headline
+
+    def _shared_seeds(self) -> list[str]:
+        """Lines for a run of several repeats whose sampled requests keep one seed: the user's
+        (``-B model_args=seed=N``, ``-B gen_kwargs=seed=N``) or a task's own ``generation_kwargs`` seed, which lm-eval
+        sends as it is (:func:`runner.solutions.lmeval.reseeded` gives every other request its repeat's seed)."""
+        if self.route is None or self.route.kind == "hf":
+            return []
+        notes = []
+        if "seed" in self.model_args:
+            notes.append(f"the repeats share the sampling seed {self.model_args['seed']} (-B model_args=seed=...): a "
+                         "server that honours seeds (vLLM) answers a sampled request alike in every repeat, so the "
+                         "repeats are not independent samples; drop it to give each repeat a seed of its own")
+        for name, task in self.loaded.tasks.items():
+            kwargs = getattr(task.config, "generation_kwargs", None) or {}
+            temperature = kwargs.get("temperature")
+            if task.OUTPUT_TYPE == "generate_until" and "seed" in kwargs and isinstance(temperature, (int, float)) \
+                    and temperature > 0:
+                notes.append(f"task {name} samples (temperature {temperature}) with the seed {kwargs['seed']} of its "
+                             "generation_kwargs, which lm-eval sends as it is: the repeats share it, and a server that "
+                             "honours seeds answers alike in every repeat")
+        return notes
 
     def report_files(self, records: Iterable[TaskRecord]) -> list[ReportFile]:
         """``lm_eval/results.json`` and one ``lm_eval/samples_<task>.jsonl`` per task (see

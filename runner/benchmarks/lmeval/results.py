@@ -86,12 +86,28 @@ def main_metric(entry: Mapping[str, Any]) -> tuple[str, Any] | None:
     return None
 
 
-def headline(results: dict[str, Any], top: list[str]) -> Headline:
+def left_out(rows: Iterable[ResultRow], scorers: Mapping[str, Any]) -> int:
+    """The documents (rows, one per document and repeat) that lm-eval's aggregation does not count: those without a
+    value of any of their task's metrics (a failed log-likelihood document, for which lm-eval has no miss; a
+    document whose ``process_results`` raised). A failed generation is scored as a miss and counted
+    (:class:`~runner.benchmarks.lmeval.scoring.DocScore`)."""
+    count = 0
+    for row in rows:
+        found = split_task_id(row.task_id)
+        if found is None or found[0] not in scorers:
+            continue
+        if not any(f"{metric},{filter_name}" in row.scores for metric, filter_name in scorers[found[0]].keys()):
+            count += 1
+    return count
+
+
+def headline(results: dict[str, Any], top: list[str], left: int = 0) -> Headline:
     """The headline: each top-level task's and group's main metric as a component (``"<name> <metric>,<filter>"``),
     and every task's and group's metrics as per-category entries (``mean`` the aggregate, ``stderr`` lm-eval's or
     ``None`` where it says ``N/A``, ``n`` its documents). ``score`` is the main metric when the run has one top-level
     task or group, else ``None``: lm-eval's table gives no overall number, and averaging a perplexity with an
-    accuracy would mean nothing."""
+    accuracy would mean nothing. ``left``: the documents lm-eval's aggregation does not count (:func:`left_out`),
+    which the headline's line then names."""
     entries = results.get("results", {})
     components = {}
     for name in top:
@@ -111,7 +127,9 @@ def headline(results: dict[str, Any], top: list[str]) -> Headline:
         if metrics:
             by_category[name] = metrics
     score = next(iter(components.values())) if len(top) == 1 and components else None
-    return Headline(score=score, components=components, by_category=by_category)
+    why = "their model calls failed and lm-eval has no miss for a log-likelihood (see the records' errors)"
+    return Headline(score=score, components=components, by_category=by_category, left_out=left,
+                    left_out_why=why if left else "")
 
 
 def samples(records: Iterable[TaskRecord], tasks: Mapping[str, Any], documents: Mapping[tuple[str, int], Any],
@@ -128,13 +146,22 @@ def samples(records: Iterable[TaskRecord], tasks: Mapping[str, Any], documents: 
     """
     from lm_eval.utils import handle_non_serializable, hash_string
 
+    from lm_eval.models.api_models import LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER
+
     lines: dict[str, list[tuple[int, int, int, dict[str, Any]]]] = defaultdict(list)
     for record in records:
         found = split_task_id(record.task_id)
-        if found is None or found not in documents or not isinstance(record.output, dict):
+        if found is None or found not in documents:
             continue
         task, doc_id = found
         document, scorer = documents[found], scorers[task]
+        resps = record.output.get("resps") if isinstance(record.output, dict) else None
+        if resps is None:
+            if not any(metric.error is None for metric in record.metrics):
+                continue
+            # A failed generation scored as a miss (scoring.DocScore): lm-eval's placeholder for each answer.
+            resps = [[LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER] * max(1, instance.repeats or 1)
+                     for instance in document.instances]
         target = tasks[task].doc_to_target(document.doc)
         by_name = {metric.name: metric for metric in record.metrics}
         for order, filter_name in enumerate(scorer.filters):
@@ -147,7 +174,7 @@ def samples(records: Iterable[TaskRecord], tasks: Mapping[str, Any], documents: 
                 "doc": document.doc,
                 "target": target,
                 "arguments": [instance.args for instance in document.instances],
-                "resps": record.output.get("resps"),
+                "resps": resps,
                 "filtered_resps": filtered,
                 "filter": filter_name,
                 "metrics": list(values),

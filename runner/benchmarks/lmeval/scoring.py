@@ -162,20 +162,35 @@ class DocScore:
         self.doc = doc
         self.requests = requests
         self._scored: tuple[int, dict[str, tuple[dict[str, Any], list[Any]]]] | None = None
+        self.missed = False
 
     def of(self, solution: SolutionOutput) -> dict[str, tuple[dict[str, Any], list[Any]]]:
         """The scores of ``solution``'s responses (computed on the first call for that output).
 
+        A document whose model call failed (no responses: the item is an error record) is scored as lm-eval scores
+        a generation that came back empty, when all its requests are generations: each response is lm-eval's
+        placeholder for a missing answer (``LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER``, ``""`` by default, what its API
+        models put in for a reply without content), so it counts as a miss in every figure, lm-eval's
+        ``results.json`` included (lm-eval#3244: a failed document had dropped out of the denominator). A document
+        with a log-likelihood request has no such answer (lm-eval would stop): it is left out, and the headline
+        says how many were.
+
         Raises:
-            MetricError: the solution has no responses (its model call failed: the item is an error record).
+            MetricError: the solution has no responses and the document asks for log-likelihoods.
             Exception: whatever lm-eval's scoring raises.
         """
         if self._scored is not None and self._scored[0] == id(solution):
             return self._scored[1]
         resps = solution.output.get("resps") if isinstance(solution.output, dict) else None
         if not isinstance(resps, list):
-            raise NoResponses("the document has no responses to score (its model call failed; see the record's "
-                              "error)")
+            if any(request["request_type"] != "generate_until" for request in self.requests):
+                raise NoResponses("the document has no responses to score (its model call failed; see the record's "
+                                  "error), and lm-eval has no miss for a log-likelihood: it is left out")
+            from lm_eval.models.api_models import LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER
+
+            resps = [[LMEVAL_MODEL_NONE_ANSWER_PLACEHOLDER] * max(1, request.get("repeats") or 1)
+                     for request in self.requests]
+        self.missed = not isinstance(solution.output, dict) or "resps" not in solution.output
         scored = self.scorer.score(self.doc, self.requests, resps)
         self._scored = (id(solution), scored)
         return scored
@@ -217,7 +232,10 @@ class LMEvalMetric(MetricBase):
         if values is None or self.metric not in values:
             raise NotScored(f"lm-eval's process_results gave no {self.metric} for this document after the "
                             f"{self.filter_name} filter")
-        return MetricResult(name=self.name, result=values[self.metric], metadata={"filtered_resps": filtered})
+        metadata: dict[str, Any] = {"filtered_resps": filtered}
+        if self.score.missed:
+            metadata["scored_as_miss"] = "the model call failed: scored as an empty generation, as lm-eval does"
+        return MetricResult(name=self.name, result=values[self.metric], metadata=metadata)
 
 
 def metrics_for(scorer: TaskScorer, doc: dict[str, Any], requests: list[dict[str, Any]]) -> list[MetricBase]:
