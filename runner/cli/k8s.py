@@ -64,7 +64,10 @@ def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_commands(sub: Any) -> None:
     """Register ``submit`` and ``k8s`` on the top-level subparsers."""
-    submit = sub.add_parser("submit", help="run a benchmark on Kubernetes as a KubeRay RayJob")
+    submit = sub.add_parser("submit", help="run a benchmark (or, 'submit matrix', an evaluation matrix) on Kubernetes "
+                                           "as a KubeRay RayJob")
+    submit.add_argument("what", nargs="?", choices=("run", "matrix"), default="run",
+                        help="'matrix': the matrix file of --config (or the values' job.matrix), as one RayJob")
     add_run_arguments(submit)
     where = submit.add_argument_group("where it runs (Kubernetes)")
     where.add_argument("--dry-run", action="store_true", help="print the YAML of the ServiceAccount and the model "
@@ -293,20 +296,28 @@ def cmd_submit(args: argparse.Namespace) -> int:
     values = load_values(args.values) if args.values else {}
     job = dict(values.get("job") or {})
     extra_args = job.pop("extraArgs", None) or []
-    config = config_from_args(args, base=job)
+    matrix = job.pop("matrix", None)
     options = deploy_options(args, values)
-    name = args.name or options.fullname_override or default_name(config.benchmark)
+    if args.what == "matrix" or matrix:
+        config, matrix, replicas, models = _matrix_job(args, job, matrix)
+    else:
+        config, replicas, models = config_from_args(args, base=job), [], []
+    name = args.name or options.fullname_override or default_name("matrix" if matrix else config.benchmark)
     check_rayjob_name(name)
-    rayjob = build_rayjob(config, options, name, namespace=args.namespace, extra_args=extra_args)
-    configmap = build_configmap(config, name, namespace=args.namespace)
+    rayjob = build_rayjob(config, options, name, namespace=args.namespace, extra_args=extra_args,
+                          command="matrix" if matrix else "run")
+    configmap = build_configmap(config, name, namespace=args.namespace, matrix=matrix)
     waiting = wait_seconds(args.wait_timeout, options) if args.wait or args.follow else None
     account = build_service_account(options, name, namespace=args.namespace)
     claim = build_model_cache_claim(options, name, namespace=args.namespace)
-    # The checks of a local run, before anything is printed or sent. The ConfigMap keeps the config as given, so
-    # that the pods settle the model defaults from their own environment.
-    request = RunRequest.from_config(config)
-    check_served_models_have_gpus(request.replicas, config.worker.num_gpus)
-    check_model_names(**request.models())
+    if not matrix:
+        # The checks of a local run, before anything is printed or sent. The ConfigMap keeps the config as given,
+        # so that the pods settle the model defaults from their own environment.
+        request = RunRequest.from_config(config)
+        replicas, models = list(request.replicas), [request.models()]
+    check_served_models_have_gpus(replicas, config.worker.num_gpus)
+    for named in models:
+        check_model_names(**named)
     if args.dry_run:
         sys.stdout.write(dump_yaml(*[obj for obj in (account, claim) if obj], configmap, rayjob))
         return 0
@@ -342,6 +353,50 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return 0
     print(f"failed: {final.line()}; see python -m runner k8s logs {name} -n {ns}", file=sys.stderr)
     return 1
+
+
+def _matrix_job(args: argparse.Namespace, job: dict[str, Any], values_matrix: dict[str, Any] | None
+                ) -> tuple[Any, dict[str, Any], list[ReplicaSpec], list[dict[str, Any]]]:
+    """``submit matrix``: the matrix of the values' ``job.matrix`` (its ``job`` block's run settings) and of the
+    ``--config`` matrix file, with the run flags over both; every cell built and checked as ``matrix`` checks it
+    (its storage is not read: it may be reachable from the cluster only).
+
+    Returns:
+        the matrix's own run settings (for the RayJob), the matrix file's content, every cell's replicas and models.
+
+    Raises:
+        ConfigError: ``-b``/``--model`` given (a matrix names them in its file), or what ``matrix`` refuses.
+    """
+    from runner.cli.args import MATRIX_NAMES, flag_values
+    from runner.core.config import load_config_file
+    from runner.core.matrix import MatrixConfig
+    from runner.engine.matrix.request import MatrixRequest
+    from runner.kuberay.rayjob import MATRIX_NAMED
+
+    if getattr(args, "benchmark", None) or getattr(args, "model", None):
+        raise ConfigError("submit matrix names its benchmarks and models in the matrix file (--config, or the "
+                          "values' job.matrix); drop --benchmark and --model")
+    data = {key: value for key, value in job.items() if key not in MATRIX_NAMED}
+    data.update(values_matrix or {})
+    if args.config:
+        data.update(load_config_file(args.config))
+    overrides: dict[str, Any] = {}
+    flag_values(args, overrides, exclude=MATRIX_NAMES)
+    try:
+        config = MatrixConfig.model_validate(data)
+    except Exception as exc:  # noqa: BLE001 - pydantic's error as the matrix command words it
+        from pydantic import ValidationError
+
+        from runner.core.config import format_validation_error
+
+        if isinstance(exc, ValidationError):
+            raise ConfigError(format_validation_error(exc, "the matrix")) from None
+        raise
+    request = MatrixRequest.from_config(config, overrides, read_root=False)
+    replicas = [spec for cell in request.cells for spec in (*cell.replicas, *cell.pinned)]
+    models = [cell.request.models() for cell in request.cells]
+    matrix = config.model_dump(mode="json", exclude={"settings"}, exclude_none=True, exclude_defaults=True)
+    return request.run_config, matrix, replicas, models
 
 
 def _client(args: argparse.Namespace) -> Any:

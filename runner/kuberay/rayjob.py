@@ -45,8 +45,9 @@ MAY_HOLD_SECRETS = ("storage", "storage_options", "data_dir", "model_base_url", 
                     "judge_base_url", "cache")
 
 
-def entrypoint(extra_args: list[str] | tuple[str, ...] = ()) -> str:
-    """The RayJob's entrypoint: ``python -m runner run --config /etc/runner/config.yaml`` plus ``extra_args``.
+def entrypoint(extra_args: list[str] | tuple[str, ...] = (), command: str = "run") -> str:
+    """The RayJob's entrypoint: ``python -m runner run --config /etc/runner/config.yaml`` (``command``
+    ``matrix``: ``python -m runner matrix --config ...``, an evaluation matrix) plus ``extra_args``.
 
     KubeRay puts the entrypoint into a shell command line as is (``ray job submit ... -- <entrypoint>``), so an
     extra argument must be shell-safe on its own (letters, digits and ``@%+=:,./-_``).
@@ -59,7 +60,7 @@ def entrypoint(extra_args: list[str] | tuple[str, ...] = ()) -> str:
             raise ConfigError(
                 f"job.extraArgs: {arg!r} would need shell quoting; put the setting in the run config instead"
             )
-    return " ".join([ENTRYPOINT, *extra_args])
+    return " ".join([ENTRYPOINT.replace(" run ", f" {command} "), *extra_args])
 
 
 def cluster_run_config(config: RunConfig) -> dict[str, Any]:
@@ -156,9 +157,30 @@ def labels(name: str, managed_by: str = "runner") -> dict[str, str]:
     }
 
 
-def build_configmap(config: RunConfig, name: str, namespace: str | None = None) -> dict[str, Any]:
-    """The ConfigMap holding ``config.yaml`` for RayJob ``name`` (see :func:`cluster_run_config`)."""
-    text = yaml.safe_dump(cluster_run_config(config), sort_keys=False)
+def cluster_matrix_config(matrix: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+    """The matrix file the driver reads in the cluster: ``matrix``'s models, benchmarks, baseline and watch over
+    :func:`cluster_run_config` of its settings (``config``, the matrix's own run settings), less what a matrix names
+    in its entries (:data:`MATRIX_NAMED`).
+
+    Raises:
+        ConfigError: as :func:`cluster_run_config`.
+    """
+    data = {key: value for key, value in cluster_run_config(config).items() if key not in MATRIX_NAMED}
+    return {**{key: matrix[key] for key in ("models", "benchmarks", "baseline", "watch") if matrix.get(key) is not None},
+            **data}
+
+
+MATRIX_NAMED = ("benchmark", "benchmark_args", "solution", "solution_args", "model")
+"""What a run config names that a matrix names in its entries instead (``benchmarks``, ``models``): left out of the
+matrix file built from the chart's ``job`` block."""
+
+
+def build_configmap(config: RunConfig, name: str, namespace: str | None = None,
+                    matrix: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ConfigMap holding ``config.yaml`` for RayJob ``name`` (see :func:`cluster_run_config`; with ``matrix``,
+    the matrix file of :func:`cluster_matrix_config`)."""
+    data = cluster_run_config(config) if matrix is None else cluster_matrix_config(matrix, config)
+    text = yaml.safe_dump(data, sort_keys=False)
     metadata: dict[str, Any] = {"name": config_map_name(name), "labels": labels(name)}
     if namespace:
         metadata["namespace"] = namespace
@@ -216,8 +238,10 @@ def build_rayjob(
     *,
     namespace: str | None = None,
     extra_args: list[str] | tuple[str, ...] = (),
+    command: str = "run",
 ) -> dict[str, Any]:
-    """The RayJob for one run, ``rayClusterSpec`` inline, in KubeRay's ``K8sJobMode``.
+    """The RayJob for one run (``command`` ``matrix``: one evaluation matrix), ``rayClusterSpec`` inline, in
+    KubeRay's ``K8sJobMode``.
 
     Args:
         config: the run (validated for the cluster by :func:`cluster_run_config`).
@@ -234,7 +258,7 @@ def build_rayjob(
     check_worker_fits(config.worker, options.worker_groups)
     life = options.ray_job
     spec: dict[str, Any] = {
-        "entrypoint": entrypoint(extra_args),
+        "entrypoint": entrypoint(extra_args, command),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": life.shutdown_after_job_finishes,
     }

@@ -127,10 +127,27 @@ def _job_schema() -> dict[str, Any]:
         "description": "Arguments appended to the entrypoint; each shell-safe.",
         "items": {"type": "string", "pattern": SHELL_SAFE.pattern},
     }
+    job["properties"]["matrix"] = _matrix_schema()
     job["allOf"] = job_rules.builtin_rules()
     job["description"] = ("The run config file (runner's RunConfig, snake_case keys) without "
                           f"{', '.join(CLUSTER_FIELDS)}.")
     return job
+
+
+def _matrix_schema() -> dict[str, Any]:
+    """``job.matrix``: a matrix file's ``models``, ``benchmarks`` (each a name or an entry with its own run
+    settings), ``baseline`` and ``watch`` (:class:`runner.core.matrix.MatrixConfig`), or null."""
+    from runner.core.matrix import MatrixConfig
+
+    matrix = _clean(MatrixConfig.model_json_schema())
+    matrix["properties"].pop("settings")
+    for name in ("models", "benchmarks"):
+        entry = matrix["properties"][name]["items"]
+        matrix["properties"][name]["items"] = {"anyOf": [{"type": "string", "pattern": r"\S"}, entry]}
+    matrix["type"] = ["object", "null"]
+    matrix["description"] = ("An evaluation matrix instead of one run (python -m runner matrix): models x benchmark "
+                             "entries; the job block's other keys are every cell's run settings.")
+    return matrix
 
 
 def _definitions() -> dict[str, Any]:

@@ -31,7 +31,7 @@ def test_lint_is_clean_in_strict_mode():
     assert report["errors"] == [] and problems == [], report
 
 
-@pytest.mark.parametrize("example", ["gpu", "gke", "aks", "vllm"])
+@pytest.mark.parametrize("example", ["gpu", "gke", "aks", "vllm", "matrix"])
 def test_lint_with_each_example_in_ci_is_clean(example):
     values = yaml.safe_load((CHART / "ci" / f"{example}-values.yaml").read_text())
     report = helm_python.lint(CHART, values, strict=True)
@@ -172,11 +172,12 @@ def test_values_match_the_schema_for_python_jsonschema_too(chart):
 
 
 def test_job_values_are_the_run_config_fields():
-    """The job block is a run config file: the schema lists RunConfig's fields, less those a RayJob sets itself."""
+    """The job block is a run config file: the schema lists RunConfig's fields, less those a RayJob sets itself, and
+    the matrix block of an evaluation matrix."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     job = schema["properties"]["job"]
     assert set(job["properties"]) == set(RunConfig.model_fields) - {"executor", "ray_address", "force", "take_over"} | {
-        "extraArgs"}
+        "extraArgs", "matrix"}
     assert set(job["properties"]["worker"]["properties"]) == set(WorkerSpec.model_fields)
     values = yaml.safe_load((CHART / "values.yaml").read_text())["job"]
     assert set(values) == set(job["properties"]) and set(values["worker"]) == set(WorkerSpec.model_fields)
@@ -226,3 +227,45 @@ def test_bad_names_and_missing_service_account_fail_the_render(chart, release, v
 def test_a_shared_cache_passes_the_schema(chart):
     out = render(chart, {"job": {"cache": "s3://bucket/cache"}})
     assert yaml.safe_load(out["ConfigMap"]["data"]["config.yaml"])["cache"] == "s3://bucket/cache"
+
+
+MATRIX_VALUES = yaml.safe_load((CHART / "ci" / "matrix-values.yaml").read_text())
+
+
+def test_a_matrix_renders_as_one_rayjob_of_the_matrix_command(chart, rayjob_schema):
+    """job.matrix: the entrypoint is the matrix command, the ConfigMap holds a matrix file (its entries, the job
+    block's run settings for every cell, none of a single run's benchmark, model or solution), and the RayJob passes
+    KubeRay's CRD schema and rules."""
+    from runner.core.matrix import MatrixConfig
+
+    rendered = render(chart, MATRIX_VALUES, name="sweep")
+    rayjob = rendered["RayJob"]
+    assert rayjob_schema.errors(rayjob) == []
+    check_rayjob(rayjob)
+    assert rayjob["spec"]["entrypoint"] == "python -m runner matrix --config /etc/runner/config.yaml"
+    config = yaml.safe_load(rendered["ConfigMap"]["data"]["config.yaml"])
+    matrix = MatrixConfig.model_validate(config)
+    assert [entry.model for entry in matrix.models] == ["vllm:Qwen/Qwen2.5-0.5B-Instruct",
+                                                        "vllm:s3://CHANGE-ME/checkpoints/run42/step_*"]
+    assert matrix.watch is not None and matrix.watch.until == "DONE"
+    assert {"benchmark", "model", "solution", "benchmark_args", "solution_args", "matrix"} & set(config) == set()
+    assert (config["executor"], config["take_over"]) == ("ray", True)
+    assert matrix.benchmarks[1].settings() == {"limit": 500, "judge_model": "none"}
+    assert rendered["ConfigMap"]["metadata"]["name"] == "sweep-runner-config"
+
+
+def test_the_values_schema_checks_a_matrix_block(chart):
+    import copy
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values["job"] = {**values["job"], **MATRIX_VALUES["job"]}
+    jsonschema.validate(values, schema)
+    bad = copy.deepcopy(values)
+    bad["job"]["matrix"]["watch"]["evry"] = 60
+    with pytest.raises(jsonschema.ValidationError, match="'evry' was unexpected"):
+        jsonschema.validate(bad, schema)
+    bad = copy.deepcopy(values)
+    del bad["job"]["matrix"]["benchmarks"]
+    with pytest.raises(jsonschema.ValidationError, match="'benchmarks' is a required property"):
+        jsonschema.validate(bad, schema)

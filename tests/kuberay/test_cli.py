@@ -99,6 +99,37 @@ def test_dry_run_with_chart_values_matches_helm(chart, capsys, rayjob_schema):
     assert rayjob_schema.errors(printed["RayJob"]) == []
 
 
+def test_submit_matrix_dry_run_matches_helm(chart, capsys, rayjob_schema):
+    """``submit matrix --values`` builds the chart's RayJob and a ConfigMap holding the same matrix; every cell is
+    checked as ``matrix`` checks it, and the checkpoints' glob is left for the cluster's driver to list."""
+    from runner.core.matrix import MatrixConfig
+
+    values_file = str(CHART / "ci" / "matrix-values.yaml")
+    rc = main(["submit", "matrix", "--dry-run", "--values", values_file, "--name", "sweep-runner",
+               "--storage", "s3://bucket/evals/run42"])
+    assert rc == 0
+    printed = documents(capsys.readouterr().out)
+    values = yaml.safe_load((CHART / "ci" / "matrix-values.yaml").read_text())
+    values["job"]["storage"] = "s3://bucket/evals/run42"
+    helm = render(chart, values, name="sweep")
+    for kind in ("RayJob", "ConfigMap"):
+        printed[kind]["metadata"].pop("labels")
+        helm[kind]["metadata"].pop("labels")
+    assert printed["RayJob"] == helm["RayJob"]
+    assert MatrixConfig.model_validate(yaml.safe_load(printed["ConfigMap"]["data"]["config.yaml"])) == \
+        MatrixConfig.model_validate(yaml.safe_load(helm["ConfigMap"]["data"]["config.yaml"]))
+    assert rayjob_schema.errors(printed["RayJob"]) == []
+
+
+def test_submit_matrix_refuses_a_bad_cell_in_one_line(capsys):
+    values_file = str(CHART / "ci" / "matrix-values.yaml")
+    rc = main(["submit", "matrix", "--dry-run", "--values", values_file, "--storage", "s3://bucket/x",
+               "--benchmark-arg", "colour=red"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: cell qwen2.5-0.5b-instruct/lm-eval-arc_easy-gsm8k: "), err
+
+
 def test_k8s_manifest_is_valid_and_what_the_dry_run_prints(capsys, rayjob_schema):
     shipped = documents((REPO / "k8s" / "rayjob.yaml").read_text())
     assert rayjob_schema.errors(shipped["RayJob"]) == []

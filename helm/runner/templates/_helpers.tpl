@@ -57,7 +57,7 @@ The entrypoint: the same command as on a laptop. KubeRay places it in a shell co
 are limited to shell-safe characters by values.schema.json.
 */}}
 {{- define "runner.entrypoint" -}}
-{{- $args := list "python" "-m" "runner" "run" "--config" "/etc/runner/config.yaml" -}}
+{{- $args := list "python" "-m" "runner" (ternary "matrix" "run" (not (empty .Values.job.matrix))) "--config" "/etc/runner/config.yaml" -}}
 {{- range .Values.job.extraArgs -}}
 {{- $args = append $args . -}}
 {{- end -}}

@@ -132,8 +132,8 @@ class MatrixRequest:
             overrides: run settings the command line gave.
             manifest: the root's ``matrix.json`` (default: read it; keys of earlier models stay theirs).
             progress_bar: draw a bar for each cell.
-            read_root: read the root's ``matrix.json`` when ``manifest`` is not given (``False``: a RayJob builder,
-                which must not reach the storage).
+            read_root: read the root's ``matrix.json`` when ``manifest`` is not given and list the checkpoints'
+                globs (``False``: a RayJob builder, which must reach neither: a glob stands for its checkpoints).
 
         Raises:
             ConfigError: a setting of the whole matrix that does not validate, a glob that matches nothing (without a
@@ -150,7 +150,7 @@ class MatrixRequest:
 
             manifest = read_matrix(root)
         request = cls(config, overrides, root, run_config.settings(), run_config, progress_bar=progress_bar)
-        request.slots = resolve_models(config, run_config, manifest, root)
+        request.slots = resolve_models(config, run_config, manifest, root, expand_globs=read_root)
         request.baseline = _baseline(config, request.slots)
         for slot in request.slots:
             slot.baseline = slot.model == request.baseline
@@ -244,7 +244,7 @@ def _placement(slot: MatrixModelSlot, request: RunRequest) -> tuple[str | None, 
 
 
 def resolve_models(config: MatrixConfig, run_config: RunConfig, manifest: MatrixManifest | None = None,
-                   root: ResultStore | None = None) -> list[MatrixModelSlot]:
+                   root: ResultStore | None = None, expand_globs: bool = True) -> list[MatrixModelSlot]:
     """The matrix's models in order: each entry's model, or the checkpoints its glob matches (by step; with a
     watch, those ready now and those the matrix already has cells of). Keys are readable and unique (a short hash
     where two models would share one), and a model ``matrix.json`` knows keeps its key, unless its checkpoint's
@@ -265,6 +265,10 @@ def resolve_models(config: MatrixConfig, run_config: RunConfig, manifest: Matrix
         if provider not in SERVABLE_PROVIDERS:
             raise ConfigError(f"{entry.model}: a glob names checkpoint folders, which only a served model can load "
                               f"(vllm:, sglang:, transformers:), not {provider}:")
+        if not expand_globs:
+            stand_in = Checkpoint(entry.model, entry.key or model_key(entry.model), None, "", ())
+            slots.append(MatrixModelSlot(entry.model, stand_in.key, entry, checkpoint=stand_in))
+            continue
         watch = config.watch
         found = expand(entry.model, watch.ready_file if watch else None,
                        run_config.storage_options if _same_kind(entry.model, run_config.storage) else None)
