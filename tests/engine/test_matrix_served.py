@@ -76,6 +76,7 @@ def starts_per_model(found: list[dict[str, Any]]) -> Counter[str]:
     return Counter(event["model"] for event in found if event.get("event") == "replica.start" and event.get("start") == 1)
 
 
+@pytest.mark.timeout(900)
 def test_a_checkpoint_sweep_on_served_replicas_resumes_after_its_driver_is_killed(
         tmp_path: Path, checkpoints: Path, shared_data: Path, embedded_dir: Path) -> None:
     tasks = write_tasks(tmp_path / "tasks", shared_data, {"hotpot_yesno": 4})

@@ -45,6 +45,7 @@ def wait_for(condition, driver: subprocess.Popen[bytes], log: Path, seconds: flo
         time.sleep(0.25)
 
 
+@pytest.mark.timeout(900)
 def test_a_watch_evaluates_checkpoints_as_they_become_ready_and_retries_one_that_failed_to_load(
         tmp_path: Path, embedded_dir: Path) -> None:
     ckpts, root, log = tmp_path / "ckpts", tmp_path / "sweep", tmp_path / "driver.log"
