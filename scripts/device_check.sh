@@ -9,6 +9,9 @@
 #      prompts at the same concurrency: items/s and output tokens/s, and b/a.
 #
 #   4. lm-eval tasks (issue 26) where lm-eval and vLLM are installed: scripts/device_check_lmeval.py.
+#   5. a matrix's weight swap (issue 35): a swappable replica of one checkpoint loads another's weights in place and
+#      answers with them as a fresh replica of it does, timed against a cold start (scripts/device_check_swap.py;
+#      transformers serve, and vLLM or SGLang where installed).
 #
 #   bash scripts/device_check.sh [WHEEL_DIR]     # default dist/device-wheels
 set -euo pipefail
@@ -47,4 +50,15 @@ if python -c "import lm_eval, vllm" 2>/dev/null; then
 else
   echo "lm-eval check: not run here (needs lm_eval and vllm installed): python scripts/device_check_lmeval.py DIR"
 fi
+# The matrix's weight swap (issue 35): the swapped replica answers with the new weights, and how long against a cold
+# start. transformers serve always; vLLM's sleep mode and SGLang's /update_weights_from_disk where they are installed.
+echo "== swap"
+timeout -s INT 300 python scripts/device_check_swap.py "$work/swap-transformers" --engine transformers
+for engine in vllm sglang; do
+  if python -c "import $engine" 2>/dev/null; then
+    timeout -s INT 600 python scripts/device_check_swap.py "$work/swap-$engine" --engine "$engine"
+  else
+    echo "swap check with $engine: not run here ($engine is not installed)"
+  fi
+done
 echo "== done in $(( $(date +%s) - start )) s"
