@@ -164,3 +164,15 @@ def echo_agent(model: str, model_base_url: str | None = None) -> Callable[[Task]
                               meta={"tool_arguments": [call.arguments for call in calls]})
 
     return solve
+
+
+@solution_factory
+def model_skill(model: str) -> Callable[[Task], float]:
+    """The calculator, as good as its model's name says: ``mock`` answers every task, ``mock:echo`` none of the
+    tasks whose id ends in an even digit (a matrix whose models truly differ, with no model server)."""
+
+    def solve(task: Task) -> float:
+        answer = calculator(task)
+        return answer + 1 if model != "mock" and task.id[-1] in "02468" else answer
+
+    return solve
