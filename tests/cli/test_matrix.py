@@ -153,3 +153,41 @@ def test_the_exit_status_of_a_refused_matrix_comes_from_the_process(cli_process,
     assert result.stderr.strip().splitlines() == [
         "error: the glob /nowhere/step_* matches no folder; check the path (or add watch: to wait for checkpoints "
         "to appear)"]
+
+
+def test_a_checkpoint_rewritten_in_place_gets_new_cells_and_its_old_ones_are_kept_stale(
+        cli, tmp_path: Path) -> None:
+    """Checkpoints at a server's URL (no replica to start): a glob's folders become cells keyed by their names; once
+    step_2's weights change under cells that hold records, the next run gives it new cells (step_2-<digest>) and
+    marks the old ones stale, and the report leaves them out."""
+    from tests.support.model_server import ScriptedModelServer
+
+    ckpts = tmp_path / "ckpts"
+    model_server = ScriptedModelServer(models=[str(ckpts / "step_1"), str(ckpts / "step_2")]).start()
+    try:
+        for step in (1, 2):
+            folder = ckpts / f"step_{step}"
+            folder.mkdir(parents=True)
+            (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 8}))
+            (folder / "model.safetensors").write_bytes(b"weights %d" % step)
+        config = tmp_path / "matrix.yaml"
+        config.write_text(yaml.safe_dump({
+            "models": [{"model": f"vllm:{ckpts}/step_*", "model_base_url": model_server.url}],
+            "benchmarks": [{"benchmark": "toy", "args": {"n_tasks": 4}}], "solution": "tests.support.solutions:model_skill",
+            "executor": "sequential", "storage": str(tmp_path / "m"), "log_format": "json"}))
+        assert cli("matrix", "--config", str(config)).returncode == 0
+        first = json.loads((tmp_path / "m" / "matrix.json").read_text())
+        assert [(model["key"], model["step"]) for model in first["models"]] == [("step_1", 1), ("step_2", 2)]
+        (ckpts / "step_2" / "model.safetensors").write_bytes(b"new weights, another size")
+        assert cli("matrix", "--config", str(config)).returncode == 0
+        second = json.loads((tmp_path / "m" / "matrix.json").read_text())
+        models = {model["key"]: model for model in second["models"]}
+        [new_key] = [key for key in models if key.startswith("step_2-")]
+        assert (models["step_2"]["status"], models[new_key]["status"]) == ("stale", "ok")
+        assert models[new_key]["digest"] != models["step_2"]["digest"] and new_key == f"step_2-{models[new_key]['digest'][:6]}"
+        cells = {cell["path"]: cell["status"] for cell in second["cells"]}
+        assert cells == {"cells/step_1/toy": "done", "cells/step_2/toy": "stale", f"cells/{new_key}/toy": "done"}
+        rows = list(csv.DictReader((tmp_path / "m" / "matrix.csv").open()))
+        assert {row["model"] for row in rows} == {"step_1", new_key}
+    finally:
+        model_server.stop()

@@ -167,9 +167,9 @@ def echo_agent(model: str, model_base_url: str | None = None) -> Callable[[Task]
 
 
 @solution_factory
-def model_skill(model: str) -> Callable[[Task], float]:
-    """The calculator, as good as its model's name says: ``mock`` answers every task, ``mock:echo`` none of the
-    tasks whose id ends in an even digit (a matrix whose models truly differ, with no model server)."""
+def model_skill(model: str, model_base_url: str | None = None) -> Callable[[Task], float]:
+    """The calculator, as good as its model's name says: ``mock`` answers every task, any other model none of the
+    tasks whose id ends in an even digit (a matrix whose models truly differ; the model is never called)."""
 
     def solve(task: Task) -> float:
         answer = calculator(task)
