@@ -16,7 +16,6 @@ the checkpoints (in the folder the glob's matches are in).
 from __future__ import annotations
 
 import hashlib
-import json
 import posixpath
 import re
 from dataclasses import dataclass
@@ -156,13 +155,3 @@ def describe(checkpoints: list[Checkpoint]) -> str:
     """The checkpoints as a short list for a log line: ``step_100, step_200 (+3)``."""
     names = [checkpoint.key for checkpoint in checkpoints]
     return ", ".join(names[:4]) + (f" (+{len(names) - 4})" if len(names) > 4 else "")
-
-
-def to_json(checkpoint: Checkpoint) -> dict[str, Any]:
-    """What ``matrix.json`` keeps of a checkpoint."""
-    return {"model": checkpoint.model, "step": checkpoint.step, "digest": checkpoint.digest}
-
-
-def from_json(text: str) -> dict[str, Any]:
-    """``matrix.json``'s checkpoint entry read back (for a resume's stale check)."""
-    return json.loads(text)

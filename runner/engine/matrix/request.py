@@ -104,7 +104,8 @@ class MatrixRequest:
         cells: every cell, model by model.
         baseline: the baseline's model name (``None``: none).
         executor: who runs the cells (one executor, one Ray start, one pool).
-        progress_bar: draw a bar for each cell (``None``: as the settings say).
+        progress_bar: kept for the caller; cells draw no bar (several live bars cannot share a terminal): each logs
+            its progress, and ``status <matrix-uri>`` shows every cell's.
     """
 
     config: MatrixConfig
@@ -187,7 +188,9 @@ class MatrixRequest:
         try:
             config = build_config(data, f"cell {name}")
             config = _served(config, slot)
-            request = RunRequest.from_config(config, progress_bar=self.progress_bar)
+            # One bar per cell cannot share a terminal (rich keeps one live display): cells log their progress
+            # (run.progress), and 'status <matrix-uri>' shows every cell's.
+            request = RunRequest.from_config(config, progress_bar=False)
         except RunnerError as exc:
             message = str(exc)
             if not message.startswith(f"cell {name}"):

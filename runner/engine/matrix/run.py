@@ -258,9 +258,8 @@ def _cell_outcome(plan: MatrixCellPlan, directory: RunDirectory, work: Workload)
     done = planned.already_done + progress.done
     stopped = cell.stopped if cell is not None else None
     if stopped is not None:
-        status = stopped.split(":", 1)[0] if stopped.split(":", 1)[0] in ("load_failed", "failed") else "failed"
-        if status == "failed" and stopped.startswith("build_failed"):
-            status = "failed"
+        # "load_failed: <the engine's line>", else "failed: ..." or "build_failed: ...": the cell could not finish.
+        status = "load_failed" if stopped.startswith("load_failed") else "failed"
     elif planned.plan.exhausted and not progress.skipped:
         status = "done"
     else:
