@@ -112,6 +112,9 @@ def test_a_changed_cell_is_refused_and_the_matrix_grows_by_new_cells(cli, tmp_pa
     (["--bench", "toy"], "two benchmark entries make the same cells (toy)"),
     (["--bench", "{benchmark: toy, args: {colour: red}, key: red}"], "cell mock/red: "),
     (["--bench", "{benchmark: toy, max_rpm: 5}"], "sets 'max_rpm', a setting of the whole matrix"),
+    (["--model", "nosuch:model-x"], "cell model-x/toy: "),
+    (["--bench", "{benchmark: no-such-benchmark}"], "cell mock/no-such-benchmark: "),
+    (["-s", "no-such-solution"], "cell mock/toy: "),
 ])
 def test_bad_input_is_one_line_and_nothing_is_written(cli, tmp_path: Path, extra: list[str], line: str) -> None:
     root = tmp_path / "matrix"
@@ -191,3 +194,65 @@ def test_a_checkpoint_rewritten_in_place_gets_new_cells_and_its_old_ones_are_kep
         assert {row["model"] for row in rows} == {"step_1", new_key}
     finally:
         model_server.stop()
+
+
+def test_one_cells_failing_server_stops_that_cell_only_and_the_matrix_exits_3(cli, tmp_path: Path) -> None:
+    """Two models at two servers; one answers every chat request with a web page (another protocol): its cell stops
+    after the server watch's few items (status failed, the line kept in matrix.json), the other cell finishes, and the
+    matrix exits 3 saying the same command resumes."""
+    from tests.support.model_server import ScriptedModelServer
+
+    good = ScriptedModelServer(models=["good"]).start()
+    bad = ScriptedModelServer(models=["bad"]).start()
+    bad.answer("<html><body>Welcome to nginx!</body></html>", content_type="text/html", times=None)
+    try:
+        config = tmp_path / "matrix.yaml"
+        config.write_text(yaml.safe_dump({
+            "models": [{"model": "vllm:good", "model_base_url": good.url},
+                       {"model": "vllm:bad", "model_base_url": bad.url}],
+            "benchmarks": [{"benchmark": "toy", "args": {"n_tasks": 8}, "solution": "chat"}],
+            "executor": "sequential", "storage": str(tmp_path / "m"), "log_format": "json"}))
+        result = cli("matrix", "--config", str(config))
+    finally:
+        good.stop()
+        bad.stop()
+    assert result.returncode == 3, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 of 2 cells could not finish (cell bad/toy: failed: ") and \
+        "run the same command to resume" in last, last
+    manifest = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    cells = {cell["path"]: cell for cell in manifest["cells"]}
+    assert cells["cells/good/toy"]["status"] == "done" and cells["cells/good/toy"]["counts"]["done"] == 8
+    assert cells["cells/bad/toy"]["status"] == "failed" and "another protocol" in cells["cells/bad/toy"]["error"]
+    assert cells["cells/bad/toy"]["counts"]["done"] < 8
+
+
+def test_a_spent_budget_stops_the_whole_matrix_with_exit_4_and_a_larger_one_resumes(cli, tmp_path: Path) -> None:
+    """--max-tokens holds for the whole matrix (the mock counts words): once spent no new item starts in any cell,
+    the report is written, exit 4; the same command with a larger budget finishes what is left."""
+    args = [*MATRIX, "--storage", str(tmp_path / "m")]
+    spent = cli(*args, "--max-tokens", "150")
+    assert spent.returncode == 4, spent.stderr
+    assert "the budget is spent" in spent.stderr and "a larger budget to resume" in spent.stderr
+    manifest = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    done = sum(cell["counts"]["done"] for cell in manifest["cells"])
+    assert 0 < done < 212 and (tmp_path / "m" / "matrix.csv").exists()
+    finished = cli(*args, "--max-tokens", "1000000")
+    assert finished.returncode == 0, finished.stderr
+    manifest = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    assert sum(cell["counts"]["done"] for cell in manifest["cells"]) == 212
+
+
+def test_the_python_api_builds_the_matrix_of_the_same_file(tmp_path: Path) -> None:
+    """MatrixEvaluator: the cells the CLI's builder makes, run and reported."""
+    import asyncio
+
+    from runner import MatrixEvaluator
+
+    evaluator = MatrixEvaluator(models=["mock", "mock:echo"], benchmarks=[{"benchmark": "toy", "args": {"n_tasks": 5}}],
+                                baseline="mock", solution="chat", executor="sequential", storage=str(tmp_path / "m"),
+                                show=False)
+    report = asyncio.run(evaluator.run())
+    assert sorted(cell.path for cell in report.cells) == ["cells/echo/toy", "cells/mock/toy"]
+    assert all(cell.summary is not None and cell.summary.completed == 5 for cell in report.cells)
+    assert evaluator.outcome is not None and evaluator.outcome.incomplete == []
