@@ -51,7 +51,8 @@ from collections import defaultdict, deque
 from typing import Any
 
 import ray
-from ray.exceptions import RayError
+import structlog
+from ray.exceptions import RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from runner.core.config import RunSettings
@@ -213,16 +214,38 @@ class RemoteTraffic:
         (what earlier invocations spent), wait until it answers, then look at its state every :data:`POLL_S`
         seconds until :meth:`close`.
 
+        An actor whose node dies as it starts is started again once, anywhere (a node lost while the run starts: the
+        workers it had are replaced by the pool).
+
+        Raises:
+            RayUnavailable: the second actor died too (nothing was written).
+
         Started after the pool's workers (which were built with this hub, and find the actor by :attr:`name`), so it
         never takes one of the idle worker processes Ray keeps for them (one per CPU): no worker of the pool waits for
         a new process (about 0.4 s on 2 cores) while the others run. Must be called after ``ray.init`` and before any
         item is handed to a worker.
         """
+        from runner.engine.ray.cluster import RayUnavailable
+
         here = ray.get_runtime_context().get_node_id()
-        actor_class = ray.remote(TrafficActor).options(
-            name=self.name, num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
-        self._actor = actor_class.remote(self.settings, budget, workers)
-        self._view = await _await(self.actor.snapshot.remote())
+        for attempt in (1, 2):
+            # On this node first; after its actor's node died under it, wherever Ray places it.
+            options: dict[str, Any] = {"name": self.name, "num_cpus": 0}
+            if attempt == 1:
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=here, soft=True)
+            actor_class = ray.remote(TrafficActor).options(**options)
+            self._actor = actor_class.remote(self.settings, budget, workers)
+            try:
+                self._view = await _await(self.actor.snapshot.remote())
+                break
+            except RayActorError as exc:
+                self._actor = None
+                if attempt == 2:
+                    raise RayUnavailable(f"the run's limiter actor died twice as it started ({str(exc).splitlines()[0]}"
+                                         "): the cluster is losing nodes; nothing was written; run the same command "
+                                         "once it is healthy") from None
+                structlog.get_logger("runner").warning("ray.limiter_lost", error=str(exc).splitlines()[0][:200],
+                                                       detail="its node died as it started; it starts again")
         self._poller = asyncio.ensure_future(self._poll())
 
     async def close(self) -> None:
