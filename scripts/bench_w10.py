@@ -26,10 +26,8 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
@@ -37,7 +35,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.benchmarks.lmeval.conftest import OFFLINE, write_tasks  # noqa: E402
+from scripts.bench_w9 import timed  # noqa: E402
+from tests.benchmarks.lmeval.conftest import write_tasks  # noqa: E402
 
 EMBEDDED = "transformers:smollm2-135m-instruct"
 SHARED = REPO.parent / "shared" / "data"
@@ -85,18 +84,6 @@ def matrix_command(work: Path, name: str, models: list[str], cells: list[dict], 
     config.write_text(yaml.safe_dump({"models": models, "benchmarks": cells, "storage": str(storage),
                                       "worker": {"num_workers": 2}, "log_format": "json", "progress": "off"}))
     return [sys.executable, "-m", "runner", "matrix", "--config", str(config)]
-
-
-def timed(command: list[str], cwd: Path) -> float:
-    """Seconds ``command`` took, from start to exit; it must succeed."""
-    env = {**os.environ, **OFFLINE, "PYTHONPATH": str(REPO)}
-    env.pop("RAY_ADDRESS", None)
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command[:5])}... failed ({done.returncode}): {done.stderr[-2000:]}")
-    return seconds
 
 
 def replica_starts(storage: Path) -> int:

@@ -84,17 +84,7 @@ def read_completion(body: Any, *, turn: int, model: str) -> ChatReply:
         NoChoice: the body is a chat completion without a choice (see the module docstring).
         UnreadableReply: the body is not a chat completion, or its message has a shape no known server sends.
     """
-    if not isinstance(body, Mapping):
-        raise UnreadableReply(f"JSON {_kind(body)}, not an object")
-    choices = body.get("choices")
-    if choices is None:
-        _raise_error(body.get("error"))
-        raise _foreign(body)
-    if not isinstance(choices, list):
-        raise UnreadableReply(f"'choices' is {_kind(choices)}")
-    if not choices:
-        raise _no_choice(body)
-    choice = choices[0]
+    choice = _first_choice(body)
     if not isinstance(choice, Mapping):
         raise UnreadableReply(f"choices[0] is {_kind(choice)}")
     message = choice.get("message")
@@ -133,17 +123,7 @@ def read_text_completion(body: Any, *, model: str) -> ChatReply:
         NoChoice: ``choices: []`` (with the provider's reason, as for a chat completion).
         UnreadableReply: the body is not a text completion (no ``choices``, a choice without ``text``).
     """
-    if not isinstance(body, Mapping):
-        raise UnreadableReply(f"JSON {_kind(body)}, not an object")
-    choices = body.get("choices")
-    if choices is None:
-        _raise_error(body.get("error"))
-        raise _foreign(body)
-    if not isinstance(choices, list):
-        raise UnreadableReply(f"'choices' is {_kind(choices)}")
-    if not choices:
-        raise _no_choice(body)
-    choice = choices[0]
+    choice = _first_choice(body)
     if not isinstance(choice, Mapping) or not isinstance(choice.get("text"), str):
         _raise_error(choice.get("error") if isinstance(choice, Mapping) else None)
         if isinstance(choice, Mapping) and isinstance(choice.get("message"), Mapping):
@@ -312,6 +292,27 @@ def _count(usage: Mapping[str, Any], *keys: str) -> int | None:
         if value >= 0 and float(value).is_integer():
             return int(value)
     return None
+
+
+def _first_choice(body: Any) -> Any:
+    """The first choice of a completion's body, chat or text, after the checks both share.
+
+    Raises:
+        ErrorReply: the body carries an error instead of a completion.
+        NoChoice: ``choices: []`` (with the provider's reason).
+        UnreadableReply: the body is not an object, or has no list of choices.
+    """
+    if not isinstance(body, Mapping):
+        raise UnreadableReply(f"JSON {_kind(body)}, not an object")
+    choices = body.get("choices")
+    if choices is None:
+        _raise_error(body.get("error"))
+        raise _foreign(body)
+    if not isinstance(choices, list):
+        raise UnreadableReply(f"'choices' is {_kind(choices)}")
+    if not choices:
+        raise _no_choice(body)
+    return choices[0]
 
 
 def _raise_error(error: Any) -> None:
