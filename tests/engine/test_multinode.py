@@ -108,13 +108,23 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_a_node_lost_mid_matrix_returns_its_items_and_no_item_runs_twice(cluster: LocalCluster,
+@pytest.fixture
+def fresh_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The module's cluster's layout, of its own: the module's loses node a in the test above."""
+    with LocalCluster(tmp_path_factory.mktemp("nodes"), env={"PYTHONPATH": worker_pythonpath()}) as nodes:
+        nodes.add_node("a", 8, env={NODE_VARIABLE: "a"})
+        nodes.add_node("b", 2, env={NODE_VARIABLE: "b"})
+        yield nodes
+
+
+def test_a_node_lost_mid_matrix_returns_its_items_and_no_item_runs_twice(fresh_cluster: LocalCluster,
                                                                           tmp_path: Path) -> None:
-    """A matrix of two models (at an endpoint: any worker runs their cells) x one benchmark on the three nodes; once
+    """A matrix of two models (at an endpoint: any worker runs their cells) x one benchmark on three nodes; once
     8 of node a's workers run an item, a's raylet is killed. Every cell ends done, each item that ran on a runs
     again once on b at attempt 2, every other item runs once, and no item of either cell runs twice."""
     import yaml
 
+    cluster = fresh_cluster
     logs = {"m1": tmp_path / "m1.txt", "m2": tmp_path / "m2.txt"}
     run, driver_log, config = tmp_path / "matrix", tmp_path / "driver.log", tmp_path / "matrix.yaml"
     config.write_text(yaml.safe_dump({
