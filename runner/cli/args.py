@@ -168,7 +168,7 @@ def declared_settings(model: type[BaseModel] = RunConfig, prefix: tuple[str, ...
     place (``worker``'s, ``serve``'s entries').
 
     Raises:
-        TypeError: a field declares nothing (no :class:`Flag`, :class:`Nested` or :class:`NoFlag`): every setting
+        TypeError: a field declares nothing (no :class:`Flag`, :class:`Nested` or :class:`~runner.core.flags.NoFlag`): every setting
             must say how the command line sets it.
     """
     settings: list[Setting] = []

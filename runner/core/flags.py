@@ -74,7 +74,7 @@ class Flag:
 @dataclass(frozen=True)
 class Nested:
     """The field is a model whose own fields are settings (``worker``: each :class:`WorkerSpec` field has a flag;
-    ``serve``: a list of :class:`ServeSpec`, whose fields' flags add to the list)."""
+    ``serve``: a list of :class:`~runner.core.config.ServeSpec`, whose fields' flags add to the list)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ have apart from the others. Flags on the command line override the file, entries
 quick trial of a whole matrix).
 
 :class:`MatrixConfig` validates the shape; the cells' own settings are validated when each cell is built
-(:mod:`runner.engine.matrix.cells`), so an error names its cell.
+(:mod:`runner.engine.matrix.request`), so an error names its cell.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A replica of an engine that does not refuse a conversation longer than the model's context (``transformers
 serve``) is published with its tokenizer's source (:attr:`runner.core.served.ServedEndpoint.tokenizer`), and the
 model layer counts each prompt with it before sending it (:mod:`runner.models._context_check`). Importing
-transformers and loading a tokenizer takes about 5 s on 2 cores (W7 in ``docs/performance.md``): a replica starts
+transformers and loading a tokenizer takes seconds (W7 in ``docs/performance.md``): a replica starts
 loading it here (:func:`preload`) the moment it starts its server, on a daemon thread of this process, so that it is
 ready when the first item calls; were it loaded on that first call, every call in flight would wait for it.
 """

@@ -1,5 +1,5 @@
 """The options of a chat model, defined once: what ``ChatModel.from_name`` / :func:`~runner.models.model_from_name`
-take, and what each provider's implementation receives (:meth:`for_provider`)."""
+take, and what each provider's implementation receives (:meth:`~runner.models._openai.OpenAICompatibleModel.for_provider`)."""
 
 from __future__ import annotations
 

@@ -146,8 +146,8 @@ class LMEvalBenchmark(BenchmarkBase):
     def items_in_flight(self) -> int:
         """Documents each worker holds in flight so that its model's batches fill (the default of ``--concurrency``):
         ``8 x batch_size`` for a model in the worker, whose call sorts the requests by length and cuts them into
-        batches itself, as lm-eval does over a whole task (W9 on 2 CPUs, batch size 8, 2 workers: 43.4 s with 8 in
-        flight, 38.4 s with 64); ``batch_size x num_concurrent`` for one over HTTP."""
+        batches itself, as lm-eval does over a whole task (why 8: W9 in docs/performance.md); ``batch_size x
+        num_concurrent`` for one over HTTP."""
         if self.route is not None and self.route.kind != "hf":
             return self.batch_size * self.num_concurrent
         return 8 * self.batch_size

@@ -1,7 +1,7 @@
 """The path of one work item, the same in every executor: :func:`~runner.engine.item.execute.execute_one` runs a
-fresh copy of the task through the built solution (:mod:`.solution`) under its timeout, with anything user code does
+fresh copy of the task through the built solution (:mod:`.call_solution`) under its timeout, with anything user code does
 besides returning caught (:mod:`.guard`) and a blocked event loop seen (:mod:`.watchdog`); scores it with every
-metric once (:mod:`.scoring`); rolls the outcome up into one status and one record (:mod:`.record`, :mod:`.outcome`)
+metric once (:mod:`.scoring`); rolls the outcome up into one status and one record (:mod:`.build_record`, :mod:`.outcome`)
 and writes it once.
 
 ``execute_one`` is the one entry: the sequential executor and every Ray worker call it, and its steps are private to
@@ -23,7 +23,7 @@ The types an executor sees (the first three importable from :mod:`.execute`):
   ``Fault``.
 
 Inside the package, :class:`~runner.engine.item.outcome.SolutionOutcome` is how the solution ended (its output or
-error, times, tries), and the roll-up of that outcome and the metrics into one status is :mod:`.record`'s own.
+error, times, tries), and the roll-up of that outcome and the metrics into one status is :mod:`.build_record`'s own.
 
 May import ``core``, ``storage``, ``traffic`` and the engine's run-level modules (``context``, ``plan``, ``live``);
 never the pool, Ray, a plug-in or a face.

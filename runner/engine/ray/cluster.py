@@ -171,9 +171,8 @@ def _yielding_to_replicas(serving: bool) -> Iterator[None]:
     Ray's processes wakes about a hundred times a second: its core worker looks for signals every 10 ms) weighs a
     whole group's, taking up to two thirds of that core while it runs. A replica's server, a new session, starts at
     niceness 0 whatever the worker's, so the model keeps the cores; this process (the driver) keeps its own session
-    and priority. The run yields to this machine's other sessions too, as under ``nice``. W7 (docs/performance.md,
-    interleaved): the runner's span 26.9 s against 30.0 s before for 24 questions (the engine alone 25.0 s), 127.1
-    and 122.0 s against 148.7 and 143.1 s for 100 (the engine alone 127.5 and 124.5 s).
+    and priority. The run yields to this machine's other sessions too, as under ``nice``. W7 in docs/performance.md
+    measures what it gains.
 
     Ray starts its processes through ``ray._private.services.ConsolePopen`` (Ray 2.60, pinned); without it the block
     changes nothing. A process the raylet starts later (a worker replacing a dead one) inherits the niceness: it takes

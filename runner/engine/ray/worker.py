@@ -3,7 +3,7 @@
 
 The driver (:mod:`runner.engine.ray.executor`) creates a pool of these actors with the run's :class:`WorkerSpec`
 resources. Each actor receives the run's :class:`~runner.engine.workload.WorkerSetup` (a run alone: its
-:class:`RunContext`, the benchmark, solution recipe and store) once, from the object store, and then only task data;
+:class:`~runner.engine.run_context.RunContext`, the benchmark, solution recipe and store) once, from the object store, and then only task data;
 a matrix's worker receives the cells of the model it holds with that model (:meth:`EvalWorker.load`). It writes
 every record itself and answers with one small acknowledgement per item.
 

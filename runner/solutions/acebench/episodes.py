@@ -12,10 +12,10 @@ in multi-step a reply without a call gets one reminder, and a second one in a ro
 Two ways to call the functions:
 
 - text (the official protocol): the agent writes ``[ApiName(key='value')]``; the first bracketed call list of the
-  reply is run with :meth:`ACEEnvironment.execute` (which records it for process accuracy) and the results come
+  reply is run with :meth:`~runner.benchmarks.acebench.environment.ACEEnvironment.execute` (which records it for process accuracy) and the results come
   back as a user message;
 - native: the functions are offered as tools (function calling); each tool call runs through
-  :meth:`ACEEnvironment.call` and its result comes back as a tool message.
+  :meth:`~runner.benchmarks.acebench.environment.ACEEnvironment.call` and its result comes back as a tool message.
 """
 
 from __future__ import annotations
