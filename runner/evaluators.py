@@ -18,7 +18,6 @@ Ray itself is imported only when a ``RayEvaluator`` runs, so ``from runner impor
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any
 
 import structlog
@@ -26,15 +25,28 @@ from pydantic import ValidationError
 
 from runner import log
 from runner.core.benchmark import BenchmarkBase
-from runner.core.config import RENAMED, RunConfig, WorkerSpec, format_validation_error
-from runner.core.errors import BudgetExhausted, ConfigError, MatrixIncomplete, ServerStop
+from runner.core.config import RunConfig, WorkerSpec, format_validation_error, renamed
+from runner.core.errors import (
+    BudgetExhausted,
+    ConfigError,
+    MatrixIncomplete,
+    ServerStop,
+)
 from runner.core.matrix import MatrixConfig
 from runner.core.solution import SolutionSpec, describe
-from runner.engine.request import RunRequest
 from runner.engine.matrix.request import MatrixRequest
 from runner.engine.matrix.run import MatrixOutcome, execute_matrix
+from runner.engine.request import RunRequest
 from runner.engine.run import Executor, RunOutcome, execute_run
-from runner.report import MatrixReport, Summary, build_report, render, render_matrix, report_matrix, write_html_report
+from runner.report import (
+    MatrixReport,
+    Summary,
+    build_report,
+    render,
+    render_matrix,
+    report_matrix,
+    write_html_report,
+)
 from runner.report.table import default_console
 from runner.storage.store import ResultStore
 
@@ -187,10 +199,7 @@ class EvaluatorBase:
                               f"{type(benchmark).__name__}")
         if n_repeat < 1:
             raise ConfigError(f"n_repeat must be at least 1, got {n_repeat}")
-        for old, new in RENAMED.items():
-            if old in settings:
-                warnings.warn(f"{old}= is deprecated; use {new}=", FutureWarning, stacklevel=3)
-                settings.setdefault(new, settings.pop(old))
+        settings = renamed(settings, "{old}= is deprecated; use {new}=")
         self.storage = _store_of(storage, settings.get("storage_options"))
         self._storage_uri = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else (
             self.storage.uri if self.storage.has_uri else None)

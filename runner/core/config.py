@@ -13,13 +13,20 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ByteSize,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from runner.core.cache import CachePolicy
 from runner.core.errors import ConfigError
 from runner.core.flags import Alias, Flag, Nested, NoFlag
 from runner.core.limits import EndpointLimits, ModelPrice, model_key
-
 
 _BUILTIN_RESOURCES = {"CPU": "--num-cpus (num_cpus)", "GPU": "--num-gpus (num_gpus)", "memory": "--memory (memory)",
                       "object_store_memory": "no per-worker setting (Ray sizes the object store per node)"}
@@ -195,8 +202,22 @@ class ServeSpec(BaseModel):
 
 RENAMED = {"rerun_errors": "rerun_failed", "retry_errors": "solution_retries"}
 """Former names of run settings, still read with a deprecation warning: former name -> name. The one table of
-renames: the configuration file, the evaluators' keyword arguments and the CLI (``--rerun-errors``, the former name
-with dashes) all read it."""
+renames: the configuration file and the evaluators' keyword arguments read it through :func:`renamed`, the CLI
+declares a hidden flag for each former name (``--rerun-errors``) from it."""
+
+
+def renamed(settings: dict[str, Any], warning: str = "the run setting {old!r} is deprecated; use {new!r}"
+            ) -> dict[str, Any]:
+    """``settings`` with every former name of :data:`RENAMED` under its new name (a new name given too wins), each
+    with a :class:`FutureWarning`, ``warning`` formatted with both names as its reader wrote them
+    (``"{old}= is deprecated; use {new}="`` for keyword arguments). ``settings`` itself is left as it was."""
+    settings = dict(settings)
+    for old, new in RENAMED.items():
+        if old in settings:
+            value = settings.pop(old)
+            warnings.warn(warning.format(old=old, new=new), FutureWarning, stacklevel=3)
+            settings.setdefault(new, value)
+    return settings
 
 
 class RunSettings(BaseModel):
@@ -354,11 +375,7 @@ class RunSettings(BaseModel):
             worker = dict(worker)
             data.setdefault("retry_errors", worker.pop("retry_errors"))
             data["worker"] = worker
-        for old, new in RENAMED.items():
-            if old in data:
-                value = data.pop(old)
-                warnings.warn(f"the run setting {old!r} is deprecated; use {new!r}", FutureWarning, stacklevel=2)
-                data.setdefault(new, value)
+        data = renamed(data)
         if "sequential" in data:
             sequential = data.pop("sequential")
             if sequential and data.get("executor", "sequential") != "sequential":
