@@ -73,6 +73,8 @@ def single_run(model: str, cell: dict, storage: Path) -> list[str]:
         command += ["-B", f"{key}={json.dumps(value) if not isinstance(value, str) else value}"]
     for key, value in cell.get("solution_args", {}).items():
         command += ["-S", f"{key}={json.dumps(value) if not isinstance(value, str) else value}"]
+    if model != EMBEDDED:  # the matrix serves it; a run alone is told to (the embedded model it serves anyway)
+        command += ["--serve", model]
     for key in ("solution", "data_dir", "limit", "judge_model"):
         if key in cell:
             command += [f"--{key.replace('_', '-')}", str(cell[key])]

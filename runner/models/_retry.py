@@ -10,13 +10,10 @@ all after a refusal for rate for the server's wait (the same wait as a retry's h
 Retried: HTTP 408 (request timeout), 409 (conflict), 429 (rate limit) and every 5xx, plus connection failures and
 read timeouts, the set the OpenAI Python client itself retries (``openai._base_client.BaseClient._should_retry``);
 but not a 429 that says the account's quota is used up (:data:`QUOTA_CODES`), which no wait restores.
-The schedule, in seconds, is capped exponential backoff with jitter, as in AWS's Architecture Blog post "Exponential
-Backoff And Jitter" (Marc Brooker, 2015) and OpenAI's rate-limit guide ("retrying with exponential backoff"): try
-``n`` waits up to ``min(max_delay, initial_delay * multiplier ** (n - 1))``, less a random share of up to ``jitter``
-of it (``jitter=1`` is that post's "full jitter"; the default 0.25 keeps most of the wait), so that many Ray workers
-hitting one rate limit do not retry in lockstep; unless the server says how long to wait (``Retry-After`` in
-seconds or as an HTTP date, the non-standard ``retry-after-ms``, or, for a refusal for rate, the reset of the
-``x-ratelimit-*`` limit it says is used up), which is then honoured exactly.
+The schedule is the run's one backoff policy (:class:`runner.core.backoff.Backoff`: capped exponential backoff
+with jitter), so that many Ray workers hitting one rate limit do not retry in lockstep; unless the server says how
+long to wait (``Retry-After`` in seconds or as an HTTP date, the non-standard ``retry-after-ms``, or, for a refusal
+for rate, the reset of the ``x-ratelimit-*`` limit it says is used up), which is then honoured exactly.
 
 We retry here rather than in the OpenAI client (built with ``max_retries=0``) so that every retry is logged with its
 reason and delay, and so that attempts and delays are settings of the run.
@@ -25,16 +22,15 @@ reason and delay, and so that attempts and delays are settings of the run.
 from __future__ import annotations
 
 import asyncio
-import random
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from runner.core.backoff import RETRYABLE_STATUS, Backoff, is_retryable_status
 from runner.core.limits import retry_after_seconds
 
 __all__ = ["QUOTA_CODES", "RETRYABLE_STATUS", "RetryPolicy", "is_retryable_status", "refusal_cause",
            "retry_after_seconds", "sleep"]
 
-RETRYABLE_STATUS = frozenset({408, 409, 429})
 QUOTA_CODES = frozenset({"insufficient_quota", "credit_balance_exhausted", "organization_spend_limit_exceeded",
                          "project_spend_limit_exceeded", "organization_usage_limit_exceeded"})
 """The ``code`` or ``type`` of a 429's error body that means the account ran out of credit or reached a spend or usage
@@ -43,11 +39,6 @@ retrying such an error does not restore access, so it is not retried."""
 
 # Tests replace this to observe the delays chosen without waiting for them.
 _sleep = asyncio.sleep
-
-
-def is_retryable_status(status: int) -> bool:
-    """Whether an HTTP status is worth another try: 408, 409, 429 or any 5xx."""
-    return status in RETRYABLE_STATUS or status >= 500
 
 
 def refusal_cause(body: object) -> tuple[str | None, bool]:
@@ -60,37 +51,18 @@ def refusal_cause(body: object) -> tuple[str | None, bool]:
     return (named[0] if named else None), any(name in QUOTA_CODES for name in named)
 
 
-class RetryPolicy(BaseModel):
-    """How a model call is retried (the schedule: see the module's docstring).
+class RetryPolicy(Backoff):
+    """How a model call is retried: the run's backoff (:class:`~runner.core.backoff.Backoff`, whose fields it has:
+    ``initial_delay``, ``multiplier``, ``max_delay``, ``jitter``) and how many tries.
 
     Args:
         max_attempts: tries in all, the first included (1: no retry).
-        initial_delay: seconds before the second try.
-        multiplier: each further delay is this many times the previous one.
-        max_delay: the longest computed delay, in seconds.
-        jitter: a computed delay is reduced by a random share of up to this fraction (0: exact delays).
         max_retry_after: the longest server-requested wait (``Retry-After``) honoured, in seconds; a server asking
             for more ends the call with an error instead of stalling the run.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     max_attempts: int = Field(default=5, ge=1)
-    initial_delay: float = Field(default=1.0, ge=0)
-    multiplier: float = Field(default=2.0, ge=1)
-    max_delay: float = Field(default=30.0, ge=0)
-    jitter: float = Field(default=0.25, ge=0, le=1)
     max_retry_after: float = Field(default=120.0, ge=0)
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait after failed try number ``attempt`` (1-based): ``retry_after`` (seconds) when the server
-        gave one (:attr:`RateSignal.retry_s <runner.core.limits.RateSignal.retry_s>`), else
-        ``min(max_delay, initial_delay * multiplier ** (attempt - 1))`` less a random share of up to ``jitter`` of
-        it."""
-        if retry_after is not None:
-            return retry_after
-        base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
-        return base * (1.0 - self.jitter * random.random())
 
 
 async def sleep(seconds: float) -> None:

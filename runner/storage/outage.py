@@ -6,16 +6,15 @@ concurrent items) shares one view of the outage: it is logged once when it start
 when it ends (``storage.recovered``), its limit counts from its first failure, and when the limit passes every
 write and every waiting item stops with the same :class:`~runner.core.errors.StorageOutage`.
 
-The backoff is AWS's "exponential backoff with jitter" (Architecture Blog, 2015): each wait is drawn uniformly
-between half and all of ``min(cap, first * 2**n)`` seconds, so writers that failed together do not come back
-together. botocore and s3fs retry a few times on their own first (a ``SlowDown``, a reset connection); this guard
+The waits are the run's one backoff policy (:class:`runner.core.backoff.Backoff`) with "equal jitter": each is
+drawn uniformly between half and all of ``min(10, 0.25 * 2**n)`` seconds (:data:`WRITE_BACKOFF`), so writers that
+failed together do not come back together. botocore and s3fs retry a few times on their own first (a ``SlowDown``, a reset connection); this guard
 is the outer loop, measured in minutes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -23,15 +22,14 @@ from typing import TypeVar
 
 import structlog
 
+from runner.core.backoff import Backoff
 from runner.core.errors import StorageOutage, exception_line
 from runner.storage.error_kinds import is_transient
 
 T = TypeVar("T")
 
-FIRST_BACKOFF_S = 0.25
-"""The first wait after a failed write, in seconds."""
-MAX_BACKOFF_S = 10.0
-"""The longest wait between two tries of one write, in seconds."""
+WRITE_BACKOFF = Backoff(initial_delay=0.25, max_delay=10.0, jitter=0.5)
+"""The waits between tries of one write: from 0.25 s, doubling, up to 10 s, each less up to half of it."""
 POLL_S = 0.2
 """How often an item held back by an outage looks again, in seconds."""
 _CLOCK_EPSILON_S = 1e-6
@@ -39,10 +37,9 @@ _CLOCK_EPSILON_S = 1e-6
 _log = structlog.get_logger("runner")
 
 
-def backoff(attempt: int, first: float = FIRST_BACKOFF_S, cap: float = MAX_BACKOFF_S) -> float:
-    """Seconds to wait before try ``attempt + 1`` of a write (``attempt`` >= 0 failed tries so far)."""
-    ceiling = min(cap, first * 2 ** min(attempt, 32))
-    return random.uniform(ceiling / 2, ceiling)
+def backoff(attempt: int) -> float:
+    """Seconds to wait before try ``attempt + 2`` of a write (``attempt`` >= 0: failed tries so far, less one)."""
+    return WRITE_BACKOFF.delay(attempt + 1)
 
 
 class OutageGuard:

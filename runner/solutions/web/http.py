@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import structlog
 
+from runner.core.backoff import Backoff, is_retryable_status
 from runner.core.cache import ResponseCache, cache_key, current_cache
 from runner.core.limits import Endpoint, request_slot, retry_after_seconds
 from runner.solutions.tools import ToolError
@@ -26,9 +27,11 @@ from runner.solutions.tools import ToolError
 DEFAULT_TIMEOUT_S = 10.0
 """Seconds one request may take (connect, send, wait for and read the answer)."""
 ATTEMPTS = 3
-"""Tries of a request answered with 429 or 5xx, or that failed to connect or timed out."""
+"""Tries of a request answered with 408, 409, 429 or 5xx, or that failed to connect or timed out."""
 MAX_WAIT_S = 10.0
 """The longest wait between tries (a longer ``Retry-After`` ends the call with an error the model reads)."""
+BACKOFF = Backoff(initial_delay=1.0, max_delay=MAX_WAIT_S)
+"""The waits between tries, unless the API says how long (:class:`runner.core.backoff.Backoff`: 1 s, then 2 s...)."""
 USER_AGENT = "ray-bench-runner/live-tools (an LLM-agent benchmark runner; https://pypi.org/project/ray-bench-runner)"
 """Sent with every request: Wikimedia's User-Agent policy asks clients to identify themselves."""
 
@@ -112,14 +115,14 @@ class JSONClient:
                                                          "created_at": time.time()})
                     return data
                 problem = f"HTTP {response.status_code}{_reason(response)}"
-                if response.status_code != 429 and response.status_code < 500:
+                if not is_retryable_status(response.status_code):
                     break
                 wait = retry_after_seconds(response.headers)
                 if wait is not None and wait > MAX_WAIT_S:
                     problem += f", and it asks to wait {wait:.0f} s"
                     break
             if attempt < ATTEMPTS:
-                await _sleep(wait if wait is not None else min(MAX_WAIT_S, 0.5 * 2 ** attempt))
+                await _sleep(BACKOFF.delay(attempt, wait))
         raise ToolError(f"{self.provider} ({self.url}) gave no answer: {problem}")
 
 
