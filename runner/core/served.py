@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 
 from runner.core import tokenizers
+from runner.core.engines import ENGINE_FACTS
 from runner.core.limits import model_key
 
 SERVED_ENDPOINT = "served-by-run"
@@ -55,13 +56,15 @@ class ServedEndpoint:
     max_tokens: int | None = None
 
 
-SERVED_MAX_TOKENS = {"vllm": 4096, "sglang": 4096, "transformers": 1024}
-"""The output limit, in tokens, of a call to a model the run serves that sets no ``max_tokens``, by engine. Left to
-themselves, vLLM and SGLang generate up to the model's context (vLLM's ``get_max_tokens``: the context less the
-prompt; SGLang's scheduler the same), and ``transformers serve`` up to the model's own ``max_new_tokens``, at least
-1024: a model that rambles then holds its replica for minutes, and past the model timeout. 4096 leaves a reasoning
-model room to think; 1024 is what ``transformers serve`` gives a model without a limit of its own. A call's own
-``max_tokens`` (``-S max_tokens=N``) wins, and the limit never exceeds the room the prompt leaves in the context."""
+SERVED_MAX_TOKENS = {name: facts.default_max_tokens for name, facts in ENGINE_FACTS.items()}
+"""The output limit, in tokens, of a call to a model the run serves that sets no ``max_tokens``, by engine
+(:attr:`EngineFacts.default_max_tokens <runner.core.engines.EngineFacts.default_max_tokens>`: 4096 for vLLM and
+SGLang, 1024 for ``transformers serve``). Left to themselves, vLLM and SGLang generate up to the model's context
+(vLLM's ``get_max_tokens``: the context less the prompt; SGLang's scheduler the same), and ``transformers serve`` up
+to the model's own ``max_new_tokens``, at least 1024: a model that rambles then holds its replica for minutes, and
+past the model timeout. 4096 leaves a reasoning model room to think; 1024 is what ``transformers serve`` gives a
+model without a limit of its own. A call's own ``max_tokens`` (``-S max_tokens=N``) wins, and the limit never
+exceeds the room the prompt leaves in the context."""
 
 _lock = threading.Lock()
 _table: dict[str, ServedEndpoint] = {}

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from runner.core.engines import ENGINE_FACTS
 from runner.core.errors import ConfigError
 from runner.models._model_options import ModelOptions
 
@@ -83,6 +84,13 @@ class Provider:
         return self.placeholder_api_key
 
 
+def _engine(name: str) -> dict[str, Any]:
+    """The provider fields of an engine the run can serve, from its facts (:data:`runner.core.engines.ENGINE_FACTS`)."""
+    facts = ENGINE_FACTS[name]
+    return {"lists_served_models": facts.lists_served_name, "structured_mode": facts.structured_mode,
+            "dropped_params": facts.dropped_params}
+
+
 PROVIDERS: dict[str, Provider] = {
     provider.name: provider
     for provider in (
@@ -101,7 +109,7 @@ PROVIDERS: dict[str, Provider] = {
             default_base_url="http://localhost:8000/v1",
             base_url_env="VLLM_BASE_URL",
             api_key_env="VLLM_API_KEY",
-            lists_served_models=True,
+            **_engine("vllm"),
         ),
         Provider(
             name="sglang",
@@ -109,7 +117,7 @@ PROVIDERS: dict[str, Provider] = {
             default_base_url="http://localhost:30000/v1",
             base_url_env="SGLANG_BASE_URL",
             api_key_env="SGLANG_API_KEY",
-            lists_served_models=True,
+            **_engine("sglang"),
         ),
         Provider(
             name="transformers",
@@ -117,15 +125,10 @@ PROVIDERS: dict[str, Provider] = {
                         "by the run)",
             default_base_url="http://localhost:8000/v1",
             base_url_env="TRANSFORMERS_BASE_URL",
-            # Its /v1/models lists the Hugging Face cache, not the model it serves.
-            lists_served_models=False,
-            # transformers serve 5.17 ignores response_format (no constrained decoding), n, logprobs and
-            # max_completion_tokens (it then generates up to its default length), and ignores or, in some versions,
-            # rejects tool_choice (docs/models.md, "Models served by the run"). stream_options is sent: 5.17 ignores
-            # it (a warning) and ends every stream with its usage, 5.25 sends the usage only when it is asked for.
-            structured_mode="prompt",
-            dropped_params=frozenset({"tool_choice", "n", "logprobs", "top_logprobs", "response_format",
-                                      "max_completion_tokens"}),
+            # Its /v1/models lists the Hugging Face cache, not the model it serves; it ignores response_format, n,
+            # logprobs and max_completion_tokens (runner.core.engines). stream_options is sent: 5.17 ignores it (a
+            # warning) and ends every stream with its usage, 5.25 sends the usage only when it is asked for.
+            **_engine("transformers"),
         ),
         Provider(
             name="ollama",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runner.core.engines import ENGINE_FACTS, EngineFacts
 from runner.core.errors import ConfigError, ReplicaStartError
 
 if TYPE_CHECKING:
@@ -101,36 +102,52 @@ _GPUS = "the worker's GPUs decide it: N GPUs per worker are tensor parallelism N
 
 
 class Engine:
-    """One engine's server: its command line and what its routes promise.
+    """One engine's server: its command line and how it is driven. What the engine does is its
+    :class:`~runner.core.engines.EngineFacts` (:attr:`facts`), whose fields it reads as its own properties
+    (:attr:`needs_gpu`, :attr:`lists_served_name`: readiness checks the served name in ``/v1/models`` where it
+    is listed, otherwise the 1-token chat request, which names it, is the check).
 
     Attributes:
-        name: the provider prefix that selects it (``vllm``, ``sglang``, ``transformers``).
-        needs_gpu: whether it cannot run without a GPU (a replica with no GPU ids is refused).
-        lists_served_name: whether ``/v1/models`` lists the served name, so readiness checks it there (otherwise
-            the 1-token chat request, which names it, is the check: ``transformers serve`` refuses a request for
-            another model with 400, and its ``/v1/models`` lists the Hugging Face cache instead).
-        checks_context: whether it refuses a conversation longer than the model's context (a 400 the model layer
-            reads as the item's answer); otherwise the model layer counts the prompt's tokens before sending it.
-        cancels_on_disconnect: whether it stops generating for a plain (non-streamed) request whose client closed
-            the connection (vLLM: ``with_cancellation`` on its routes; SGLang: ``is_disconnected`` polled while it
-            waits; docs/models.md); otherwise the model layer streams every call, the one way such a server cancels.
+        facts: what the engine does (:data:`runner.core.engines.ENGINE_FACTS`).
         managed: the flags the runner sets and relies on (:class:`ManagedFlag`), refused in ``engine_args``.
         argparse: whether its command line is read by Python's argparse, which takes a unique prefix of a long flag
             for the flag (``--serv`` for ``--served-model-name``) and, in vLLM's ``FlexibleArgumentParser``,
             underscores for dashes; ``transformers serve`` uses click, which takes neither.
-        reloads_in_place: whether a running server can load another checkpoint of the same architecture without a
-            restart (:meth:`swap`): SGLang's ``/update_weights_from_disk``, vLLM's level-2 sleep and weight reload,
-            ``transformers serve``'s ``/load_model`` when it is not pinned to one model.
     """
 
-    name = ""
-    needs_gpu = True
-    lists_served_name = True
-    checks_context = True
-    cancels_on_disconnect = True
+    facts: EngineFacts
     managed: tuple[ManagedFlag, ...] = ()
     argparse = True
-    reloads_in_place = False
+
+    @property
+    def name(self) -> str:
+        """The provider prefix that selects it (:attr:`facts`)."""
+        return self.facts.name
+
+    @property
+    def needs_gpu(self) -> bool:
+        """Whether it cannot run without a GPU (a replica with no GPU ids is refused) (:attr:`facts`)."""
+        return self.facts.needs_gpu
+
+    @property
+    def lists_served_name(self) -> bool:
+        """Whether ``/v1/models`` lists the served name (:attr:`facts`)."""
+        return self.facts.lists_served_name
+
+    @property
+    def checks_context(self) -> bool:
+        """Whether it refuses a conversation longer than the model's context (:attr:`facts`)."""
+        return self.facts.checks_context
+
+    @property
+    def cancels_on_disconnect(self) -> bool:
+        """Whether it stops generating for a plain request whose client left (:attr:`facts`)."""
+        return self.facts.cancels_on_disconnect
+
+    @property
+    def reloads_in_place(self) -> bool:
+        """Whether a running server can load another checkpoint (:meth:`swap`) (:attr:`facts`)."""
+        return self.facts.reloads_in_place
 
     def refuse_managed(self, model: str, engine_args: Sequence[str]) -> None:
         """Refuse an engine flag of ``engine_args`` that takes over what the runner manages (:attr:`managed`),
@@ -272,7 +289,7 @@ class VLLM(Engine):
     replica must not start Ray work of its own. ``VLLM_CACHE_ROOT`` (compiled graphs) goes to the replica's own
     cache (vllm#18851)."""
 
-    name = "vllm"
+    facts = ENGINE_FACTS["vllm"]
     managed = (
         ManagedFlag(("--host",), _LISTENS),
         ManagedFlag(("--port",), _LISTENS),
@@ -288,10 +305,9 @@ class VLLM(Engine):
     )
     DEFAULT_MAX_NUM_SEQS = 256
     """vLLM's ``--max-num-seqs`` default for its OpenAI server (engine/arg_utils.py): sequences in one batch."""
-    reloads_in_place = True
-    """Sleep mode (``--enable-sleep-mode``) at level 2 discards the weights and the KV cache, and the development
-    routes (``VLLM_SERVER_DEV_MODE=1``: ``/sleep``, ``/wake_up``, ``/collective_rpc``) reload the weights from another
-    folder of the same architecture (``reload_weights`` with ``weights_path``): docs.vllm.ai, "Sleep Mode"."""
+    # Its swap: sleep mode (--enable-sleep-mode) at level 2 discards the weights and the KV cache, and the
+    # development routes (VLLM_SERVER_DEV_MODE=1: /sleep, /wake_up, /collective_rpc) reload the weights from another
+    # folder of the same architecture (reload_weights with weights_path): docs.vllm.ai, "Sleep Mode".
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:
@@ -329,7 +345,7 @@ class SGLang(Engine):
     """``python -m sglang.launch_server --model-path MODEL --served-model-name NAME --host 127.0.0.1 --port P``,
     plus ``--tp N`` for N GPUs and ``--mem-fraction-static`` for a fraction of one."""
 
-    name = "sglang"
+    facts = ENGINE_FACTS["sglang"]
     managed = (
         ManagedFlag(("--host",), _LISTENS),
         ManagedFlag(("--port",), _LISTENS),
@@ -343,9 +359,8 @@ class SGLang(Engine):
     DEFAULT_RUNNING_REQUESTS = 256
     """Requests in flight that keep an SGLang batch full on one GPU (its own ``--max-running-requests`` is sized from
     the KV cache, usually more)."""
-    reloads_in_place = True
-    """``POST /update_weights_from_disk {"model_path": ...}`` loads another checkpoint of the same architecture and
-    size in place (SGLang's docs, "Update Weights From Disk")."""
+    # Its swap: POST /update_weights_from_disk {"model_path": ...} loads another checkpoint of the same architecture
+    # and size in place (SGLang's docs, "Update Weights From Disk").
 
     def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
              work_dir: Path) -> str:
@@ -383,15 +398,7 @@ class TransformersServe(Engine):
     start rather than splitting requests). ``--device cpu`` without GPUs, ``cuda:0`` (the first visible) with one,
     ``auto`` (layers spread over them) with several: it has no tensor parallelism."""
 
-    name = "transformers"
-    needs_gpu = False
-    lists_served_name = False
-    checks_context = False
-    """With continuous batching a prompt longer than the context never returns (docs/models.md)."""
-    cancels_on_disconnect = False
-    """Only a streamed answer's generation is cancelled when its client goes away (5.17,
-    ``cli/serving/chat_completion.py``: ``_streaming`` calls ``streamer.cancel()``; ``_non_streaming`` awaits the
-    whole generation)."""
+    facts = ENGINE_FACTS["transformers"]
     managed = (
         ManagedFlag(("--host",), _LISTENS),
         ManagedFlag(("--port",), _LISTENS),
@@ -415,11 +422,10 @@ class TransformersServe(Engine):
         :data:`CPU_CACHE_SHARE` on the CPU. A user's ``--engine-arg --cb-max-memory-percent`` comes after and wins."""
         return round(self.GPU_CACHE_SHARE * spec.gpu_share, 3) if on_gpu else self.CPU_CACHE_SHARE
 
-    reloads_in_place = True
-    """A server not pinned to one model loads the one a request names (``POST /load_model``, then requests naming
-    it), and ``POST /reset`` unloads what it holds (5.17, ``cli/serving/server.py``; its continuous-batching manager
-    follows the model of the requests). A :attr:`ReplicaSpec.swappable` replica is started so, with no idle
-    unloading (``--model-timeout -1``), and loads its model before it is ready."""
+    # Its swap: a server not pinned to one model loads the one a request names (POST /load_model, then requests
+    # naming it), and POST /reset unloads what it holds (5.17, cli/serving/server.py; its continuous-batching manager
+    # follows the model of the requests). A swappable replica is started so, with no idle unloading
+    # (--model-timeout -1), and loads its model before it is ready.
 
     def launch(self, spec: ReplicaSpec, *, source: str, served_name: str, port: int, gpu_ids: Sequence[str],
                work_dir: Path, cache_dir: Path) -> Launch:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.core.config import EMBEDDED_MODEL
+from runner.core.engines import ENGINE_FACTS
 from runner.core.errors import BenchmarkError
 from runner.core.limits import model_key
 
@@ -124,13 +125,15 @@ def route(model: str, base_url: str | None = None, endpoint: str = "completions"
         raise BenchmarkError(f"-B endpoint=chat reaches a server, and {model} has none: start one (transformers "
                              "serve) and pass --model-base-url, or drop -B endpoint=chat to run the model in each "
                              "worker (lm-eval's HFLM)")
-    if provider == "transformers":
-        return Route(model, "chat" if chat else "completions", "" if key == EMBEDDED_MODEL else name, base_url,
-                     "transformers serve" + (" (chat completions)" if chat else ""), False, False)
-    engine = {"vllm": "vLLM", "sglang": "SGLang"}.get(provider, f"the {provider} endpoint")
+    facts = ENGINE_FACTS.get(provider)
+    engine = facts.title if facts is not None else f"the {provider} endpoint"
+    source = "" if key == EMBEDDED_MODEL else name
     if chat:
-        return Route(model, "chat", name, base_url, f"{engine} (chat completions)", False, False)
-    return Route(model, "completions", name, base_url, engine, True, True)
+        return Route(model, "chat", source, base_url, f"{engine} (chat completions)", False, False)
+    # An endpoint the runner does not serve is taken at its word: lm-eval's requests are checked against their
+    # replies (runner.models._asked) when it ignores echo or logprobs.
+    return Route(model, "completions", source, base_url, engine, facts is None or facts.prompt_logprobs,
+                 facts is None or facts.token_prompts)
 
 
 def tokenizer_source(route_: Route, resolve_embedded: Callable[[], str], tokenizer: str | None = None) -> str | None:
