@@ -193,7 +193,8 @@ def _nested_model(annotation: Any) -> type[BaseModel]:
 
 GROUPS = {"what": "what to run", "where": "where results go", "how": "how to run",
            "serving": "models served by the run (see docs/models.md)",
-           "traffic": "model traffic (shared by every worker; see docs/models.md)"}
+           "traffic": "model traffic (shared by every worker; see docs/models.md)",
+           "kubernetes": "where it runs (Kubernetes)"}
 """The headings of ``--help``, by a :class:`Flag`'s group."""
 
 _KINDS: dict[str, dict[str, Any]] = {
@@ -204,6 +205,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "prices": {"action": "append", "type": model_price},
     "serve": {"action": "append", "nargs": "?", "const": ""},
     "words": {"action": "append", "type": engine_args},
+    "repeat": {"action": "append"},
 }
 """The argparse options of each :data:`~runner.core.flags.FlagKind` but ``value``."""
 
@@ -231,27 +233,38 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, exclude: frozenset[str
     """The flags of a run (shared by ``run``, ``submit`` and, less ``exclude``, ``matrix``), one per declared setting
     (:func:`declared_settings`), with the aliases they declare and the former names of
     :data:`~runner.core.config.RENAMED`."""
-    groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
+    groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items() if key != "kubernetes"}
     groups["what"].add_argument("--config", metavar="FILE", help=config_help)
-    former = {new: old for old, new in RENAMED.items()}
     for setting in declared_settings():
-        if setting.path[0] in exclude:
-            continue
-        flag = setting.flag
-        group = groups[flag.group]
-        options = dict(_KINDS[flag.kind]) if flag.kind != "value" else _value_options(setting.annotation)
-        if flag.metavar or "choices" not in options and flag.kind != "switch":
-            options["metavar"] = flag.metavar or setting.dest.upper()
-        spellings = [setting.option, *([flag.short] if flag.short else [])]
-        group.add_argument(*spellings, dest=setting.dest, help=flag.help, **options)
-        for alias in flag.aliases:
-            group.add_argument(alias.spelling, dest=setting.dest, action="store_const", const=alias.const,
-                               help=alias.help)
-        if setting.path[-1] in former:
-            old = "--" + former[setting.path[-1]].replace("_", "-")
-            kept = {key: value for key, value in options.items() if key in ("type", "metavar")}
-            group.add_argument(old, dest=setting.dest, action=_Deprecated, new=setting.option, help=argparse.SUPPRESS,
-                               **({"nargs": 0} if flag.kind == "switch" else kept))
+        if setting.path[0] not in exclude:
+            _add_setting(groups[setting.flag.group], setting)
+
+
+def add_declared_arguments(group: argparse._ActionsContainer, model: type[BaseModel]) -> None:
+    """The flags ``model``'s fields declare (:class:`~runner.core.flags.Flag`), added to ``group`` as a run's are:
+    ``submit``'s deploy flags (:class:`~runner.kuberay.deploy_flags.DeployFlags`). Read them back with
+    ``model.model_validate`` of the namespace's values under the fields' names."""
+    for setting in declared_settings(model):
+        _add_setting(group, setting)
+
+
+def _add_setting(group: argparse._ActionsContainer, setting: Setting) -> None:
+    """``setting``'s flag in ``group``, with its short form, its aliases and its former name."""
+    flag = setting.flag
+    options = dict(_KINDS[flag.kind]) if flag.kind != "value" else _value_options(setting.annotation)
+    if flag.metavar or "choices" not in options and flag.kind != "switch":
+        options["metavar"] = flag.metavar or setting.dest.upper()
+    spellings = [setting.option, *([flag.short] if flag.short else [])]
+    group.add_argument(*spellings, dest=setting.dest, help=flag.help, **options)
+    for alias in flag.aliases:
+        group.add_argument(alias.spelling, dest=setting.dest, action="store_const", const=alias.const,
+                           help=alias.help)
+    former = {new: old for old, new in RENAMED.items()}
+    if setting.path[-1] in former:
+        old = "--" + former[setting.path[-1]].replace("_", "-")
+        kept = {key: value for key, value in options.items() if key in ("type", "metavar")}
+        group.add_argument(old, dest=setting.dest, action=_Deprecated, new=setting.option, help=argparse.SUPPRESS,
+                           **({"nargs": 0} if flag.kind == "switch" else kept))
 
 
 def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> RunConfig:

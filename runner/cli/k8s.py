@@ -34,14 +34,15 @@ from typing import Any
 
 import yaml
 
-from runner.cli.args import add_run_arguments, config_from_args
+from runner.cli.args import add_declared_arguments, add_run_arguments, config_from_args
 from runner.models import check_model_names
 from runner.core.errors import ConfigError
 from runner.engine.request import RunRequest
-from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name, image_repository, image_tag
+from runner.kuberay.checks import MAX_RAYJOB_NAME, check_namespace, check_rayjob_name
 from runner.kuberay.rayjob import (build_configmap, build_model_cache_claim, build_rayjob, build_service_account,
                                      dump_yaml)
-from runner.kuberay.deploy_options import GPU_RESOURCE, DeployOptions
+from runner.kuberay.deploy_flags import DeployFlags
+from runner.kuberay.deploy_options import DeployOptions
 from runner.kuberay.job_status import RayJobStatus
 from runner.serving import ENGINES, ReplicaSpec
 
@@ -77,37 +78,7 @@ def add_commands(sub: Any) -> None:
                                       "(default: <benchmark>-<UTC time>)")
     where.add_argument("--values", metavar="FILE", help="a values file of the Helm chart helm/runner "
                                                          "(its job block is the run config)")
-    where.add_argument("--image", metavar="REPO:TAG", help="the runner image for every pod")
-    creds = where.add_mutually_exclusive_group()
-    creds.add_argument("--credentials-secret", metavar="SECRET",
-                       help="Secret whose keys become the pods' environment (default: runner-storage)")
-    creds.add_argument("--no-credentials", action="store_true",
-                       help="the pods get no storage credentials of ours (public store, node role)")
-    where.add_argument("--service-account", metavar="NAME",
-                       help="the pods' service account (workload identity; implies it carries the credentials "
-                            "unless --credentials-secret is given)")
-    where.add_argument("--worker-replicas", type=int, help="pods in the worker group")
-    where.add_argument("--worker-cpu", help="CPUs per worker pod, e.g. 4 or 3500m")
-    where.add_argument("--worker-memory", help="memory per worker pod, e.g. 16Gi")
-    where.add_argument("--worker-gpu", type=int, help="GPUs per worker pod (nvidia.com/gpu and the group's num-gpus; "
-                       "the chart's default group becomes the group 'gpu', tolerating the nvidia.com/gpu taint)")
-    where.add_argument("--worker-shared-memory", metavar="SIZE",
-                       help="the worker pods' /dev/shm, in memory, e.g. 16Gi (default: the pod's memory)")
-    where.add_argument("--worker-node-selector", metavar="KEY=VALUE", action="append",
-                       help="a node label the worker pods need, e.g. nvidia.com/gpu.present=true (repeatable)")
-    where.add_argument("--worker-toleration", metavar="KEY[=VALUE][:EFFECT]", action="append",
-                       help="a taint the worker pods tolerate, as kubectl taint writes it, e.g. "
-                            "dedicated=gpu:NoSchedule (repeatable)")
-    where.add_argument("--worker-image", metavar="REPO:TAG", help="the worker group's own image (default: --image)")
-    cache = where.add_mutually_exclusive_group()
-    cache.add_argument("--model-cache-claim", metavar="CLAIM",
-                       help="an existing PersistentVolumeClaim for the served models' weights (HF_HOME)")
-    cache.add_argument("--model-cache-new-claim", metavar="SIZE",
-                       help="create a ReadWriteMany claim of SIZE for them (e.g. 200Gi), deleted with the RayJob")
-    cache.add_argument("--model-cache-host-path", metavar="PATH",
-                       help="keep them in PATH on each node's own disk")
-    where.add_argument("--hf-token-secret", metavar="SECRET[:KEY]",
-                       help="HF_TOKEN on the head and the workers from this Secret's key (default key HF_TOKEN)")
+    add_declared_arguments(where, DeployFlags)
     follow = submit.add_argument_group("after submitting")
     follow.add_argument("--wait", action="store_true", help="wait until the RayJob ends; exit 1 if it failed")
     follow.add_argument("--follow", action="store_true", help="print the driver's log, then wait")
@@ -153,23 +124,6 @@ def load_values(path: str) -> dict[str, Any]:
     return data
 
 
-def split_image(ref: str, flag: str = "--image") -> tuple[str, str]:
-    """``registry:5000/org/runner:tag`` -> (``registry:5000/org/runner``, ``tag``).
-
-    Raises:
-        ConfigError: no tag, a digest (the chart's values name a tag), or a repository or tag that breaks the image
-            reference grammar (:func:`runner.kuberay.checks.image_repository` and ``image_tag``), naming ``flag``.
-    """
-    example = "e.g. ghcr.io/org/runner:0.1.0-ray2.60.0-py311"
-    repository, sep, tag = ref.rpartition(":")
-    if "@" in ref or not sep or "/" in tag or not repository or not tag:
-        raise ConfigError(f"{flag} {ref!r} must be REPOSITORY:TAG, {example}")
-    try:
-        return image_repository(repository), image_tag(tag)
-    except ValueError as exc:
-        raise ConfigError(f"{flag} {ref!r}: {exc}; pass REPOSITORY:TAG, {example}") from None
-
-
 def default_name(benchmark: str, now: datetime | None = None) -> str:
     """``<benchmark>-<MMDD-HHMMSS UTC>``, made a DNS-1035 label of at most 47 characters."""
     stamp = (now or datetime.now(timezone.utc)).strftime("%m%d-%H%M%S")
@@ -180,83 +134,13 @@ def default_name(benchmark: str, now: datetime | None = None) -> str:
 
 
 def deploy_options(args: argparse.Namespace, values: dict[str, Any]) -> DeployOptions:
-    """The chart values (or defaults) with the submit flags applied.
+    """The chart values (or defaults) with the deploy flags applied (:class:`DeployFlags`).
 
     Raises:
-        ConfigError: a bad value, naming it.
+        ConfigError: a bad value, or flags that exclude each other, naming them.
     """
     source = f"values {args.values!r}" if args.values else "submit flags"
-    data = DeployOptions.from_values(values, source).model_dump(by_alias=True)
-    if args.image:
-        data["image"]["repository"], data["image"]["tag"] = split_image(args.image)
-    if args.service_account:
-        data["serviceAccount"]["name"] = args.service_account
-        data["serviceAccount"]["create"] = False
-        if args.credentials_secret is None:
-            data["storage"]["credentials"]["source"] = "serviceAccount"
-    if args.credentials_secret is not None:
-        data["storage"]["credentials"] = {"source": "secret", "secretRef": args.credentials_secret}
-    if args.no_credentials:
-        data["storage"]["credentials"]["source"] = "none"
-    group = {"replicas": args.worker_replicas, "cpu": args.worker_cpu, "memory": args.worker_memory,
-             "gpu": args.worker_gpu, "sharedMemory": args.worker_shared_memory}
-    group = {key: value for key, value in group.items() if value is not None}
-    if args.worker_node_selector:
-        group["nodeSelector"] = dict(_pair(item, "--worker-node-selector") for item in args.worker_node_selector)
-    if args.worker_toleration:
-        group["tolerations"] = [toleration(item) for item in args.worker_toleration]
-    if args.worker_image:
-        repository, tag = split_image(args.worker_image, "--worker-image")
-        group["image"] = {"repository": repository, "tag": tag}
-    if group:
-        if len(data["workerGroups"]) != 1:
-            raise ConfigError("--worker-* flags set the one worker group; with several, set them in --values")
-        if args.worker_gpu and "workerGroups" not in values:
-            group["name"] = "gpu"  # the chart's default group, now holding GPUs, is named for them
-        data["workerGroups"][0].update(group)
-    cache = data["modelCache"]
-    if args.model_cache_claim is not None:
-        cache.update(type="persistentVolumeClaim", persistentVolumeClaim={
-            **cache["persistentVolumeClaim"], "claimName": args.model_cache_claim, "create": False})
-    if args.model_cache_new_claim is not None:
-        cache.update(type="persistentVolumeClaim", persistentVolumeClaim={
-            **cache["persistentVolumeClaim"], "create": True, "size": args.model_cache_new_claim})
-    if args.model_cache_host_path is not None:
-        cache.update(type="hostPath", hostPath={"path": args.model_cache_host_path})
-    if args.hf_token_secret is not None:
-        name, _, key = args.hf_token_secret.partition(":")
-        data["hfToken"] = {"secretName": name, "key": key or data["hfToken"]["key"]}
-        if not name:
-            raise ConfigError("--hf-token-secret names no Secret; pass SECRET or SECRET:KEY, e.g. hf-token")
-    return DeployOptions.from_values(data, source)
-
-
-def _pair(item: str, flag: str) -> tuple[str, str]:
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-        raise ConfigError(f"{flag} {item!r} must be KEY=VALUE, e.g. nvidia.com/gpu.present=true")
-    return key, value
-
-
-def toleration(text: str) -> dict[str, str]:
-    """``--worker-toleration`` as ``kubectl taint`` writes a taint: ``KEY[=VALUE][:EFFECT]`` -> a toleration
-    (``Equal`` with a value, ``Exists`` without; every effect when none is given).
-
-    Raises:
-        ConfigError: no key, or an effect other than ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``.
-    """
-    rest, colon, effect = text.rpartition(":") if ":" in text else (text, "", "")
-    key, equals, value = rest.partition("=")
-    effects = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-    if not key or (colon and effect not in effects):
-        raise ConfigError(f"--worker-toleration {text!r} must be KEY[=VALUE][:EFFECT], EFFECT one of "
-                          f"{', '.join(effects)}, e.g. {GPU_RESOURCE}:NoSchedule")
-    out = {"key": key, "operator": "Equal" if equals else "Exists"}
-    if equals:
-        out["value"] = value
-    if effect:
-        out["effect"] = effect
-    return out
+    return DeployFlags.from_flags(vars(args)).apply(values, source)
 
 
 def check_served_models_have_gpus(replicas: list[ReplicaSpec], num_gpus: float) -> None:

@@ -15,6 +15,7 @@ from pydantic_core import PydanticUndefined
 from runner.cli.args import GROUPS, Setting, declared_settings
 from runner.core.config import RENAMED, RunConfig
 from runner.core.flags import NoFlag, declaration
+from runner.kuberay.deploy_flags import DeployFlags
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 """Where the page lives in a checkout."""
@@ -62,6 +63,8 @@ def page() -> str:
     lines = [_HEAD]
     settings = declared_settings()
     for group, title in GROUPS.items():
+        if group == "kubernetes":
+            continue
         lines += [f"## {title[0].upper()}{title[1:]}", "", "| flag | key | default | meaning |",
                   "| --- | --- | --- | --- |"]
         lines += [_row(setting) for setting in settings if setting.flag.group == group]
@@ -70,6 +73,12 @@ def page() -> str:
                  if isinstance(mark := declaration(info.metadata), NoFlag)]
     lines += ["## Keys without a flag of their own", "", "| key | how it is set |", "| --- | --- |"]
     lines += [f"| `{name}` | {_cell(reason)} |" for name, reason in unflagged]
+    lines += ["", "## `submit`'s deploy flags (Kubernetes)", "",
+              "Declared on `DeployFlags` (`runner/kuberay/deploy_flags.py`) with the same marks; each sets the Helm "
+              "chart's values over `--values` (docs/kubernetes.md), not a run setting.", "",
+              "| flag | meaning |", "| --- | --- |"]
+    lines += [f"| `{setting.option}` `{setting.flag.metavar or ''}` | {_cell(setting.flag.help)} |".replace(" ``", "")
+              for setting in declared_settings(DeployFlags)]
     return "\n".join(lines) + "\n"
 
 

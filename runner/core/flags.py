@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-FlagKind = Literal["value", "switch", "json", "pairs", "per_model", "prices", "serve", "words"]
+FlagKind = Literal["value", "switch", "json", "pairs", "per_model", "prices", "serve", "words", "repeat"]
 """How a flag reads its text:
 
 - ``value``: one value of the field's type (``--repeats 3``); the last one given counts.
@@ -27,6 +27,7 @@ FlagKind = Literal["value", "switch", "json", "pairs", "per_model", "prices", "s
 - ``prices``: ``MODEL=IN,OUT`` (USD per million input and output tokens), repeatable.
 - ``serve``: a served model, repeatable; alone, the agent's model.
 - ``words``: words for an engine, split as a shell would, repeatable.
+- ``repeat``: one text, repeatable, into a list (``--worker-toleration``).
 """
 
 
@@ -52,7 +53,8 @@ class Flag:
     Args:
         help: the flag's help text (``--help``, and the docs table).
         group: the heading it is listed under: ``what`` (what to run), ``where`` (where results go), ``how`` (how to
-            run), ``serving`` (models served by the run) or ``traffic`` (model traffic).
+            run), ``serving`` (models served by the run), ``traffic`` (model traffic) or ``kubernetes`` (``submit``'s
+            deploy flags, :mod:`runner.kuberay.deploy_flags`).
         spelling: the flag; default ``--`` and the field's name with dashes (``max_rpm`` -> ``--max-rpm``).
         short: a one-letter form (``-b``), if any.
         metavar: what ``--help`` shows for its value; default: the flag's name in capitals, or the choices.
@@ -62,7 +64,7 @@ class Flag:
     """
 
     help: str
-    group: Literal["what", "where", "how", "serving", "traffic"]
+    group: Literal["what", "where", "how", "serving", "traffic", "kubernetes"]
     spelling: str | None = None
     short: str | None = None
     metavar: str | None = None

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from runner.cli import main
-from runner.cli.k8s import default_name, split_image
+from runner.cli.k8s import default_name
+from runner.kuberay.deploy_flags import split_image
 from runner.core.config import RunConfig
 from runner.core.errors import ConfigError
 from runner.kuberay.rayjob import build_rayjob

@@ -307,8 +307,11 @@ def test_submit_flags_build_what_the_chart_renders_from_the_same_values(chart, c
     (["--model-cache-host-path", "models"], ["field 'modelCache.hostPath.path'"]),
     (["--model-cache-new-claim", "big"], ["field 'modelCache.persistentVolumeClaim.size'"]),
     (["--hf-token-secret", ":HF_TOKEN"], ["--hf-token-secret names no Secret"]),
+    (["--model-cache-claim", "weights", "--model-cache-host-path", "/models"],
+     ["--model-cache-claim and --model-cache-host-path exclude each other; give one model cache"]),
+    (["--credentials-secret", "s", "--no-credentials"], ["--credentials-secret and --no-credentials exclude each other"]),
 ], ids=["bad-effect", "selector-without-value", "image-without-tag", "bad-shm", "relative-host-path", "bad-size",
-        "token-without-secret"])
+        "token-without-secret", "two-model-caches", "secret-and-no-credentials"])
 def test_bad_new_submit_flags_are_one_line(capsys, flags, fragments):
     rc = main(["submit", "--dry-run", *TOY, *flags])
     captured = capsys.readouterr()
