@@ -4,12 +4,12 @@
 rounds (default 2), on the embedded model's CPU replicas:
 
 - **served**: 2 models (the embedded model, and a second folder of the same weights named as another model) x 3
-  benchmarks (HotpotQA's reader on the official sample, on BeeAI's 50 records, and the toy benchmark with the chat
-  solution; ``--items`` items each, default 20), 2 workers:
+  benchmarks (HotpotQA's reader on the official sample and on BeeAI's example dataset, whose 2 records are all it
+  has, and the toy benchmark with the chat solution; ``--items`` items each, default 20), 2 workers:
   - **matrix**: one ``python -m runner matrix`` of the 6 cells;
   - **separate**: the 6 cells as 6 ``python -m runner`` runs, one after another (each starts Ray and its replicas).
-  Targets: the matrix at most 0.5 x the separate runs' total; replica starts exactly models x workers (4), counted
-  from the matrix's ``matrix.json``.
+  Targets: the matrix at most 0.5 x the separate runs' total; replica starts at most models x workers (4: each
+  model loaded once per worker at most), counted from the matrix's ``matrix.json``.
 - **lm-eval**: the same 2 models x 3 lm-eval tasks of the tests (generation, two multiple choice; lm-eval's ``HFLM``
   in the workers, one load per model and worker shared by its 3 cells), 2 workers:
   - **matrix**: one ``python -m runner matrix``;
