@@ -151,7 +151,7 @@ def check_served_models_have_gpus(replicas: list[ReplicaSpec], num_gpus: float) 
         ConfigError: naming the model and the flags that give the workers GPUs.
     """
     for spec in replicas:
-        if ENGINES[spec.engine].needs_gpu and num_gpus <= 0:
+        if ENGINES[spec.engine].facts.needs_gpu and num_gpus <= 0:
             raise ConfigError(
                 f"{spec.model} is served by {spec.engine} on GPUs, and each worker has none (--num-gpus 0): pass "
                 "--num-gpus 1 (more: tensor parallelism) with a worker group that has GPUs (--worker-gpu 1, or "

@@ -77,8 +77,9 @@ def page() -> str:
               "Declared on `DeployFlags` (`runner/kuberay/deploy_flags.py`) with the same marks; each sets the Helm "
               "chart's values over `--values` (docs/kubernetes.md), not a run setting.", "",
               "| flag | meaning |", "| --- | --- |"]
-    lines += [f"| `{setting.option}` `{setting.flag.metavar or ''}` | {_cell(setting.flag.help)} |".replace(" ``", "")
-              for setting in declared_settings(DeployFlags)]
+    for setting in declared_settings(DeployFlags):
+        metavar = f" `{setting.flag.metavar}`" if setting.flag.metavar else ""
+        lines.append(f"| `{setting.option}`{metavar} | {_cell(setting.flag.help)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -103,9 +103,8 @@ _GPUS = "the worker's GPUs decide it: N GPUs per worker are tensor parallelism N
 
 class Engine:
     """One engine's server: its command line and how it is driven. What the engine does is its
-    :class:`~runner.core.engines.EngineFacts` (:attr:`facts`), whose fields it reads as its own properties
-    (:attr:`needs_gpu`, :attr:`lists_served_name`: readiness checks the served name in ``/v1/models`` where it
-    is listed, otherwise the 1-token chat request, which names it, is the check).
+    :class:`~runner.core.engines.EngineFacts` (:attr:`facts`: readiness checks the served name in ``/v1/models``
+    where ``facts.lists_served_name``, otherwise the 1-token chat request, which names it, is the check).
 
     Attributes:
         facts: what the engine does (:data:`runner.core.engines.ENGINE_FACTS`).
@@ -123,31 +122,6 @@ class Engine:
     def name(self) -> str:
         """The provider prefix that selects it (:attr:`facts`)."""
         return self.facts.name
-
-    @property
-    def needs_gpu(self) -> bool:
-        """Whether it cannot run without a GPU (a replica with no GPU ids is refused) (:attr:`facts`)."""
-        return self.facts.needs_gpu
-
-    @property
-    def lists_served_name(self) -> bool:
-        """Whether ``/v1/models`` lists the served name (:attr:`facts`)."""
-        return self.facts.lists_served_name
-
-    @property
-    def checks_context(self) -> bool:
-        """Whether it refuses a conversation longer than the model's context (:attr:`facts`)."""
-        return self.facts.checks_context
-
-    @property
-    def cancels_on_disconnect(self) -> bool:
-        """Whether it stops generating for a plain request whose client left (:attr:`facts`)."""
-        return self.facts.cancels_on_disconnect
-
-    @property
-    def reloads_in_place(self) -> bool:
-        """Whether a running server can load another checkpoint (:meth:`swap`) (:attr:`facts`)."""
-        return self.facts.reloads_in_place
 
     def refuse_managed(self, model: str, engine_args: Sequence[str]) -> None:
         """Refuse an engine flag of ``engine_args`` that takes over what the runner manages (:attr:`managed`),
@@ -205,7 +179,7 @@ class Engine:
     def swap(self, client: httpx.Client, root: str, spec: ReplicaSpec, *, source: str, served_name: str,
              work_dir: Path) -> str:
         """Load ``source`` (a checkpoint of the same architecture) into the server at ``root`` (``http://HOST:PORT``)
-        in place of its weights, without a restart (:attr:`reloads_in_place`); the name the server answers to
+        in place of its weights, without a restart (``facts.reloads_in_place``); the name the server answers to
         afterwards.
 
         Args:
@@ -241,7 +215,7 @@ class Engine:
         raise NotImplementedError
 
     def _refuse_without_gpu(self, spec: ReplicaSpec, gpu_ids: Sequence[str]) -> None:
-        if self.needs_gpu and not gpu_ids:
+        if self.facts.needs_gpu and not gpu_ids:
             raise ReplicaStartError(
                 f"{spec.model} runs on GPUs, and this worker has none (CUDA_VISIBLE_DEVICES is empty); give the "
                 f"workers GPUs (--num-gpus 1, or more for tensor parallelism), or serve it on the CPU with "

@@ -151,8 +151,8 @@ class Replica:
         does not check the context, streamed calls when it cancels only streams, and the engine's default output
         limit (:data:`~runner.core.served.SERVED_MAX_TOKENS`)."""
         return ServedEndpoint(model=self.spec.model, base_url=self.base_url, served_name=self.served_name,
-                              tokenizer=None if self.engine.checks_context else self.served_name,
-                              stream=not self.engine.cancels_on_disconnect,
+                              tokenizer=None if self.engine.facts.checks_context else self.served_name,
+                              stream=not self.engine.facts.cancels_on_disconnect,
                               max_tokens=SERVED_MAX_TOKENS.get(self.spec.engine))
 
     @property
@@ -180,7 +180,7 @@ class Replica:
         launch = self.engine.launch(self.spec, source=self._source, served_name=self.name, port=self.port,
                                     gpu_ids=self.gpu_ids, work_dir=self._work_dir, cache_dir=self._slot.path)
         self.served_name = launch.served_name
-        if not self.engine.checks_context:
+        if not self.engine.facts.checks_context:
             # The model layer counts each prompt with this tokenizer (core/served.py): loaded while the server starts.
             announce_tokenizer(self.served_name)
         self._spawn(launch)
@@ -282,7 +282,7 @@ class Replica:
             health = client.get(f"{root}/health")
             if health.status_code != 200:
                 return f"GET /health answered {health.status_code}"
-            if self.engine.lists_served_name:
+            if self.engine.facts.lists_served_name:
                 served = _model_ids(client.get(f"{root}/v1/models"))
                 if self.served_name not in served:
                     return f"GET /v1/models does not list {self.served_name} ({', '.join(served[:3]) or 'nothing'})"
@@ -302,6 +302,14 @@ class Replica:
             f"in a row{given}; otherwise find what takes the node's ports; its log: {self.log_path}",
             log_path=str(self.log_path), cause="port_taken")
 
+    def _lists_its_name(self, client: httpx.Client, root: str) -> bool:
+        """Whether ``/v1/models`` lists this replica's served name, where its engine lists it
+        (:attr:`EngineFacts.lists_served_name <runner.core.engines.EngineFacts.lists_served_name>`); ``True`` where
+        it does not (the chat request that names it is the check then). A name missing there means another server
+        answers on the port."""
+        return not self.engine.facts.lists_served_name or self.served_name in _model_ids(
+            client.get(f"{root}/v1/models"))
+
     def _probe_ready(self, client: httpx.Client, deadline: float) -> bool:
         """One readiness probe: ``True`` when ready; ``False`` while it is loading or answers as another server.
 
@@ -312,7 +320,7 @@ class Replica:
         try:
             if client.get(f"{root}/health").status_code != 200:
                 return False
-            if self.engine.lists_served_name and self.served_name not in _model_ids(client.get(f"{root}/v1/models")):
+            if not self._lists_its_name(client, root):
                 return False
             if not self._preloaded:
                 try:
@@ -370,7 +378,7 @@ class Replica:
                 health = client.get(f"{root}/health")
                 if health.status_code != 200:
                     return Health(False, f"/health answered {health.status_code}")
-                if self.engine.lists_served_name and self.served_name not in _model_ids(client.get(f"{root}/v1/models")):
+                if not self._lists_its_name(client, root):
                     return Health(False, f"/v1/models does not list {self.served_name}: another server answers on "
                                          f"port {self.port}")
                 if generate:
@@ -398,7 +406,7 @@ class Replica:
         """Whether this running replica can load ``spec``'s weights in place of its own (:meth:`swap`): its engine
         reloads in place, it was started :attr:`~ReplicaSpec.swappable`, ``spec`` is another model of the same
         engine, engine flags and GPU share, and both are local checkpoints of one architecture."""
-        if not (self.engine.reloads_in_place and self.spec.swappable and spec.swappable) or self.process is None:
+        if not (self.engine.facts.reloads_in_place and self.spec.swappable and spec.swappable) or self.process is None:
             return False
         if (spec.engine, spec.engine_args, spec.gpu_share) != (self.spec.engine, self.spec.engine_args,
                                                                self.spec.gpu_share):
@@ -430,7 +438,7 @@ class Replica:
         previous = self.spec.model
         self.spec, self._source, self.served_name = spec, source, name
         self._log = self._log.bind(model=spec.model)
-        if not self.engine.checks_context:
+        if not self.engine.facts.checks_context:
             announce_tokenizer(self.served_name)
         with open(self.log_path, "ab") as log:
             log.write(f"=== runner: swapped {previous} for {spec.model} ({source}) as {name}\n".encode())

@@ -31,7 +31,7 @@ class ReplicaSpec:
         embedded: the model is the embedded one (its ``source`` is resolved when the replica starts).
         swappable: start the server so that it can load another checkpoint of the same architecture in place
             (:meth:`Engine.swap <runner.serving.engines.Engine.swap>`): a matrix's checkpoints, on an engine that
-            reloads weights in place (:attr:`Engine.reloads_in_place <runner.serving.engines.Engine.reloads_in_place>`).
+            reloads weights in place (:attr:`~runner.core.engines.EngineFacts.reloads_in_place`).
     """
 
     model: str

@@ -172,7 +172,7 @@ def test_a_replica_is_published_with_how_its_calls_are_cancelled_and_its_output_
     from runner.core.served import SERVED_MAX_TOKENS
     from runner.serving import Replica
 
-    assert [(name, engine.cancels_on_disconnect) for name, engine in ENGINES.items()] == [
+    assert [(name, engine.facts.cancels_on_disconnect) for name, engine in ENGINES.items()] == [
         ("vllm", True), ("sglang", True), ("transformers", False)]
     published = {}
     for engine in ENGINES:
