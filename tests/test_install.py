@@ -1,10 +1,12 @@
-"""A fresh install of the README's first command is the program the tests ran: pip resolves it as on a new machine
-and every package it picks is the release installed here, where the tests run (issue 37: the same command once got
-transformers 5.25, whose streams carry no usage unless asked, where the tests ran 5.17).
+"""A fresh install of the README's commands is the program the tests ran: pip resolves each as on a new machine and
+every package it picks is the release installed here, where the tests run (issue 37: the first command once got
+transformers 5.25, whose streams carry no usage unless asked, where the tests ran 5.17; later, a virtualenv released
+between the README's two commands made them two programs). The commands take ``-c constraints.txt``, the releases of
+CI's environment (``scripts/freeze_constraints.sh``), so what was released since changes nothing.
 
-pip resolves the command with ``--dry-run --ignore-installed --report`` (what is installed here is ignored, nothing is
-installed, and a wheel whose metadata the index serves on its own is not downloaded), with torch held at the release
-installed here: the README installs torch first (its CPU build), as ``.ci/run`` does.
+pip resolves each command with ``--dry-run --ignore-installed --report`` (what is installed here is ignored, nothing
+is installed, and a wheel whose metadata the index serves on its own is not downloaded). Releases are compared
+without their local label: torch ``2.13.0+cpu`` (CI's CPU build) is release ``2.13.0``, the one the constraints pin.
 """
 
 from __future__ import annotations
@@ -17,21 +19,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "ray-bench-runner"
-INSTALLED_FIRST = ("torch",)
-"""Installed before the README's command (its CPU build of torch): held at the release installed here."""
 
 
-def first_install_command() -> list[str]:
-    """The arguments of ``pip install`` in the README's first command (``['-e', '.[local]']``)."""
-    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
-        if line.startswith("pip install "):
-            return shlex.split(line.split("&&")[0])[2:]
-    raise AssertionError("the README has no line that begins with 'pip install'")
+def install_commands() -> list[list[str]]:
+    """The arguments of ``pip install`` in each of the README's two commands (the lines that begin with it)."""
+    commands = [shlex.split(line.split("&&")[0])[2:] for line in
+                (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("pip install ")]
+    assert len(commands) == 2, "the README starts with two commands that begin with 'pip install'"
+    return commands
 
 
 def installed_here() -> dict[str, str]:
@@ -40,17 +41,17 @@ def installed_here() -> dict[str, str]:
             if dist.metadata["Name"]}
 
 
-def test_the_readmes_first_command_installs_the_releases_the_tests_ran_with(tmp_path: Path) -> None:
-    arguments = first_install_command()
-    assert arguments == ["-e", ".[local]"]  # the command the README explains (the embedded model's run)
+@pytest.mark.parametrize("which", [0, 1], ids=["main-job", "tests"])
+def test_the_readmes_commands_install_the_releases_the_tests_ran_with(tmp_path: Path, which: int) -> None:
+    arguments = install_commands()[which]
+    extra = (".[local]", ".[test]")[which]
+    assert arguments == ["-c", "constraints.txt", "-e", extra]  # the commands the README explains
     here = installed_here()
-    held = tmp_path / "installed-first.txt"
-    held.write_text("".join(f"{name}=={Version(here[name]).public}\n" for name in INSTALLED_FIRST))
     report = tmp_path / "report.json"
     environment = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
     resolved = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report",
-         str(report), "--constraint", str(held), *arguments],
+         str(report), *arguments],
         check=False, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=280)
     assert resolved.returncode == 0, f"pip could not resolve the README's install: {resolved.stderr[-3000:]}"
     picked = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
@@ -59,5 +60,5 @@ def test_the_readmes_first_command_installs_the_releases_the_tests_ran_with(tmp_
     others = [f"{name} {version} (the tests ran with {here[name]})" if name in here else
               f"{name} {version} (not installed where the tests ran)"
               for name, version in sorted(picked.items())
-              if name != PROJECT and (name not in here or Version(version) != Version(here[name]))]
-    assert not others, "the README's first command installs releases the tests never ran: " + "; ".join(others)
+              if name != PROJECT and (name not in here or Version(version).public != Version(here[name]).public)]
+    assert not others, "the README's command installs releases the tests never ran: " + "; ".join(others)
