@@ -12,7 +12,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-from runner.core import signature
+from runner.core import plugin, signature
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import BenchmarkError, ConfigError, PluginError
 from runner.core.solution import SolutionSpec
@@ -69,6 +69,31 @@ def available_solutions() -> dict[str, str]:
 def available_executors() -> dict[str, str]:
     """Executor name -> import path, built-ins first."""
     return {**_entry_points("runner.executors"), **EXECUTORS}
+
+
+def plugin_lines(kind: str, name: str, path: str) -> list[str]:
+    """What ``list`` and ``docs/settings.md`` say of one benchmark or solution (``kind``), from its declaration
+    (:mod:`runner.core.plugin`): a line of what it needs from the run (and a benchmark's agent for a bare
+    ``--model``), then one line per argument, ``name (type, default): help``. One line saying why when it does
+    not import (an installed plug-in whose dependencies are missing)."""
+    try:
+        target = load_object(path, kind)
+    except PluginError as exc:
+        return [f"does not import: {exc}"]
+    declared = plugin.declaration(target)
+    facts = [f"needs {', '.join(sorted(declared.needs))}" if declared.needs else "needs nothing from the run"]
+    if declared.default_solution:
+        facts.append(f"--model alone runs --solution {declared.default_solution}")
+    if declared.mock_policy:
+        facts.append(f"--model mock:{declared.mock_name} plays its agent")
+    lines = ["; ".join(facts)]
+    flag = "-B" if kind == "benchmark" else "-S"
+    if kind == "solution" and not SolutionSpec(target=target).is_recipe:
+        return [*lines, "a plain function: takes no arguments"]
+    for row in plugin.argument_rows(target):
+        default = "required" if row.default is None else f"default {row.default}"
+        lines.append(f"{flag} {row.name} ({row.type}, {default})" + (f": {row.help}" if row.help else ""))
+    return lines
 
 
 def executor_class(name: str) -> type:
@@ -137,43 +162,43 @@ def resolve(name: str, registry: dict[str, str], kind: str) -> tuple[Any, str]:
 
 
 RUN_MODEL_ARGS = ("model", "model_base_url")
-"""The run's settings a benchmark gets when its constructor names them (a harness's benchmark renders prompts with
-the model's own chat template and refuses tasks its engine cannot answer): ``--model`` and ``--model-base-url``."""
+"""The run's settings a benchmark gets when it declares it needs them (:mod:`runner.core.plugin`; a harness's
+benchmark renders prompts with the model's own chat template and refuses tasks its engine cannot answer):
+``--model`` and ``--model-base-url``."""
 
 
 def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str | None = None,
                     run_models: dict[str, Any] | None = None, target: Any = None) -> BenchmarkBase:
     """Construct the benchmark ``name`` with ``args`` (and ``data_dir`` when given), and the run's model settings
-    (``run_models``: :data:`RUN_MODEL_ARGS` -> value) that its constructor names.
+    (``run_models``: :data:`RUN_MODEL_ARGS` -> value) that it declares it needs
+    (:func:`runner.core.plugin.declaration`).
 
     ``target``: the class or factory ``name`` resolves to, when the caller has resolved it already (it is then not
     resolved again).
 
     Raises:
         PluginError: unknown name, bad import path, or not a :class:`BenchmarkBase`.
-        BenchmarkError: arguments the benchmark does not accept, that do not validate against its constructor's
-            annotations (:func:`runner.core.signature.mistyped`), or that it rejects.
+        BenchmarkError: arguments the benchmark does not accept, that do not validate against its arguments' model
+            (:func:`runner.core.plugin.mistyped_arguments`), or that it rejects.
     """
     if target is None:
         target, _ = resolve(name, available_benchmarks(), "benchmark")
+    if not callable(target):
+        raise PluginError(f"benchmark {name!r} is a {type(target).__name__}, not a benchmark class or factory")
     kwargs = dict(args or {})
     if data_dir is not None:
         kwargs["data_dir"] = data_dir
+    needs = plugin.declaration(target).needs
     for argument in RUN_MODEL_ARGS:
-        value = (run_models or {}).get(argument)
-        if not signature.names_parameter(target, argument):
+        if argument not in needs:
             continue
         if argument in kwargs:
             flag = "--" + argument.replace("_", "-")
             raise BenchmarkError(f"benchmark {name!r} takes the run's {flag}; pass {flag} rather than -B {argument}")
+        value = (run_models or {}).get(argument)
         if value is not None:
             kwargs[argument] = value
-    if not callable(target):
-        raise PluginError(f"benchmark {name!r} is a {type(target).__name__}, not a benchmark class or factory")
-    _check_kwargs(target, kwargs, f"benchmark {name!r}")
-    for argument, problem in signature.mistyped(target, kwargs).items():
-        flag = "--data-dir" if argument == "data_dir" else f"-B {argument}=VALUE (or the config's benchmark_args)"
-        raise BenchmarkError(f"benchmark {name!r}: argument {argument}={kwargs[argument]!r} {problem}; fix {flag}")
+    check_benchmark_arguments(name, target, kwargs)
     try:
         benchmark = target(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -183,16 +208,22 @@ def build_benchmark(name: str, args: dict[str, Any] | None = None, data_dir: str
     return benchmark
 
 
-def _check_kwargs(target: Any, kwargs: dict[str, Any], what: str) -> None:
-    if signature.parameters(target) is None:
-        return
-    _, unknown = signature.split_kwargs(target, kwargs)
-    if unknown:
+def check_benchmark_arguments(name: str, target: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse benchmark arguments (``-B``, ``--data-dir``) that the benchmark's arguments' model
+    (:func:`runner.core.plugin.arguments_model`) has no field for or that do not validate against it.
+
+    Raises:
+        BenchmarkError: one line naming the argument and listing the ones it accepts, or the fix of the value.
+    """
+    unknown = plugin.unknown_arguments(target, kwargs)
+    if unknown and plugin.arguments_model(target) is not None:
         accepted = signature.named_parameters(target)
         flag = "--data-dir" if unknown == ["data_dir"] else f"argument {', '.join(sorted(unknown))}"
         raise BenchmarkError(
-            f"{what} does not accept {flag}; it accepts: {', '.join(accepted) or 'no arguments'}"
-        )
+            f"benchmark {name!r} does not accept {flag}; it accepts: {', '.join(accepted) or 'no arguments'}")
+    for argument, problem in plugin.mistyped_arguments(target, kwargs).items():
+        flag = "--data-dir" if argument == "data_dir" else f"-B {argument}=VALUE (or the config's benchmark_args)"
+        raise BenchmarkError(f"benchmark {name!r}: argument {argument}={kwargs[argument]!r} {problem}; fix {flag}")
 
 
 def solution_spec(
@@ -208,7 +239,7 @@ def solution_spec(
     """The recipe of the solution ``name`` with its arguments, unchecked (:meth:`SolutionSpec.check` is the
     caller's: :meth:`RunRequest.from_config <runner.engine.request.RunRequest.from_config>` checks it once).
 
-    With no name but a ``model``, the benchmark's ``default_solution`` (a model-driven agent) is used.
+    With no name but a ``model``, the benchmark's declared ``default_solution`` (a model-driven agent) is used.
     ``model``, ``model_base_url``, ``user_model`` and ``user_model_base_url`` are passed as the constructor
     arguments of those names. ``target``: what the name (or the default solution) resolves to, when the caller has
     resolved it already.
@@ -219,7 +250,7 @@ def solution_spec(
         PluginError: unknown name or bad import path.
     """
     if name is None:
-        default = getattr(benchmark, "default_solution", None)
+        default = plugin.declaration(benchmark).default_solution if benchmark is not None else None
         if model is None:
             raise ConfigError("no solution: pass --solution NAME (see 'python -m runner list') or --model")
         if default is None:

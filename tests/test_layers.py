@@ -42,10 +42,6 @@ ALLOWED: dict[str, set[str]] = {
 }
 SHARED = {"_lazy"}
 """Parts every layer may import: the one helper of the package-face convention (``runner/_lazy.py``)."""
-PLUGIN_ACCESS = {"runner.serving.embedded"}
-"""Modules below their layer that plug-ins may still import: the embedded model's weights, for a solution that loads a
-model in its own process (lm-eval's ``HFLM``) and a benchmark that renders prompts with its tokenizer."""
-PLUGINS = {"benchmarks", "solutions"}
 FACES = {"__init__"}
 """``runner/__init__.py`` re-exports the public API from every layer."""
 
@@ -129,8 +125,6 @@ def test_every_import_points_down() -> None:
         assert source in ALLOWED, f"{name}: add its package to the layer table in this test and docs/architecture.md"
         for module, line, _ in imports(name, path):
             target = part(module)
-            if source in PLUGINS and module in PLUGIN_ACCESS:
-                continue
             if target != source and target not in ALLOWED[source] and target not in SHARED:
                 upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module} ({source} -> {target})")
     assert upward == []

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from runner.core.benchmark import BenchmarkBase
 from runner.core.metric import MetricBase, MetricResult, MetricType
+from runner.core.plugin import declare
 from runner.core.results import RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
@@ -60,6 +61,7 @@ def _question(rng: random.Random, category: str) -> tuple[str, float]:
     return f"({a} + {b}) * {c} - {a}", (a + b) * c - a
 
 
+@declare("toy")
 class ToyBenchmark(BenchmarkBase):
     """100 arithmetic questions ("What is 12 * 7?"), 20 per category, the same on every machine.
 

@@ -16,7 +16,7 @@ from runner.cli.args import config_from_args
 from runner.engine.request import RunRequest
 from runner.evaluators import evaluate
 from runner.models import PROVIDERS
-from runner.registry import available_benchmarks, available_executors, available_solutions
+from runner.registry import available_benchmarks, available_executors, available_solutions, plugin_lines
 from runner.report import render, render_matrix, report_matrix, report_run, summary_json
 from runner.report.status import is_matrix, matrix_status, run_status
 from runner.report.table import default_console
@@ -84,14 +84,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``list``: the benchmarks, solutions, executors and model providers this installation knows."""
+    """``list``: the benchmarks and solutions this installation knows, each with what it needs from the run and its
+    arguments (:func:`runner.registry.plugin_lines`), then the executors and model providers."""
     console = default_console()
-    console.print("[bold]benchmarks[/bold]")
-    for name, path in sorted(available_benchmarks().items()):
-        console.print(f"  {name:<16} {path}")
-    console.print("[bold]solutions[/bold]")
-    for name, path in sorted(available_solutions().items()):
-        console.print(f"  {name:<16} {path}")
+    for kind, table in (("benchmark", available_benchmarks()), ("solution", available_solutions())):
+        console.print(f"[bold]{kind}s[/bold] (-{'B' if kind == 'benchmark' else 'S'} NAME=VALUE sets an argument)")
+        for name, path in sorted(table.items()):
+            console.print(f"  {name:<16} {path}", markup=False, soft_wrap=True)
+            for line in plugin_lines(kind, name, path):
+                console.print(f"  {'':<16}   {line}", markup=False, soft_wrap=True)
     console.print("[bold]executors[/bold] (--executor NAME; --sequential is short for --executor sequential)")
     for name, path in sorted(available_executors().items()):
         console.print(f"  {name:<16} {path}")

@@ -12,7 +12,10 @@ from typing import Any
 
 from pydantic_core import PydanticUndefined
 
+from runner import registry
 from runner.cli.args import GROUPS, Setting, declared_settings
+from runner.core import plugin
+from runner.core.solution import SolutionSpec
 from runner.core.config import RENAMED, RunConfig
 from runner.core.flags import NoFlag, declaration
 from runner.kuberay.deploy_flags import DeployFlags
@@ -80,7 +83,30 @@ def page() -> str:
     for setting in declared_settings(DeployFlags):
         metavar = f" `{setting.flag.metavar}`" if setting.flag.metavar else ""
         lines.append(f"| `{setting.option}`{metavar} | {_cell(setting.flag.help)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _plugin_sections()) + "\n"
+
+
+def _plugin_sections() -> list[str]:
+    """The built-in benchmarks' and solutions' arguments, from their declarations (:mod:`runner.core.plugin`)."""
+    lines = ["", "## Arguments of the built-in benchmarks (`-B`) and solutions (`-S`)", "",
+             "Read from each plug-in's declaration (`runner/core/plugin.py`: its constructor's keyword arguments, "
+             "what it needs from the run); `python -m runner list` prints the same for installed plug-ins too. An "
+             "argument it does not take, or a value of the wrong type, is refused before anything is written."]
+    for kind, table in (("benchmark", registry.BENCHMARKS), ("solution", registry.SOLUTIONS)):
+        flag = "-b" if kind == "benchmark" else "-s"
+        for name, path in sorted(table.items()):
+            target = registry.load_object(path, kind)
+            lines += ["", f"### `{flag} {name}`", "", f"`{path}`: {_cell(registry.plugin_lines(kind, name, path)[0])}.",
+                      ""]
+            recipe = kind == "benchmark" or SolutionSpec(target=target).is_recipe
+            arguments = list(plugin.argument_rows(target)) if recipe else []
+            if not arguments:
+                lines.append("No arguments." if recipe else "A plain function: no arguments.")
+                continue
+            lines += ["| argument | type | default | meaning |", "| --- | --- | --- | --- |"]
+            lines += [f"| `{row.name}` | `{_cell(row.type)}` | {'required' if row.default is None else f'`{row.default}`'} "
+                      f"| {_cell(row.help)} |" for row in arguments]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

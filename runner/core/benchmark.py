@@ -29,10 +29,13 @@ class BenchmarkBase(ABC):
     - :meth:`score`: a headline score computed from aggregated results;
     - :meth:`report_files`: files written beside ``summary.json`` from the run's records (e.g. GAIA's leaderboard
       submission);
-    - ``items_in_flight()``: the items each worker should hold in flight to fill the benchmark's model batches
-      (lm-eval's ``batch_size``), the default of ``--concurrency`` when the run sets none (``None``: no opinion).
-    - a constructor that names ``model`` or ``model_base_url`` gets the run's ``--model`` and ``--model-base-url``
-      (:data:`runner.registry.RUN_MODEL_ARGS`).
+    - :meth:`items_in_flight`: the items each worker should hold in flight to fill the benchmark's model batches
+      (lm-eval's ``batch_size``), the default of ``--concurrency`` when the run sets none.
+
+    What it needs from the run (its model, a judge, the data folder), its agent for a bare ``--model`` and its
+    ``mock:<name>`` policy are declared on the class (:func:`runner.core.plugin.declare`); its arguments (``-B``)
+    are its constructor's keyword arguments (:func:`runner.core.plugin.arguments_model`). A benchmark that declares
+    nothing gets what its constructor names: ``model``, ``model_base_url``, ``judge_model``, ``data_dir``.
 
     Construction should be cheap (load data in :meth:`prepare` or on first iteration): ``python -m runner report``
     rebuilds the benchmark from the run manifest to compute its headline score.
@@ -62,6 +65,11 @@ class BenchmarkBase(ABC):
             return len(self)  # type: ignore[arg-type]
         except TypeError:
             return None
+
+    def items_in_flight(self) -> int | None:
+        """The items each worker should hold in flight to fill the benchmark's model batches, the default of
+        ``--concurrency`` when the run sets none; ``None`` (the default): no opinion."""
+        return None
 
     def reference(self, task: Task) -> SolutionOutput | Any:
         """The gold answer of ``task``; by default its ``ground_truth``."""

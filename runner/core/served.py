@@ -7,7 +7,8 @@ serve`` subprocess on a loopback port) and publishes it here once it is ready; t
 when it was given no base URL, and uses only what it read for that attempt (``runner.models._route.Route``), so
 a solution, a judge or a simulated user built anywhere (even unpickled from the driver) reaches this worker's replica
 through the usual retries, limiter, cache, usage and budget. A replica restarted on another port is published again
-and the next call goes there. Plug-ins import this module, never :mod:`runner.serving`.
+and the next call goes there. The embedded model's folder is published here too (:func:`embedded_folder`). Plug-ins
+import this module, never :mod:`runner.serving`.
 
 A table per process rather than a context variable: a worker's replicas serve every item and every thread of the
 process, and the engine's executors run items in several threads and event loops.
@@ -16,10 +17,12 @@ process, and the engine's executors run items in several threads and event loops
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runner.core import tokenizers
 from runner.core.engines import ENGINE_FACTS
+from runner.core.errors import RunnerError
 from runner.core.limits import model_key
 
 SERVED_ENDPOINT = "served-by-run"
@@ -67,9 +70,31 @@ model without a limit of its own. A call's own ``max_tokens`` (``-S max_tokens=N
 exceeds the room the prompt leaves in the context."""
 
 _lock = threading.Lock()
+_embedded_locator: list[Callable[[], str]] = []
 _table: dict[str, ServedEndpoint] = {}
 _expected: dict[str, float] = {}
 _failed: dict[str, str] = {}
+
+
+def publish_embedded_folder(locate: Callable[[], str]) -> None:
+    """Publish how this process finds the embedded model's folder (:mod:`runner.serving` does, when imported:
+    ``locate`` converts the packaged model on first use and returns its folder), for a plug-in that loads the model
+    in its own process or renders prompts with its tokenizer (lm-eval's ``HFLM`` and chat template)."""
+    _embedded_locator[:] = [locate]
+
+
+def embedded_folder() -> str:
+    """The embedded model's folder on this machine (``transformers:smollm2-135m-instruct``; converted on first use by
+    what :func:`publish_embedded_folder` published).
+
+    Raises:
+        RunnerError: nothing published it (this process never imported :mod:`runner.serving`, which every run's
+            driver and worker do), or what :mod:`runner.serving.embedded` raises (the ``local`` extra missing).
+    """
+    if not _embedded_locator:
+        raise RunnerError("the embedded model's folder is published by runner.serving, which this process has not "
+                          "imported; import runner.serving first")
+    return _embedded_locator[0]()
 
 
 def announce_tokenizer(source: str) -> None:

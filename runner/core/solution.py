@@ -4,7 +4,7 @@
 callable ``solution(task)`` or ``solution(task, context)``, sync or async, returning a ``SolutionOutput`` or a bare
 value (wrapped as ``SolutionOutput(output=value)``). A class, or a function marked with :func:`solution_factory`, is
 a recipe: a :class:`SolutionSpec` builds it once per worker (with the solution arguments it accepts, and
-``benchmark=`` if it asks for it), so a model is loaded once per worker, not once per task.
+``benchmark=`` if it needs it: :mod:`runner.core.plugin`), so a model is loaded once per worker, not once per task.
 
 Plug-ins import this module, never the engine: how a built solution is called (threads, timeouts) is the engine's.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from runner.core import signature
+from runner.core import plugin, signature
 from runner.core.errors import ConfigError, PluginError
 from runner.core.local_code import LocalCode, code_of_module, with_code
 
@@ -136,15 +136,16 @@ class SolutionSpec:
         return inspect.isclass(self.target) or bool(getattr(self.target, _FACTORY_MARK, False))
 
     def accepts(self, name: str) -> bool:
-        """Whether the target is a recipe whose constructor takes the argument ``name`` (e.g. ``model``)."""
-        return self.is_recipe and not signature.split_kwargs(self.target, {name: None})[1]
+        """Whether the target is a recipe whose arguments' model (:func:`runner.core.plugin.arguments_model`: its
+        constructor's keyword arguments, all with ``**kwargs``) has the argument ``name`` (e.g. ``model``)."""
+        return self.is_recipe and not plugin.unknown_arguments(self.target, [name])
 
     @property
     def in_process_providers(self) -> tuple[str, ...]:
-        """Providers whose models the target loads in its own process rather than calling a server (its
-        ``in_process_providers`` attribute; e.g. ``("transformers",)`` for lm-eval's ``HFLM``): the run starts no
+        """Providers whose models the target loads in its own process rather than calling a server, as it declares
+        (:func:`runner.core.plugin.declare`; e.g. ``("transformers",)`` for lm-eval's ``HFLM``): the run starts no
         replica of the agent's model of such a provider."""
-        return tuple(getattr(self.target, "in_process_providers", ()) or ())
+        return plugin.declaration(self.target).in_process_providers
 
     @property
     def display(self) -> str:
@@ -157,8 +158,8 @@ class SolutionSpec:
 
         A recipe may also define ``check_arguments(**kwargs)`` (a static or class method raising ``ConfigError``):
         it is called here with the arguments, so that a bad value is reported before anything is written rather
-        than when each worker builds the solution. Then every argument is validated against the recipe's type
-        annotations (pydantic's lax mode), so ``-S temperature=hot`` is refused here too.
+        than when each worker builds the solution. Then every argument is validated against the recipe's arguments'
+        model (:func:`runner.core.plugin.mistyped_arguments`, pydantic's lax mode), so ``-S temperature=hot`` is refused here too.
 
         Raises:
             ConfigError: naming the argument and the way out.
@@ -175,7 +176,7 @@ class SolutionSpec:
                 f"solution {self.display!r} is a plain function and takes no arguments "
                 f"({', '.join(sorted(self.kwargs))}); drop them or make it a class or @solution_factory"
             )
-        _, rejected = signature.split_kwargs(self.target, self.kwargs)
+        rejected = plugin.unknown_arguments(self.target, self.kwargs)
         if rejected:
             raise ConfigError(
                 f"solution {self.display!r} does not accept {', '.join(sorted(rejected))}; "
@@ -184,7 +185,7 @@ class SolutionSpec:
         check_arguments = getattr(self.target, "check_arguments", None)
         if callable(check_arguments):
             check_arguments(**self.kwargs)
-        for name, problem in signature.mistyped(self.target, self.kwargs).items():
+        for name, problem in plugin.mistyped_arguments(self.target, self.kwargs).items():
             raise ConfigError(
                 f"solution {self.display!r}: argument {name}={self.kwargs[name]!r} {problem}; "
                 f"fix -S {name}=VALUE (or the config's solution_args)"
@@ -202,10 +203,9 @@ class SolutionSpec:
         if not self.is_recipe:
             return self.target
         offered = dict(self.kwargs)
-        if benchmark is not None:
+        if benchmark is not None and "benchmark" in plugin.declaration(self.target).needs:
             offered.setdefault("benchmark", benchmark)
-        accepted, _ = signature.split_kwargs(self.target, offered)
-        built = self.target(**accepted)
+        built = self.target(**offered)
         if not callable(built):
             raise PluginError(f"solution {self.display!r} built a {type(built).__name__}, which is not callable")
         return built

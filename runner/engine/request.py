@@ -16,13 +16,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runner import registry
-from runner.core import signature
+from runner.core import plugin
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunConfig, RunSettings, build_config
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
 from runner.core.solution import SolutionSpec
-from runner.serving import ReplicaSpec, default_concurrency, model_environment, replica_specs
+from runner.serving import (
+    ReplicaSpec,
+    default_concurrency,
+    model_environment,
+    replica_specs,
+)
 from runner.storage.store import ResultStore
 
 if TYPE_CHECKING:
@@ -177,13 +182,13 @@ class RunRequest:
 
 
 def _solution_target(config: RunConfig, benchmark: Any) -> Any:
-    """The solution the configuration names, resolved once: ``config.solution``, else the benchmark's
-    ``default_solution`` (its model-driven agent); ``None`` when it names none.
+    """The solution the configuration names, resolved once: ``config.solution``, else the benchmark's declared
+    ``default_solution`` (its model-driven agent, :mod:`runner.core.plugin`); ``None`` when it names none.
 
     Raises:
         PluginError: the name cannot be resolved.
     """
-    name = config.solution or getattr(benchmark, "default_solution", None)
+    name = config.solution or plugin.declaration(benchmark).default_solution
     if name is None:
         return None
     return registry.resolve(name, registry.available_solutions(), "solution")[0]
@@ -249,9 +254,9 @@ def _judge_default(config: RunConfig, benchmark: Any, model: str | None) -> dict
 
 
 def takes_judge(benchmark: Any) -> bool:
-    """Whether a benchmark (its class, factory or an instance) takes ``judge_model`` (it has LLM-judged metrics)."""
-    target = benchmark if callable(benchmark) and not isinstance(benchmark, BenchmarkBase) else type(benchmark)
-    return signature.names_parameter(target, "judge_model")
+    """Whether a benchmark (its class, factory or an instance) needs a judge (it has LLM-judged metrics;
+    :func:`runner.core.plugin.declaration`)."""
+    return "judge" in plugin.declaration(benchmark).needs
 
 
 def _check_prices(config: RunConfig) -> None:
@@ -268,12 +273,13 @@ def _check_prices(config: RunConfig) -> None:
 
 def _with_concurrency(config: RunConfig, replicas: tuple[ReplicaSpec, ...], benchmark: BenchmarkBase) -> RunConfig:
     """``config`` with the items in flight per worker that fill the served engines' batches (and the benchmark's
-    model batches, ``items_in_flight``), unless ``--concurrency`` was given."""
+    model batches, :meth:`~runner.core.benchmark.BenchmarkBase.items_in_flight`), unless ``--concurrency`` was
+    given."""
     on_gpu = config.worker.num_gpus > 0
     wanted = [default_concurrency(replica, on_gpu) for replica in replicas]
-    hint = getattr(benchmark, "items_in_flight", None)
-    if callable(hint) and hint() is not None:
-        wanted.append(hint())
+    hint = benchmark.items_in_flight()
+    if hint is not None:
+        wanted.append(hint)
     if not wanted or "max_concurrency" in config.worker.model_fields_set:
         return config
     return changed(config, worker={**config.worker.model_dump(exclude_unset=True), "max_concurrency": max(wanted)})

@@ -4,9 +4,9 @@ before a cluster starts (``submit`` makes the full checks itself: :mod:`runner.c
 - Model names (``model``, ``user_model``, ``judge_model``): a known provider and a model
   (:func:`runner.models.parse_model_name`'s rule), as :func:`model_name_pattern`.
 - For each built-in benchmark and solution (:data:`runner.registry.BENCHMARKS`, :data:`runner.registry.SOLUTIONS`;
-  a built-in name wins over an installed one): the argument names its constructor takes (``benchmark_args``,
-  ``solution_args``), and null for what it does not take (``data_dir``, the judge of a benchmark without judged
-  metrics, a model for a solution that takes none), as :func:`builtin_rules`.
+  a built-in name wins over an installed one): the argument names its declaration takes (``benchmark_args``,
+  ``solution_args``; :mod:`runner.core.plugin`), and null for what it does not need (``data_dir``, the judge of a
+  benchmark without judged metrics, a model for a solution that takes none), as :func:`builtin_rules`.
 
 Unknown benchmark and solution names cannot be refused here: an image may install more under the entry-point
 groups (:mod:`runner.registry`). Argument values are not checked either: a local run validates them in pydantic's
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner import registry
-from runner.core import signature
+from runner.core import plugin
 from runner.core.solution import SolutionSpec
 from runner.models import PROVIDERS
 from runner.core.secrets import anycase
@@ -41,12 +41,14 @@ def _when(field: str, value: str, then: dict[str, Any]) -> dict[str, Any]:
     return {"if": {"properties": {field: {"const": value}}, "required": [field]}, "then": {"properties": then}}
 
 
-def _argument_names(target: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any] | None:
-    """``{"propertyNames": {"enum": [...]}}`` of the keyword arguments ``target`` takes, or ``None`` when it takes
-    any (``**kwargs``) or its signature cannot be read."""
-    if signature.parameters(target) is None or signature.takes_var_keyword(target):
+def _argument_names(target: Any) -> dict[str, Any] | None:
+    """``{"propertyNames": {"enum": [...]}}`` of the fields of ``target``'s arguments' model
+    (:func:`runner.core.plugin.arguments_model`), or ``None`` when it takes any (``**kwargs``) or its signature
+    cannot be read."""
+    model = plugin.arguments_model(target)
+    if model is None or model.model_config.get("extra") == "allow":
         return None
-    names = [name for name in signature.named_parameters(target) if name not in exclude]
+    names = list(model.model_fields)
     return {"propertyNames": {"enum": names}} if names else {"maxProperties": 0}
 
 
@@ -60,15 +62,16 @@ def builtin_rules() -> list[dict[str, Any]]:
         then: dict[str, Any] = {}
         if (arguments := _argument_names(target)) is not None:
             then["benchmark_args"] = arguments
-        if not signature.names_parameter(target, "data_dir") and not signature.takes_var_keyword(target):
+        needs = plugin.declaration(target).needs
+        if "data_dir" not in needs and _argument_names(target) is not None:
             then["data_dir"] = null
-        if not signature.names_parameter(target, "judge_model"):
+        if "judge" not in needs:
             then.update(judge_model=null, judge_base_url=null)
         if then:
             rules.append(_when("benchmark", name, then))
     for name, path in sorted(registry.SOLUTIONS.items()):
         spec = SolutionSpec(target=registry.load_object(path, "solution"), name=name)
-        then = {"solution_args": _argument_names(spec.target, exclude=("benchmark",)) if spec.is_recipe
+        then = {"solution_args": _argument_names(spec.target) if spec.is_recipe
                 else {"maxProperties": 0}}
         if then["solution_args"] is None:
             del then["solution_args"]

@@ -9,7 +9,8 @@ Names (``--model``):
 
 - ``mock``: the default policy (:func:`default_policy`), or the ``mock_policy`` a benchmark's agent passes to
   :meth:`ChatModel.from_name`;
-- ``mock:<name>``: a registered policy (:data:`MOCK_POLICIES`: ``default``, ``echo``, and those benchmarks add);
+- ``mock:<name>``: a registered policy (:data:`MOCK_POLICIES`: ``default``, ``echo``, and those registered here),
+  or one a benchmark or its agent declared (:data:`runner.core.plugin.MOCK_POLICIES`, e.g. ``mock:hotpotqa``);
 - ``mock:<path or URL>``: a YAML or JSON script file (any fsspec path; on a cluster it must be readable by every
   worker, e.g. ``s3://...``);
 - ``mock:<module>:<attribute>``: a policy, script or reply list importable in every worker.
@@ -42,10 +43,11 @@ import fsspec
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from runner.core import plugin
 from runner.core.errors import ConfigError
 from runner.models._base import ChatModel
-from runner.models._model_errors import ModelError, one_line
 from runner.models._json import schema_instance
+from runner.models._model_errors import ModelError, one_line
 from runner.models._replies import split_think
 from runner.models._types import ChatReply, ChatRequest, ToolCall, Usage, content_text
 
@@ -191,13 +193,10 @@ def echo_policy(request: ChatRequest) -> MockReply:
 MOCK_POLICIES: dict[str, MockPolicySource] = {
     "default": default_policy,
     "echo": echo_policy,
-    "acebench": "runner.solutions.acebench.mock:policy",
-    "bfcl": "runner.solutions.bfcl.mock:policy",
-    "gaia": "runner.solutions.gaia.mock:policy",
-    "hotpotqa": "runner.benchmarks.hotpotqa.mock:policy",
 }
-"""Registered policies for ``mock:<name>``. A benchmark adds its own as an import path string (imported on first
-use, in every worker), e.g. ``"hotpotqa": "runner.benchmarks.hotpotqa.mock:policy"``."""
+"""Registered policies for ``mock:<name>``. A benchmark or its agent declares its own instead
+(:func:`runner.core.plugin.declare`'s ``mock_policy``, an import path imported on first use, in every worker that
+imported the plug-in)."""
 
 
 def register_mock_policy(name: str, policy: MockPolicySource) -> None:
@@ -252,14 +251,14 @@ def resolve_mock_policy(source: MockPolicySource) -> MockPolicy:
             invalid, or an import path that does not import.
     """
     if isinstance(source, str):
-        if source in MOCK_POLICIES:
-            registered = MOCK_POLICIES[source]
+        registered = MOCK_POLICIES.get(source) or plugin.MOCK_POLICIES.get(source)
+        if registered is not None:
             return resolve_mock_policy(_import(registered) if isinstance(registered, str) else registered)
         if _looks_like_path(source):
             return load_mock_script(source)
         if ":" in source:
             return resolve_mock_policy(_import(source))
-        known = ", ".join(sorted(MOCK_POLICIES))
+        known = ", ".join(sorted({*MOCK_POLICIES, *plugin.MOCK_POLICIES}))
         raise ConfigError(f"unknown mock policy {source!r}; use mock:<one of {known}>, mock:<script.yaml> "
                           "or mock:<module>:<attribute>")
     if isinstance(source, MockScript) or callable(source):

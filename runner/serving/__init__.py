@@ -15,13 +15,20 @@ May import ``runner.core`` only; never Ray, the engine or a plug-in.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from runner._lazy import lazy_exports
+from runner.core import served
 
 if TYPE_CHECKING:
     from runner.core.errors import ReplicaFailed, ReplicaStartError
-    from runner.serving.engines import ENGINES, Launch, default_concurrency, model_environment
+    from runner.serving.engines import (
+        ENGINES,
+        Launch,
+        default_concurrency,
+        model_environment,
+    )
     from runner.serving.replica import Health, Replica
     from runner.serving.spec import ReplicaSpec, replica_specs, served_models
     from runner.serving.supervisor import ReplicaStatus, ServedModels
@@ -47,3 +54,8 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+
+
+# Plug-ins that load the embedded model in their own process find its folder through core (runner.core.served);
+# the converter (runner.serving.embedded, which imports the HTTP client) is imported when one first asks.
+served.publish_embedded_folder(lambda: str(importlib.import_module("runner.serving.embedded").model_dir()))

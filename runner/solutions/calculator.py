@@ -14,6 +14,7 @@ import operator
 import re
 from typing import Any
 
+from runner.core.plugin import declare
 from runner.core.task import Task
 
 MAX_EXPONENT = 1000
@@ -89,6 +90,7 @@ def extract_expression(text: str) -> str:
     return match.group(1) if match else text
 
 
+@declare("calculator")
 def calculator(task: Task) -> int | float:
     """Built-in solution ``calculator``: answer an arithmetic question by :func:`evaluate`.
 

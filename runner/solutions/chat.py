@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from runner.core.solution import SolutionOutput
+from runner.core.plugin import declare
+from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
-from runner.core.solution import solution_factory
 from runner.models import ChatModel, system_message, user_message
 
 
+@declare("chat", needs={"model", "model_base_url"})
 @solution_factory
 def chat(
     model: str,

@@ -22,17 +22,23 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from runner.solutions.tools import CALCULATOR_TOOL, CONTEXT_LOOKUP_TOOL, ContextLookup, ToolError, calculator
+from runner.core.errors import ConfigError
+from runner.core.plugin import declare
+from runner.core.solution import SolutionOutput, solution_factory
+from runner.core.task import Task
+from runner.core.trajectory import tool_calls
+from runner.models import ChatModel, parse_json, system_message, user_message
+from runner.solutions.tool_loop import run_tool_loop
+from runner.solutions.tools import (
+    CALCULATOR_TOOL,
+    CONTEXT_LOOKUP_TOOL,
+    ContextLookup,
+    ToolError,
+    calculator,
+)
 from runner.solutions.web import LiveTools, check_timeout
 from runner.solutions.web.http import DEFAULT_TIMEOUT_S
 from runner.solutions.web.wikipedia import WIKIPEDIA_URL
-from runner.core.errors import ConfigError
-from runner.core.solution import SolutionOutput
-from runner.core.task import Task
-from runner.core.trajectory import tool_calls
-from runner.core.solution import solution_factory
-from runner.models import ChatModel, parse_json, system_message, user_message
-from runner.solutions.tool_loop import run_tool_loop
 
 ANSWER_FORMAT = (
     '{"answer": "<concise, specific answer only (e.g., \'Delhi\')>", '
@@ -176,6 +182,7 @@ async def answer_question(model: ChatModel, task: Task, max_turns: int = DEFAULT
     )
 
 
+@declare("hotpotqa-agent", needs={"model", "model_base_url"})
 @solution_factory
 def hotpotqa_agent(
     model: str,

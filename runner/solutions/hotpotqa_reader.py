@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runner.core.errors import ConfigError
+from runner.core.plugin import declare
 from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
 from runner.models import ChatModel, system_message, user_message
@@ -51,6 +52,7 @@ def first_line(text: str) -> str:
     return ""
 
 
+@declare("hotpotqa-reader", needs={"model", "model_base_url"})
 @solution_factory
 def hotpotqa_reader(model: str, model_base_url: str | None = None, context: str = "gold",
                     temperature: float | None = 0.0, max_tokens: int | None = 32,

@@ -35,7 +35,9 @@ from runner.benchmarks.lmeval.routes import Route
 from runner.core import loaded
 from runner.core.errors import ConfigError
 from runner.core.limits import spend
+from runner.core.plugin import declare
 from runner.core.scope import current_scope, repeat_seed
+from runner.core.served import embedded_folder
 from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
 from runner.core.usage import record_usage
@@ -326,7 +328,7 @@ def _device() -> str:
 def _build_hf(route: Route, benchmark: Any) -> _Model:
     from lm_eval.models.huggingface import HFLM
 
-    pretrained = route.source or _embedded_folder()
+    pretrained = route.source or embedded_folder()
     options = {"device": _device(), **benchmark.model_args}
     if benchmark.max_length is not None:
         options.setdefault("max_length", benchmark.max_length)
@@ -348,16 +350,13 @@ def _hf_key(route: Route, benchmark: Any) -> str:
     return f"lm-eval-hf:{route.model}:{route.source}:{options}"
 
 
-def _embedded_folder() -> str:
-    from runner.serving import embedded
-
-    return str(embedded.model_dir())
-
-
 def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractEventLoop]) -> _Model:
     """lm-eval's ``local-completions`` (or ``local-chat-completions``) over the runner's HTTP path; its requests run
     on the worker's event loop (``loops["worker"]``, set by the first document), from the model call's thread."""
-    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
+    from lm_eval.models.openai_completions import (
+        LocalChatCompletion,
+        LocalCompletionsAPI,
+    )
 
     from runner.models import ChatModel, post_json
 
@@ -376,7 +375,7 @@ def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractE
     options: dict[str, Any] = {"max_retries": 1, "num_concurrent": 1, "batch_size": benchmark.batch_size}
     tokenizer = None
     if route.kind != "chat":
-        tokenizer = benchmark.model_args.get("tokenizer") or route.source or _embedded_folder()
+        tokenizer = benchmark.model_args.get("tokenizer") or route.source or embedded_folder()
         options.update(tokenizer=tokenizer, tokenizer_backend="huggingface", tokenized_requests=route.token_prompts,
                        max_length=benchmark.max_length or _context_length(model, tokenizer))
     options.update(benchmark.model_args)
@@ -459,6 +458,7 @@ def _context_length(model: Any, tokenizer: str | None) -> int:
     return 2048
 
 
+@declare("lm-eval", needs={"model", "model_base_url", "benchmark"}, in_process_providers=("transformers",))
 @solution_factory
 def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
                   ) -> Callable[[Task], Awaitable[SolutionOutput]]:
@@ -521,4 +521,3 @@ def lm_eval_model(model: str, benchmark: Any, model_base_url: str | None = None
     return solve
 
 
-lm_eval_model.in_process_providers = ("transformers",)  # type: ignore[attr-defined]

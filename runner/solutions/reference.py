@@ -9,10 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 from runner.core.benchmark import BenchmarkBase
-from runner.core.task import Task
+from runner.core.plugin import declare
 from runner.core.solution import solution_factory
+from runner.core.task import Task
 
 
+@declare("reference", needs={"benchmark"})
 @solution_factory
 def reference(benchmark: BenchmarkBase) -> Callable[[Task], Any]:
     """Build the solution ``task -> benchmark.reference(task)`` (once per worker)."""

@@ -8,10 +8,16 @@ from runner.benchmarks.acebench import files
 from runner.benchmarks.acebench.answer_checks import is_multi_turn
 from runner.benchmarks.acebench.environment import ACEEnvironment
 from runner.benchmarks.acebench.headline import score_rows
-from runner.benchmarks.acebench.metrics import AgentAccuracy, NormalAccuracy, ProcessAccuracy, SpecialAccuracy
+from runner.benchmarks.acebench.metrics import (
+    AgentAccuracy,
+    NormalAccuracy,
+    ProcessAccuracy,
+    SpecialAccuracy,
+)
 from runner.benchmarks.acebench.reference import reference_output
 from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
+from runner.core.plugin import declare
 from runner.core.results import Headline, RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
@@ -48,6 +54,7 @@ Record = tuple[str, dict[str, Any], dict[str, Any]]
 """One task's data: its category, its prompt line and its answer line."""
 
 
+@declare("acebench", needs={"data_dir"}, default_solution="acebench")
 class ACEBenchmark(RecordsBenchmark[Record]):
     """ACEBench: tool use in normal, special and agent settings.
 
@@ -74,7 +81,6 @@ class ACEBenchmark(RecordsBenchmark[Record]):
     """
 
     headline_metrics = ("accuracy",)
-    default_solution = "acebench"
 
     def __init__(self, data_dir: str | None = None, language: str = "en", categories: Any = None,
                  scoring: str = "official", verify: bool = True,

@@ -22,6 +22,7 @@ from runner.benchmarks.bfcl.preprocess import multi_turn_functions, with_languag
 from runner.benchmarks.bfcl.reference import reference_output
 from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
+from runner.core.plugin import declare
 from runner.core.results import Headline, RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
@@ -38,6 +39,7 @@ Record = tuple[str, dict[str, Any], Any]
 """One task's data: its category, its question line and its ground truth (``None`` without a possible answer)."""
 
 
+@declare("bfcl", needs={"data_dir"}, default_solution="bfcl")
 class BFCLBenchmark(RecordsBenchmark[Record]):
     """BFCL v4: function calling, single-turn (AST and relevance checks) and multi-turn (simulated APIs).
 
@@ -68,7 +70,6 @@ class BFCLBenchmark(RecordsBenchmark[Record]):
     """
 
     headline_metrics = ("accuracy",)
-    default_solution = "bfcl"
 
     def __init__(self, data_dir: str | None = None, categories: Any = None, per_category: int | None = None,
                  verify: bool = True, storage_options: dict[str, Any] | None = None) -> None:

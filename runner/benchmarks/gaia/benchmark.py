@@ -18,9 +18,14 @@ from runner.benchmarks.gaia.data import (
     locate_split,
 )
 from runner.benchmarks.gaia.metrics import ACCURACY, Answered, GAIAAccuracy
-from runner.benchmarks.gaia.submission import submission_bytes, submission_file, submission_line
+from runner.benchmarks.gaia.submission import (
+    submission_bytes,
+    submission_file,
+    submission_line,
+)
 from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
+from runner.core.plugin import declare
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ReportFile, RunResults
 from runner.core.solution import SolutionOutput
@@ -54,6 +59,7 @@ def parse_levels(levels: Any) -> tuple[str, ...]:
     return tuple(level for level in LEVELS if level in chosen)
 
 
+@declare("gaia", needs={"data_dir"}, default_solution="gaia-agent")
 class GAIABenchmark(RecordsBenchmark[GAIARecord]):
     """GAIA: questions for tool-using assistants, with attached files, scored by the leaderboard's quasi exact match.
 
@@ -87,7 +93,6 @@ class GAIABenchmark(RecordsBenchmark[GAIARecord]):
     """
 
     headline_metrics = ("accuracy", "answered")
-    default_solution = "gaia-agent"
     # Ray workers receive the benchmark for reference() and the headline only: its arguments, not the data.
     transient = ("_location",)
 

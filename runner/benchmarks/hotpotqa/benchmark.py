@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from runner.benchmarks.hotpotqa.data import FORMATS, Format, HotpotRecord
 from runner.benchmarks.hotpotqa.data import load_records as read_records
 from runner.benchmarks.hotpotqa.embeddings import SentenceEmbedder
@@ -19,6 +18,7 @@ from runner.benchmarks.hotpotqa.metrics import (
 from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
 from runner.core.metric import MetricBase
+from runner.core.plugin import declare
 from runner.core.results import Headline, RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
@@ -28,6 +28,8 @@ from runner.models import ChatModel
 HEADLINE_COMPONENTS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
 
 
+@declare("hotpotqa", needs={"data_dir", "judge"}, default_solution="hotpotqa-agent",
+         mock_policy="runner.benchmarks.hotpotqa.mock:policy")
 class HotpotQABenchmark(RecordsBenchmark[HotpotRecord]):
     """HotpotQA questions from a file in the official (distractor), simplified or BeeAI shape.
 
@@ -36,10 +38,6 @@ class HotpotQABenchmark(RecordsBenchmark[HotpotRecord]):
             questions, checked against its pinned SHA-1). ``data_dir`` is accepted as an alias (the CLI's
             ``--data-dir``).
         format: ``distractor``, ``simplified`` or ``beeai``; detected from the first record when omitted.
-
-    Tasks: ``input`` is the question; ``ground_truth`` holds the answer, supporting facts, titles and sentences;
-    ``metadata["context"]`` the paragraphs a context-lookup tool serves (:attr:`HotpotRecord.lookup_context`);
-    ``tags`` carry ``category`` (the question type: bridge or comparison) and ``level`` where the file has them.
 
         judge_model: the judge of the model-judged metrics (``provider:model``); with it, ``answer_llm_judge`` and,
             when the file has supporting sentences, ``facts_similarity`` are added (see
@@ -61,6 +59,10 @@ class HotpotQABenchmark(RecordsBenchmark[HotpotRecord]):
             supporting facts, such as ``hotpotqa-reader`` (``-B answer_only=true``). The headline is then the mean
             ``f1``; the official script's joint scores would be 0 for every such prediction.
 
+    Tasks: ``input`` is the question; ``ground_truth`` holds the answer, supporting facts, titles and sentences;
+    ``metadata["context"]`` the paragraphs a context-lookup tool serves (:attr:`HotpotRecord.lookup_context`);
+    ``tags`` carry ``category`` (the question type: bridge or comparison) and ``level`` where the file has them.
+
     Metrics: the official ``em``, ``f1``, ``prec``, ``recall`` and, when the file has supporting facts, ``sp_*``
     and ``joint_*`` (see :mod:`runner.benchmarks.hotpotqa.official`); BeeAI's ``exact_match`` and, when the file
     names supporting titles, ``tool_usage``; the judged metrics above. Headline: the mean joint F1 (the
@@ -73,7 +75,6 @@ class HotpotQABenchmark(RecordsBenchmark[HotpotRecord]):
     """
 
     headline_metrics = ("joint_f1", "f1")
-    default_solution = "hotpotqa-agent"
 
     def __init__(
         self,

@@ -11,14 +11,16 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from runner.benchmarks.lmeval import loading, results, routes, scoring
+from runner.benchmarks.lmeval.scoring import TaskScorer, metrics_for
 from runner.core.benchmark import BenchmarkBase
 from runner.core.errors import BenchmarkError
 from runner.core.local_code import LocalCode, collect
+from runner.core.plugin import declare
 from runner.core.record import TaskRecord
 from runner.core.results import Headline, ReportFile, RunResults
+from runner.core.served import embedded_folder
 from runner.core.task import Task
-from runner.benchmarks.lmeval import loading, results, routes, scoring
-from runner.benchmarks.lmeval.scoring import TaskScorer, metrics_for
 
 LM_EVAL_VERSION = "0.4.13"
 """The lm-eval release this benchmark is written against and tested with (the ``lm-eval`` extra pins it): its
@@ -45,6 +47,7 @@ def _parse_kwargs(value: str | dict[str, Any] | None, what: str) -> dict[str, An
         raise BenchmarkError(problem) from None
 
 
+@declare("lm-eval", needs={"model", "model_base_url"}, default_solution="lm-eval")
 class LMEvalBenchmark(BenchmarkBase):
     """Tasks of lm-evaluation-harness (lm-eval), run by the runner: each document one item (task id
     ``<task>/<doc_id>``, category the task, tag ``group`` its top-level group), its prompts built by lm-eval on the
@@ -81,7 +84,6 @@ class LMEvalBenchmark(BenchmarkBase):
             task that needs prompt log-probabilities from an engine that returns none, bad arguments.
     """
 
-    default_solution = "lm-eval"
 
     def __init__(
         self,
@@ -181,7 +183,7 @@ class LMEvalBenchmark(BenchmarkBase):
                                  f"'lm-eval=={LM_EVAL_VERSION}'")
         route = self.route
         # As lm_eval does, the model's arguments are the tasks' metadata too (RULER reads its tokenizer there).
-        described = {"pretrained": route.source or _embedded_folder()} if route.kind == "hf" else \
+        described = {"pretrained": route.source or embedded_folder()} if route.kind == "hf" else \
             {"model": route.model.partition(":")[2]}
         options = loading.TaskOptions(**{**self.options.__dict__,
                                          "gen_kwargs": _parse_kwargs(self._gen_kwargs, "gen_kwargs"),
@@ -189,7 +191,7 @@ class LMEvalBenchmark(BenchmarkBase):
                                                       **(_parse_kwargs(self._metadata, "metadata") or {})}})
         self.options = options
         tokenizer = self.model_args.get("tokenizer")
-        loaded = loading.prepare(options, lambda: routes.chat_template(route, _embedded_folder, tokenizer))
+        loaded = loading.prepare(options, lambda: routes.chat_template(route, embedded_folder, tokenizer))
         route.refuse_logprob_tasks(routes.output_types(loaded.tasks.values()))
         self._scorers = {name: TaskScorer(task) for name, task in loaded.tasks.items()}
         self._loaded = loaded
@@ -369,10 +371,3 @@ def _stable(value: Any) -> Any:
     from lm_eval.utils import handle_non_serializable
 
     return handle_non_serializable(value)
-
-
-def _embedded_folder() -> str:
-    """The embedded model's converted folder on this machine (converted on first use)."""
-    from runner.serving import embedded
-
-    return str(embedded.model_dir())

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from runner.solutions.acebench.episodes import run_agent_task, strip_reasoning
-from runner.solutions.acebench.prompts import single_reply_messages
 from runner.benchmarks.acebench.files import AGENT_CATEGORIES
 from runner.core.errors import ConfigError
+from runner.core.plugin import declare
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
 from runner.models import ChatModel
+from runner.solutions.acebench.episodes import run_agent_task, strip_reasoning
+from runner.solutions.acebench.prompts import single_reply_messages
 
 MOCK_POLICY = "acebench"
 """The mock policy that bare ``--model mock`` plays with this agent (:mod:`runner.solutions.acebench.mock`)."""
@@ -18,6 +19,8 @@ DEFAULT_MAX_TURNS = 40
 """The authors' ``max_dialog_turns`` (``model_inference/apimodel_inference.py``)."""
 
 
+@declare("acebench", needs={"model", "model_base_url", "user_model", "user_model_base_url"},
+         mock_policy="runner.solutions.acebench.mock:policy")
 class ACEBenchAgent:
     """The model-driven ACEBench solution (``--solution acebench``, or ``--model X`` alone).
 

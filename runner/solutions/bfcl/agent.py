@@ -23,6 +23,7 @@ from runner.benchmarks.bfcl.decode import DecodeError
 from runner.benchmarks.bfcl.multi_turn import is_empty_execute_response
 from runner.benchmarks.bfcl.scoring import decode_execute
 from runner.core.errors import ConfigError
+from runner.core.plugin import declare
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
 from runner.models import ChatModel, ChatReply, tool_message
@@ -46,6 +47,7 @@ def step_output(reply: ChatReply, native: bool) -> Any:
     return [{"name": call.name, "arguments": call.raw_arguments} for call in reply.tool_calls]
 
 
+@declare("bfcl", needs={"model", "model_base_url"}, mock_policy="runner.solutions.bfcl.mock:policy")
 class BFCLAgent:
     """The model-driven BFCL solution (``--solution bfcl``, or ``--model X`` alone).
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from runner.benchmarks.gaia.attachments import Attachment
 from runner.core.errors import ConfigError
+from runner.core.plugin import declare
 from runner.core.solution import SolutionOutput, solution_factory
 from runner.core.task import Task
 from runner.models import ChatModel, system_message, user_message
@@ -122,6 +123,8 @@ async def solve_task(model: ChatModel, task: Task, live: LiveTools, max_turns: i
     )
 
 
+@declare("gaia-agent", needs={"model", "model_base_url"}, mock_policy="runner.solutions.gaia.mock:policy",
+         mock_name="gaia")
 @solution_factory
 def gaia_agent(
     model: str,
