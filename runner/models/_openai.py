@@ -19,7 +19,6 @@ import httpx
 import openai
 import structlog
 
-from runner.core.config import SERVABLE_PROVIDERS
 from runner.core.errors import ConfigError
 from runner.core.limits import Answer, Endpoint, RateSignal, estimate_tokens, request_slot
 from runner.core.loopback import tls_context
@@ -32,8 +31,9 @@ from runner.models._body import is_page, json_body, media_type
 from runner.models._context_check import fit
 from runner.models._counting import with_counted_usage
 from runner.models._model_options import ModelOptions
-from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
-                                   UnreadableReply, error_message, exceeds_context, one_line)
+from runner.models._failures import ModelFailures
+from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, NoChoice, UnreadableReply,
+                                   exceeds_context)
 from runner.models._providers import Provider
 from runner.models._asked import chat_mismatch, completion_mismatch, ignored_option
 from runner.models._replies import read_completion, read_text_completion, served_models
@@ -181,6 +181,10 @@ class OpenAICompatibleModel(ChatModel):
         self._clients = weakref.WeakKeyDictionary()
         _import_chat_api()
 
+    def _failures(self) -> ModelFailures:
+        """The errors of this model's calls, from its settings now (:mod:`runner.models._failures`)."""
+        return ModelFailures(self.name, self.provider, self.spec, self.timeout, self._pinned)
+
     def _http(self, route: Route) -> openai.AsyncOpenAI:
         """The HTTP client of the running event loop for ``route``'s URL (created on first use in that loop, and again
         when the URL moved: a served replica restarted on another port).
@@ -317,7 +321,7 @@ class OpenAICompatibleModel(ChatModel):
             try:
                 events = await read_events(response.aiter_lines())
             except UnreadableReply as exc:
-                raise self._protocol_error(route, response, exc) from None
+                raise self._failures().protocol_error(route, response, exc) from None
         return self._answered(route, response, answer, turn, events, asked=body)
 
     def _too_long(self, route: Route, detail: str) -> ChatReply:
@@ -404,41 +408,11 @@ class OpenAICompatibleModel(ChatModel):
                 raise ignored_option(self.name, route.url, path, mismatch, data, self.provider)
             return reply
         except UnreadableReply as exc:
-            raise self._protocol_error(route, response, exc) from None
+            raise self._failures().protocol_error(route, response, exc) from None
         except NoChoice as exc:
-            status = exc.status
-            why = f" ({exc.reason})" if exc.reason else " and no reason"
-            raise ModelError(
-                f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with no choice{why}; "
-                "the provider gave no reply to this request (a content filter, typically): this item is an error "
-                "and the run goes on; change or drop the item, or the provider's filter settings",
-                status=status,
-                retryable=status is not None and is_retryable_status(status),
-                error_code="rate_limited" if status == 429 else "no_choice",
-            ) from None
+            raise self._failures().no_choice(route, response, exc) from None
         except ErrorReply as exc:
-            status = exc.status
-            if exceeds_context(exc.detail):
-                raise ModelError(f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with an "
-                                 f"error: {exc.detail}; the conversation is longer than the model's context",
-                                 status=status, error_code=CONTEXT_LENGTH_EXCEEDED) from None
-            raise ModelError(
-                f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with an error"
-                f"{f' {status}' if status else ''}: {exc.detail}",
-                status=status,
-                retryable=status is not None and is_retryable_status(status),
-                error_code="rate_limited" if status == 429 else None,
-            ) from None
-
-    def _protocol_error(self, route: Route, response: httpx.Response, exc: UnreadableReply) -> ModelProtocolError:
-        """One line for an answer that is not the OpenAI API: the model, the URL, what came back and the fix."""
-        request = response.request
-        path = _path(route, request)
-        return ModelProtocolError(
-            f"{self.name} at {route.url}: {request.method} {path} answered {exc.shape}, not the OpenAI API; "
-            f"{exc.hint or _url_hint(route)}",
-            model=self.name, url=str(request.url), shape=exc.shape, status=response.status_code,
-        )
+            raise self._failures().error_reply(route, response, exc) from None
 
     async def _with_retries(self, call: Callable[[Route, Answer], Awaitable[R]], *, uses_tools: bool = False,
                             tokens: int = 0) -> R:
@@ -468,7 +442,8 @@ class OpenAICompatibleModel(ChatModel):
         Raises:
             ModelError: a failure that is not retried, or the last attempt's failure.
             ModelProtocolError: a body that does not decode as its ``Content-Encoding`` says, or a 404, 405 or 501
-                that is not JSON (:meth:`_missing_route`); never retried.
+                that is not JSON (:meth:`ModelFailures.missing_route
+                <runner.models._failures.ModelFailures.missing_route>`); never retried.
         """
         log = structlog.get_logger("runner.models")
         attempts = self.retry.max_attempts
@@ -507,8 +482,9 @@ class OpenAICompatibleModel(ChatModel):
                 served replica ran past the model timeout :data:`SERVED_TIMEOUT_ATTEMPTS` times).
             ModelProtocolError: as :meth:`_with_retries`.
         """
+        failures = self._failures()
         if isinstance(exc, openai.APIStatusError):
-            missing = self._missing_route(route, exc)
+            missing = failures.missing_route(route, exc)
             if missing is not None:
                 raise missing from exc
             status = exc.status_code
@@ -517,7 +493,7 @@ class OpenAICompatibleModel(ChatModel):
             # A refusal for the context's length, whatever its status (Xinference sends vLLM's as a 500).
             over = exceeds_context(exc.message, exc.body)
             if not is_retryable_status(status) or last or quota or over:
-                raise self._status_error(route, exc, attempt, uses_tools) from exc
+                raise failures.status_error(route, exc, attempt, uses_tools) from exc
             if wait is not None and wait > self.retry.max_retry_after:
                 raise ModelError(
                     f"{self.name} at {route.url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
@@ -528,13 +504,13 @@ class OpenAICompatibleModel(ChatModel):
             return wait, f"HTTP {status}"
         if isinstance(exc, openai.APIConnectionError):
             if isinstance(exc.__cause__, httpx.DecodingError):
-                raise self._undecodable(route, exc.__cause__) from exc
+                raise failures.undecodable(route, exc.__cause__) from exc
             if last:
-                raise self._connection_error(route, exc, attempt) from exc
+                raise failures.connection_error(route, exc, attempt) from exc
             return None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
         if isinstance(exc, asyncio.TimeoutError):
             if last:
-                raise self._timeout_error(route, attempt) from exc
+                raise failures.timeout_error(route, attempt) from exc
             return None, "timeout"
         assert isinstance(exc, ModelError)
         if not exc.retryable or last:
@@ -550,118 +526,6 @@ class OpenAICompatibleModel(ChatModel):
             async with asyncio.timeout(self.timeout):
                 return await request
         return await asyncio.wait_for(request, self.timeout)
-
-    def _missing_route(self, route: Route, exc: openai.APIStatusError) -> ModelProtocolError | None:
-        """The error for a 404, 405 or 501 whose body is not JSON (a web page, a proxy's text, nothing): no route of
-        the OpenAI API at this URL, since the API's own errors, an unknown model's 404 included, are JSON. ``None``
-        for any other answer."""
-        if exc.status_code not in (404, 405, 501):
-            return None
-        try:
-            json_body(exc.response)
-        except UnreadableReply as unreadable:
-            return self._protocol_error(
-                route, exc.response, UnreadableReply(f"HTTP {exc.status_code} {unreadable.shape}", unreadable.hint))
-        return None
-
-    def _undecodable(self, route: Route, exc: httpx.DecodingError) -> ModelProtocolError:
-        """The error for a body that does not decode as its ``Content-Encoding`` says (a broken gzip stream)."""
-        request = exc.request
-        path = _path(route, request)
-        shape = f"a body that does not decode as its Content-Encoding says ({one_line(exc, 100)})"
-        return ModelProtocolError(
-            f"{self.name} at {route.url}: {request.method} {path} answered {shape}, not the OpenAI API; "
-            "something between here and the server garbles the body; reach the server without that proxy",
-            model=self.name, url=str(request.url), shape=shape,
-        )
-
-    def _timeout_error(self, route: Route, attempts: int) -> ModelError:
-        """The error for a request past :attr:`timeout` on its last attempt (the whole answer had not arrived)."""
-        tries = f" (each of {attempts} attempts)" if attempts > 1 else ""
-        if route.served:
-            fix = ("its replica, served by this run, is overloaded or its answers are long (each request was "
-                   "cancelled there); lower --concurrency, set max_tokens (-S max_tokens=N), or raise the model "
-                   "timeout")
-        else:
-            fix = "check that it is healthy and not trickling its answers, or raise the model timeout"
-        return ModelError(
-            f"{self.name}: the server at {route.url} did not finish answering within {self.timeout:g} s{tries}, the "
-            f"model timeout of one request; {fix}",
-            retryable=True,
-        )
-
-    def _connection_error(self, route: Route, exc: openai.APIConnectionError, attempts: int) -> ModelError:
-        """The error for a connection that failed on the last attempt (or timed out: :meth:`_timeout_error`)."""
-        if isinstance(exc, openai.APITimeoutError):
-            return self._timeout_error(route, attempts)
-        tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
-        cause = one_line(exc.__cause__ or exc, 120)
-        serve = ("; or have the run start it on its workers: --serve "
-                 f"{self.name}") if self.provider in SERVABLE_PROVIDERS and not self._pinned else ""
-        return ModelError(
-            f"{self.name}: cannot connect to the model server at {route.url}{tries} ({cause}); "
-            f"start the server or point --model-base-url at it{self._env_hint('base')}{serve}",
-            retryable=True,
-        )
-
-    def _status_error(self, route: Route, exc: openai.APIStatusError, attempts: int, uses_tools: bool) -> ModelError:
-        """The error for an error status that ends a call: what the server said, and the fix."""
-        status = exc.status_code
-        body = exc.body
-        # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level; a body
-        # that is not JSON (a proxy's HTML error page) is described rather than quoted.
-        if isinstance(body, dict) and isinstance(body.get("message"), str):
-            detail = one_line(body["message"], 200)
-        else:
-            try:
-                json_body(exc.response)
-                detail = one_line(exc.message, 200)
-            except UnreadableReply as unreadable:
-                detail = unreadable.shape
-        where = f"{self.name} at {route.url}"
-        if exceeds_context(exc.message, body):
-            said = one_line(error_message(body) or detail, 200)
-            return ModelError(f"{where}: HTTP {status}: {said}; the conversation is longer than the model's context",
-                              status=status, error_code=CONTEXT_LENGTH_EXCEEDED)
-        if status == 429:
-            return self._refusal(route, exc, detail, attempts)
-        if status in (401, 403):
-            fix = f"check the API key{self._env_hint('key')}"
-        elif status == 404:
-            fix = ("check the model name and the base URL (it should end with /v1); "
-                   "'python -m runner list' shows the providers")
-        elif status == 503:
-            fix = (f"the server stayed unavailable for {_tries(attempts)}; check the server, lower the request rate "
-                   "(--max-rpm, --concurrency), or resume the run once it is healthy")
-        elif is_retryable_status(status):
-            fix = f"the server failed {_tries(attempts)}; check the server's logs, or resume the run once it is healthy"
-        elif uses_tools and any(word in detail.lower() for word in ("tool choice", "tool_choice", "tool-call-parser")):
-            # vLLM without tool calling: '"auto" tool choice requires --enable-auto-tool-choice and
-            # --tool-call-parser to be set'; not any 400 that names a tool (a refused history, a bad schema).
-            fix = ("the server refused tool calling; for vLLM start it with --enable-auto-tool-choice "
-                   "--tool-call-parser <parser for the model>")
-        else:
-            fix = "the server rejected the request"
-        return ModelError(f"{where}: HTTP {status}: {detail}; {fix}", status=status,
-                          retryable=is_retryable_status(status))
-
-    def _refusal(self, route: Route, exc: openai.APIStatusError, detail: str, attempts: int) -> ModelError:
-        """The error for a 429 that ends a call: why the server refuses (the body's code or type, e.g.
-        ``insufficient_quota``), and the fix: a quota to restore (``error_code`` ``quota_exhausted``, not retryable),
-        else a rate to lower (``rate_limited``)."""
-        cause, quota = refusal_cause(exc.body)
-        why = f" ({cause})" if cause else ""
-        if quota:
-            fix = "the account's quota is used up and no wait restores it: add credits or raise its limits"
-        else:
-            fix = (f"it refused {_tries(attempts)}; lower the request rate (--max-rpm, --concurrency) or resume the run "
-                   "once its limit resets")
-        return ModelError(f"{self.name} at {route.url}: the server refuses with HTTP 429{why}: {detail}; {fix}",
-                          status=429, retryable=not quota, error_code="quota_exhausted" if quota else "rate_limited")
-
-    def _env_hint(self, what: str) -> str:
-        variable = self.spec.base_url_env if what == "base" else self.spec.api_key_env
-        return f" (or set {variable})" if variable else ""
 
     async def check(self) -> None:
         """List the server's models once (no retries: a preflight should fail fast).
@@ -679,28 +543,29 @@ class OpenAICompatibleModel(ChatModel):
         """
         log = structlog.get_logger("runner.models")
         route = self.route()
+        failures = self._failures()
         try:
             answer = await self._within_deadline(self._http(route).models.with_raw_response.list())
         except asyncio.TimeoutError as exc:
-            raise self._timeout_error(route, 1) from exc
+            raise failures.timeout_error(route, 1) from exc
         except openai.APIConnectionError as exc:
             if isinstance(exc.__cause__, httpx.DecodingError):
-                raise self._undecodable(route, exc.__cause__) from exc
-            raise self._connection_error(route, exc, 1) from exc
+                raise failures.undecodable(route, exc.__cause__) from exc
+            raise failures.connection_error(route, exc, 1) from exc
         except openai.APIStatusError as exc:
             if exc.status_code in (404, 405, 501):
                 # No /models here: a server of the API that lacks the route still answers JSON or nothing; a web
                 # page says the URL is not the API's.
-                missing = self._missing_route(route, exc)
+                missing = failures.missing_route(route, exc)
                 if missing is not None and is_page(exc.response):
                     raise missing from None
                 return
-            raise self._status_error(route, exc, 1, uses_tools=False) from exc
+            raise failures.status_error(route, exc, 1, uses_tools=False) from exc
         response = answer.http_response
         try:
             served = served_models(json_body(response))
         except UnreadableReply as exc:
-            raise self._protocol_error(route, response, exc) from None
+            raise failures.protocol_error(route, response, exc) from None
         except ErrorReply as exc:
             raise ModelError(f"{self.name} at {route.url}: GET /models answered HTTP {response.status_code} with "
                              f"an error: {exc.detail}; check the server", status=exc.status) from None
@@ -716,19 +581,3 @@ class OpenAICompatibleModel(ChatModel):
                              f"it serves: {shown}; pass --model {self.provider}:<one of them>")
         log.warning("model.not_listed", model=self.name, url=route.url, served=served[:10])
 
-
-def _tries(attempts: int) -> str:
-    """``all 3 attempts``, or ``the call`` for one."""
-    return f"all {attempts} attempts" if attempts > 1 else "the call"
-
-
-def _path(route: Route, request: httpx.Request) -> str:
-    """The request's path below ``route``'s API root (``/chat/completions``)."""
-    return request.url.path.removeprefix(httpx.URL(route.base_url).path.rstrip("/"))
-
-
-def _url_hint(route: Route) -> str:
-    """The fix for a server that answers something else than the OpenAI API at ``route``'s API root."""
-    if "/v1" in httpx.URL(route.base_url).path:
-        return "check that --model-base-url is the root of an OpenAI-compatible API"
-    return f"is the URL missing /v1? (e.g. --model-base-url {route.url}/v1)"
