@@ -12,7 +12,7 @@ import functools
 import time
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -32,15 +32,15 @@ from runner.models._context_check import fit
 from runner.models._counting import with_counted_usage
 from runner.models._model_options import ModelOptions
 from runner.models._failures import ModelFailures
-from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, NoChoice, UnreadableReply,
+from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, UnreadableReply,
                                    exceeds_context)
 from runner.models._providers import Provider
-from runner.models._asked import chat_mismatch, completion_mismatch, ignored_option
-from runner.models._replies import read_completion, read_text_completion, served_models
+from runner.models._reading import ReplyReader
+from runner.models._replies import served_models
 from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause
 from runner.models._route import Route, route_of
 from runner.models._stream import read_events
-from runner.models._types import ChatReply, ChatRequest, Usage
+from runner.models._types import ChatReply, ChatRequest
 
 REPLICA_FAILED = "replica_failed"
 """The error code of a call to a model the run serves whose replica failed for good: the run stops on it."""
@@ -185,6 +185,10 @@ class OpenAICompatibleModel(ChatModel):
         """The errors of this model's calls, from its settings now (:mod:`runner.models._failures`)."""
         return ModelFailures(self.name, self.provider, self.spec, self.timeout, self._pinned)
 
+    def _reader(self) -> ReplyReader:
+        """The reader of this model's answers (:mod:`runner.models._reading`)."""
+        return ReplyReader(self.name, self.provider, self.model, self._failures())
+
     def _http(self, route: Route) -> openai.AsyncOpenAI:
         """The HTTP client of the running event loop for ``route``'s URL (created on first use in that loop, and again
         when the URL moved: a served replica restarted on another port).
@@ -226,13 +230,14 @@ class OpenAICompatibleModel(ChatModel):
         which name, is its own route's (:meth:`_with_retries`)."""
         kwargs = self._request_kwargs(request)
         turn = request.count("assistant")
+        reader = self._reader()
 
         async def once(route: Route, answer: Answer) -> ChatReply:
             body = {**kwargs, "model": route.wire_model}
             if route.stream:
                 return await self._streamed(route, body, answer, turn)
             raw = await self._http(route).chat.completions.with_raw_response.create(**body)
-            return self._answered(route, raw.http_response, answer, turn, asked=body)
+            return reader.answered(route, raw.http_response, answer, turn, asked=body)
 
         await self._replica_ready()
         first = self.route()
@@ -249,7 +254,7 @@ class OpenAICompatibleModel(ChatModel):
             checked = await asyncio.to_thread(fit, first.tokenizer, kwargs.get("messages") or [],
                                               kwargs.get("tools"), asked)
             if checked.why is not None:
-                return self._too_long(first, checked.why)
+                return reader.too_long(first, checked.why)
             prompt = checked.prompt
             if limit is not None and checked.room is not None:
                 limit = min(limit, checked.room)
@@ -279,23 +284,7 @@ class OpenAICompatibleModel(ChatModel):
                 if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                     raise
                 refusal = exc
-        return self._too_long(first, str(refusal))
-
-    def _answered(self, route: Route, response: httpx.Response, answer: Answer, turn: int,
-                  body: object = None, asked: Mapping[str, Any] | None = None) -> ChatReply:
-        """The reply in a successful answer (``body``: its JSON when already read, as a stream is), checked against
-        the request ``asked`` (:meth:`_reply`), with the status, headers and tokens told to the limiter
-        (:class:`~runner.core.limits.Answer`)."""
-        answer.set(response.status_code, response.headers)
-        try:
-            reply = self._reply(route, response, turn, body, asked)
-        except ModelError as exc:
-            if exc.status is not None:
-                # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
-                answer.set(exc.status, response.headers)
-            raise
-        answer.tokens = reply.usage.total_tokens
-        return reply
+        return reader.too_long(first, str(refusal))
 
     async def _streamed(self, route: Route, body: dict[str, Any], answer: Answer, turn: int) -> ChatReply:
         """One request with its answer streamed (``stream: true``), put together into the reply a plain request
@@ -306,8 +295,9 @@ class OpenAICompatibleModel(ChatModel):
         Raises:
             openai.APIStatusError: an error status, as for a plain request.
             ModelProtocolError: an event stream that is not the OpenAI API's.
-            ModelError: as :meth:`_reply`.
+            ModelError: as :meth:`ReplyReader.reply <runner.models._reading.ReplyReader.reply>`.
         """
+        reader = self._reader()
         # The usage is asked for: a server that honours stream_options sends it only then (transformers serve
         # 5.25, vLLM, OpenAI: a last chunk without choices); one that ignores it may send it anyway (5.17).
         extra: dict[str, Any] = {"stream": True}
@@ -317,21 +307,12 @@ class OpenAICompatibleModel(ChatModel):
             response = raw.http_response
             if media_type(response) == "application/json":
                 await response.aread()
-                return self._answered(route, response, answer, turn, asked=body)
+                return reader.answered(route, response, answer, turn, asked=body)
             try:
                 events = await read_events(response.aiter_lines())
             except UnreadableReply as exc:
-                raise self._failures().protocol_error(route, response, exc) from None
-        return self._answered(route, response, answer, turn, events, asked=body)
-
-    def _too_long(self, route: Route, detail: str) -> ChatReply:
-        """The reply to a conversation longer than the model's context: the item's answer, not a failure of the
-        server (as Inspect AI's stop reason ``model_length``). The solution sees an empty reply and the reason
-        ``context_length_exceeded``; never retried."""
-        structlog.get_logger("runner.models").warning("model.context_length_exceeded", model=self.name,
-                                                      url=route.url, detail=detail)
-        return ChatReply(content="", finish_reason=CONTEXT_LENGTH_EXCEEDED, model=self.model,
-                         usage=Usage(input_tokens=0, output_tokens=0))
+                raise reader.failures.protocol_error(route, response, exc) from None
+        return reader.answered(route, response, answer, turn, events, asked=body)
 
     async def _replica_ready(self) -> None:
         """Wait while this model's replica, served by the run in this process, starts again after a failure (a call
@@ -380,39 +361,6 @@ class OpenAICompatibleModel(ChatModel):
                 "model.params_dropped", model=self.name, params=sorted(noted),
                 detail=f"the {self.provider} server does not take them; they are not sent")
         return kwargs
-
-    def _reply(self, route: Route, response: httpx.Response, turn: int, body: object = None,
-               asked: Mapping[str, Any] | None = None, path: str = "chat/completions") -> ChatReply:
-        """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`), or the first
-        choice of a ``/completions`` one (``path``); ``body``: its JSON when already read (a streamed answer put
-        together), else read from ``response``; ``asked``: the request body sent, which the reply is checked
-        against (:mod:`runner.models._asked`).
-
-        Raises:
-            ModelProtocolError: the body is not an OpenAI chat completion.
-            ModelError: the body carries an error (retryable when its code is), or holds no choice (``error_code``
-                ``no_choice``: this request's error, not retried unless an error code that is retryable came with
-                it, and never counted towards stopping a run), or lacks what ``asked`` asked for (``error_code``
-                ``ignored_option``: the engine ignores a request option; not retried).
-        """
-        try:
-            data = json_body(response) if body is None else body
-            if path == "completions":
-                reply = read_text_completion(data, model=self.model)
-            else:
-                reply = read_completion(data, turn=turn, model=self.model)
-            mismatch = None
-            if asked is not None and isinstance(data, Mapping):
-                mismatch = (completion_mismatch if path == "completions" else chat_mismatch)(asked, data)
-            if mismatch is not None:
-                raise ignored_option(self.name, route.url, path, mismatch, data, self.provider)
-            return reply
-        except UnreadableReply as exc:
-            raise self._failures().protocol_error(route, response, exc) from None
-        except NoChoice as exc:
-            raise self._failures().no_choice(route, response, exc) from None
-        except ErrorReply as exc:
-            raise self._failures().error_reply(route, response, exc) from None
 
     async def _with_retries(self, call: Callable[[Route, Answer], Awaitable[R]], *, uses_tools: bool = False,
                             tokens: int = 0) -> R:
