@@ -9,52 +9,34 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
-import sys
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import openai
 import structlog
 
 from runner.core.errors import ConfigError
-from runner.core.limits import Answer, Endpoint, RateSignal, estimate_tokens, request_slot
+from runner.core.limits import Answer, Endpoint, estimate_tokens
 from runner.core.loopback import tls_context
 from runner.core.served import ServedEndpoint
-from runner.core.served import pending as served_pending
-from runner.core.usage import record_timeout
-from runner.models import _retry
+from runner.models._attempts import Attempts
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body, media_type
 from runner.models._context_check import fit
 from runner.models._counting import with_counted_usage
 from runner.models._model_options import ModelOptions
 from runner.models._failures import ModelFailures
-from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, UnreadableReply,
-                                   exceeds_context)
+from runner.models._model_errors import CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, UnreadableReply
 from runner.models._providers import Provider
 from runner.models._reading import ReplyReader
 from runner.models._replies import served_models
-from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause
+from runner.models._retry import RetryPolicy
 from runner.models._route import Route, route_of
 from runner.models._stream import read_events
 from runner.models._types import ChatReply, ChatRequest
 
-REPLICA_FAILED = "replica_failed"
-"""The error code of a call to a model the run serves whose replica failed for good: the run stops on it."""
-REPLICA_POLL_S = 0.5
-"""Seconds between two looks at a restarting replica by a call that waits for it."""
-
 DEFAULT_TIMEOUT = 300.0
-SERVED_TIMEOUT_ATTEMPTS = 2
-"""Attempts of a call to a replica the run serves that end past the model timeout before the call fails, the first
-included, whatever ``retry.max_attempts`` says: a replica that did not answer in time is overloaded (a busy CPU, a
-full batch), and each further try adds one more request to it. The abandoned request was cancelled there (streamed,
-or closed: :attr:`~runner.core.served.ServedEndpoint.stream`), so the one retry does not run beside it."""
-
-R = TypeVar("R")
 
 # Strong references to the closer tasks: the event loop keeps only weak ones.
 _CLOSERS: set[asyncio.Task[None]] = set()
@@ -189,6 +171,11 @@ class OpenAICompatibleModel(ChatModel):
         """The reader of this model's answers (:mod:`runner.models._reading`)."""
         return ReplyReader(self.name, self.provider, self.model, self._failures())
 
+    def _attempts(self) -> Attempts:
+        """The attempt loop of this model's calls, from its settings now (:mod:`runner.models._attempts`): each try
+        takes its :meth:`route`."""
+        return Attempts(self.name, self.retry, self.timeout, self._pinned, self.route, self._failures())
+
     def _http(self, route: Route) -> openai.AsyncOpenAI:
         """The HTTP client of the running event loop for ``route``'s URL (created on first use in that loop, and again
         when the URL moved: a served replica restarted on another port).
@@ -227,10 +214,10 @@ class OpenAICompatibleModel(ChatModel):
 
         The output limit and the prompt's fit are decided once, from the route the call sees first: the replica's
         engine and tokenizer are facts of the model, which its restarts keep. Where each attempt goes, and under
-        which name, is its own route's (:meth:`_with_retries`)."""
+        which name, is its own route's (:meth:`Attempts.run <runner.models._attempts.Attempts.run>`)."""
         kwargs = self._request_kwargs(request)
         turn = request.count("assistant")
-        reader = self._reader()
+        attempts, reader = self._attempts(), self._reader()
 
         async def once(route: Route, answer: Answer) -> ChatReply:
             body = {**kwargs, "model": route.wire_model}
@@ -239,7 +226,7 @@ class OpenAICompatibleModel(ChatModel):
             raw = await self._http(route).chat.completions.with_raw_response.create(**body)
             return reader.answered(route, raw.http_response, answer, turn, asked=body)
 
-        await self._replica_ready()
+        await attempts.replica_ready()
         first = self.route()
         # The output limit of a call to a served model that sets none (runner.core.served.SERVED_MAX_TOKENS).
         limit = first.max_tokens if request.max_tokens is None else None
@@ -263,7 +250,7 @@ class OpenAICompatibleModel(ChatModel):
         tokens = estimate_tokens(kwargs, limit or request.max_tokens)
         uses_tools = bool(request.tools)
         try:
-            reply = await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
+            reply = await attempts.run(once, uses_tools=uses_tools, tokens=tokens)
         except ModelError as exc:
             if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                 raise
@@ -279,7 +266,7 @@ class OpenAICompatibleModel(ChatModel):
             # over the context): without it the server gives the answer the room left, which is less than it.
             del kwargs[self.spec.max_tokens_param]
             try:
-                return await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
+                return await attempts.run(once, uses_tools=uses_tools, tokens=tokens)
             except ModelError as exc:
                 if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                     raise
@@ -314,30 +301,6 @@ class OpenAICompatibleModel(ChatModel):
                 raise reader.failures.protocol_error(route, response, exc) from None
         return reader.answered(route, response, answer, turn, events, asked=body)
 
-    async def _replica_ready(self) -> None:
-        """Wait while this model's replica, served by the run in this process, starts again after a failure (a call
-        in flight when it died is retried here and waits instead of failing; :mod:`runner.core.served`).
-
-        Raises:
-            ModelError: the replica failed for good (``error_code`` ``replica_failed``: the run stops, and the same
-                command with ``--rerun-failed`` redoes the items it failed), or was not ready again within its
-                start-up time.
-        """
-        if self._pinned:
-            return
-        deadline = None
-        while True:
-            state = served_pending(self.name)
-            if state is None:
-                return
-            if isinstance(state, str):
-                raise ModelError(f"{self.name}: {state}", error_code=REPLICA_FAILED)
-            deadline = deadline if deadline is not None else time.monotonic() + state
-            if time.monotonic() >= deadline:
-                raise ModelError(f"{self.name}: its replica was not ready again within {state:g} s "
-                                 "(--model-startup-timeout)", error_code=REPLICA_FAILED)
-            await asyncio.sleep(REPLICA_POLL_S)
-
     def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         """``client.chat.completions.create``'s arguments for ``request``, without the fields the provider's server
         does not take (:attr:`Provider.dropped_params`); each attempt sets ``model``, its route's name for it."""
@@ -362,119 +325,6 @@ class OpenAICompatibleModel(ChatModel):
                 detail=f"the {self.provider} server does not take them; they are not sent")
         return kwargs
 
-    async def _with_retries(self, call: Callable[[Route, Answer], Awaitable[R]], *, uses_tools: bool = False,
-                            tokens: int = 0) -> R:
-        """``await call(route, answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
-        (an error body with such a code) per :attr:`retry`; not a 429 that says the quota is used up
-        (:data:`~runner.models._retry.QUOTA_CODES`), nor a refusal of a conversation longer than the model's context
-        whatever its status (:data:`~runner.models._model_errors.CONTEXT_REFUSALS`).
-
-        The one retry loop of a model call: ``retry.max_attempts`` tries in all, and between two of them the wait of
-        :meth:`RetryPolicy.delay <runner.models._retry.RetryPolicy.delay>`, which is the server's own wait when its
-        answer gave one, read as the run's limiter reads it (:attr:`RateSignal.retry_s
-        <runner.core.limits.RateSignal.retry_s>`): the endpoint's pause for every worker then ends as the retry
-        goes, and holds it back no further. The limiter paces requests; it never sends one again.
-
-        Each try first waits for a restarting replica (:meth:`_replica_ready`), then takes its :class:`Route` (one
-        read of the served table) and uses it alone: the URL, the body's model name (given to ``call``), the
-        limiter's endpoint and the URL its errors name. A try past the model timeout is cancelled (its connection
-        closed, so the server can stop generating for it) and counted in the item's usage (``timeouts``); a call to
-        a replica the run serves fails after :data:`SERVED_TIMEOUT_ATTEMPTS` of them, whatever the policy's
-        attempts.
-
-        Each try holds a permit of the run's limiter (:func:`runner.core.limits.request_slot`: the endpoint's rate,
-        tokens per minute, connections and pauses, shared by every worker) for a request of about ``tokens`` tokens;
-        ``call`` fills in the :class:`~runner.core.limits.Answer` (status, headers, tokens used), and a failed status
-        is filled in here, so a 429 slows every worker, not only this one.
-
-        Raises:
-            ModelError: a failure that is not retried, or the last attempt's failure.
-            ModelProtocolError: a body that does not decode as its ``Content-Encoding`` says, or a 404, 405 or 501
-                that is not JSON (:meth:`ModelFailures.missing_route
-                <runner.models._failures.ModelFailures.missing_route>`); never retried.
-        """
-        log = structlog.get_logger("runner.models")
-        attempts = self.retry.max_attempts
-        timeouts = 0
-        for attempt in range(1, attempts + 1):
-            await self._replica_ready()
-            route = self.route()
-            try:
-                async with request_slot(route.endpoint, tokens) as answer:
-                    try:
-                        return await self._within_deadline(call(route, answer))
-                    except openai.APIStatusError as exc:
-                        answer.set(exc.status_code, exc.response.headers)
-                        raise
-            except (openai.APIStatusError, openai.APIConnectionError, asyncio.TimeoutError, ModelError) as exc:
-                timed_out = isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError))
-                if timed_out:
-                    timeouts += 1
-                    record_timeout(self.name)
-                last = attempt == attempts or (timed_out and route.served and timeouts >= SERVED_TIMEOUT_ATTEMPTS)
-                wait, reason = self._retry_wait(route, exc, attempt, last, uses_tools)
-            delay = self.retry.delay(attempt, wait)
-            shown = min(attempts, SERVED_TIMEOUT_ATTEMPTS) if reason == "timeout" and route.served else attempts
-            log.warning("model.retry", model=self.name, url=route.url, reason=reason, attempt=attempt,
-                        attempts=shown, delay_s=round(delay, 3))
-            await _retry.sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")
-
-    def _retry_wait(self, route: Route, exc: Exception, attempt: int, last: bool,
-                    uses_tools: bool) -> tuple[float | None, str]:
-        """For try number ``attempt`` that failed with ``exc`` on ``route``: the seconds the server asked to wait
-        (``None``: it said nothing) and the reason the log gives, when the call is tried again.
-
-        Raises:
-            ModelError: the error the call ends with: ``exc`` is not retried, or ``last`` (no try is left, or a
-                served replica ran past the model timeout :data:`SERVED_TIMEOUT_ATTEMPTS` times).
-            ModelProtocolError: as :meth:`_with_retries`.
-        """
-        failures = self._failures()
-        if isinstance(exc, openai.APIStatusError):
-            missing = failures.missing_route(route, exc)
-            if missing is not None:
-                raise missing from exc
-            status = exc.status_code
-            wait = RateSignal.from_answer(status, exc.response.headers).retry_s
-            quota = status == 429 and refusal_cause(exc.body)[1]
-            # A refusal for the context's length, whatever its status (Xinference sends vLLM's as a 500).
-            over = exceeds_context(exc.message, exc.body)
-            if not is_retryable_status(status) or last or quota or over:
-                raise failures.status_error(route, exc, attempt, uses_tools) from exc
-            if wait is not None and wait > self.retry.max_retry_after:
-                raise ModelError(
-                    f"{self.name} at {route.url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
-                    f"more than the {self.retry.max_retry_after:.0f} s allowed; lower the request rate "
-                    "(fewer --workers or --concurrency) or resume the run later",
-                    status=status, retryable=True, error_code="rate_limited" if status == 429 else None,
-                ) from exc
-            return wait, f"HTTP {status}"
-        if isinstance(exc, openai.APIConnectionError):
-            if isinstance(exc.__cause__, httpx.DecodingError):
-                raise failures.undecodable(route, exc.__cause__) from exc
-            if last:
-                raise failures.connection_error(route, exc, attempt) from exc
-            return None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
-        if isinstance(exc, asyncio.TimeoutError):
-            if last:
-                raise failures.timeout_error(route, attempt) from exc
-            return None, "timeout"
-        assert isinstance(exc, ModelError)
-        if not exc.retryable or last:
-            raise exc
-        return None, f"error {exc.status} in the body"
-
-    async def _within_deadline(self, request: Awaitable[R]) -> R:
-        """``await request``, cancelled after :attr:`timeout` seconds in all (``asyncio.TimeoutError``): the
-        deadline of one HTTP request, which a server that trickles its answer cannot stretch, since the HTTP
-        client's timeouts restart with every byte (openai/openai-python#2599)."""
-        if sys.version_info >= (3, 11):
-            # In the calling task (wait_for would run the request in a task of its own).
-            async with asyncio.timeout(self.timeout):
-                return await request
-        return await asyncio.wait_for(request, self.timeout)
-
     async def check(self) -> None:
         """List the server's models once (no retries: a preflight should fail fast).
 
@@ -493,7 +343,7 @@ class OpenAICompatibleModel(ChatModel):
         route = self.route()
         failures = self._failures()
         try:
-            answer = await self._within_deadline(self._http(route).models.with_raw_response.list())
+            answer = await self._attempts().within_deadline(self._http(route).models.with_raw_response.list())
         except asyncio.TimeoutError as exc:
             raise failures.timeout_error(route, 1) from exc
         except openai.APIConnectionError as exc:
