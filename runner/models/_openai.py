@@ -1,15 +1,19 @@
 """Every HTTP provider: an OpenAI-compatible server reached through the official ``openai`` package's async client.
 
 The client sends the requests and raises for error statuses and connection failures; the bodies of its successful
-answers are read here (:mod:`runner.models._body`, :mod:`runner.models._replies`) rather than through its typed
-objects, which take an HTML page for a string and a list of content parts for a validation error far from the call.
+answers are read by the model layer (:mod:`runner.models._reading`, with :mod:`runner.models._body` and
+:mod:`runner.models._replies`) rather than through its typed objects, which take an HTML page for a string and a list
+of content parts for a validation error far from the call.
+
+:class:`OpenAICompatibleModel` holds the model's settings and the calls' order; each concern is a module of its own:
+what is sent and the client that sends it (:mod:`runner.models._requests`), the attempt loop
+(:mod:`runner.models._attempts`), the reading of an answer (:mod:`runner.models._reading`) and the error each failure
+ends with (:mod:`runner.models._failures`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import weakref
 from typing import Any
 
 import httpx
@@ -18,51 +22,25 @@ import structlog
 
 from runner.core.errors import ConfigError
 from runner.core.limits import Answer, Endpoint, estimate_tokens
-from runner.core.loopback import tls_context
 from runner.core.served import ServedEndpoint
 from runner.models._attempts import Attempts
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body, media_type
 from runner.models._context_check import fit
 from runner.models._counting import with_counted_usage
-from runner.models._model_options import ModelOptions
 from runner.models._failures import ModelFailures
 from runner.models._model_errors import CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, UnreadableReply
+from runner.models._model_options import ModelOptions
 from runner.models._providers import Provider
 from runner.models._reading import ReplyReader
 from runner.models._replies import served_models
+from runner.models._requests import ClientPool, import_chat_api, request_kwargs, stream_kwargs
 from runner.models._retry import RetryPolicy
 from runner.models._route import Route, route_of
 from runner.models._stream import read_events
 from runner.models._types import ChatReply, ChatRequest
 
 DEFAULT_TIMEOUT = 300.0
-
-# Strong references to the closer tasks: the event loop keeps only weak ones.
-_CLOSERS: set[asyncio.Task[None]] = set()
-
-
-@functools.cache
-def _import_chat_api() -> None:
-    """Import what an ``openai`` client imports on its first use: its chat resources (on a client's first ``.chat``:
-    the modules and their pydantic types, 0.15 to 0.3 s measured on 2 cores) and httpcore (httpx's transport, when
-    the client is made, 30 ms). Done when a model is built or unpickled, not in an item's first call, where it held
-    a worker's event loop, and so the start of every other item in flight."""
-    import httpcore  # noqa: F401
-    import openai.resources.chat  # noqa: F401
-
-
-async def _close_when_the_loop_ends(client: openai.AsyncOpenAI) -> None:
-    """Wait until cancelled, then close ``client``.
-
-    ``asyncio.run`` cancels the tasks still pending before it closes its loop, so the client's connections are
-    closed while their loop can still run the close (a loop that closes first leaves them to leak).
-    """
-    try:
-        await asyncio.Event().wait()
-    finally:
-        if not client.is_closed():
-            await client.close()
 
 
 class OpenAICompatibleModel(ChatModel):
@@ -98,13 +76,10 @@ class OpenAICompatibleModel(ChatModel):
         self._api_key = provider.api_key(api_key)
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self.retry = retry or RetryPolicy()
-        # One HTTP client per event loop: a connection belongs to the loop that opened it, and one model may be
-        # used from several loops (a worker's loop, chat_sync's temporary ones).
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        # One HTTP client per event loop (runner.models._requests.ClientPool).
+        self._clients = ClientPool()
         self._dropped_noted: set[str] = set()
-        _import_chat_api()
+        import_chat_api()
 
     def route(self) -> Route:
         """Where a request sent now goes (:class:`~runner.models._route.Route`): the replica this process's run serves
@@ -160,8 +135,8 @@ class OpenAICompatibleModel(ChatModel):
         state.setdefault("_pinned", True)
         state.setdefault("_dropped_noted", set())
         self.__dict__.update(state)
-        self._clients = weakref.WeakKeyDictionary()
-        _import_chat_api()
+        self._clients = ClientPool()
+        import_chat_api()
 
     def _failures(self) -> ModelFailures:
         """The errors of this model's calls, from its settings now (:mod:`runner.models._failures`)."""
@@ -177,34 +152,13 @@ class OpenAICompatibleModel(ChatModel):
         return Attempts(self.name, self.retry, self.timeout, self._pinned, self.route, self._failures())
 
     def _http(self, route: Route) -> openai.AsyncOpenAI:
-        """The HTTP client of the running event loop for ``route``'s URL (created on first use in that loop, and again
-        when the URL moved: a served replica restarted on another port).
-
-        A served replica's client ignores the proxy variables of the environment (``trust_env=False``): a proxy
-        cannot reach this machine's loopback (:mod:`runner.core.loopback`). Any other URL is reached as the
-        ``openai`` client and httpx do, ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` included."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        url = route.base_url.rstrip("/")
-        if client is not None and str(client.base_url).rstrip("/") != url:
-            self._clients.pop(loop, None)
-            client = None
-        if client is None:
-            http_client = (openai.DefaultAsyncHttpxClient(trust_env=False, verify=tls_context()) if route.served
-                           else None)
-            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=url, timeout=self.timeout,
-                                        max_retries=0, http_client=http_client)
-            self._clients[loop] = client
-            closer = loop.create_task(_close_when_the_loop_ends(client), name=f"close {self.name} client")
-            _CLOSERS.add(closer)
-            closer.add_done_callback(_CLOSERS.discard)
-        return client
+        """The HTTP client of the running event loop for ``route`` (:meth:`ClientPool.client
+        <runner.models._requests.ClientPool.client>`)."""
+        return self._clients.client(route, api_key=self._api_key, timeout=self.timeout, name=self.name)
 
     async def aclose(self) -> None:
         """Close the running event loop's HTTP client (a later call in this loop opens a new one)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     async def _generate(self, request: ChatRequest) -> ChatReply:
         """One call: to the replica the run serves when there is one (its default output limit filled in for a
@@ -215,7 +169,7 @@ class OpenAICompatibleModel(ChatModel):
         The output limit and the prompt's fit are decided once, from the route the call sees first: the replica's
         engine and tokenizer are facts of the model, which its restarts keep. Where each attempt goes, and under
         which name, is its own route's (:meth:`Attempts.run <runner.models._attempts.Attempts.run>`)."""
-        kwargs = self._request_kwargs(request)
+        kwargs = request_kwargs(request, self.spec, name=self.name, noted=self._dropped_noted)
         turn = request.count("assistant")
         attempts, reader = self._attempts(), self._reader()
 
@@ -285,11 +239,8 @@ class OpenAICompatibleModel(ChatModel):
             ModelError: as :meth:`ReplyReader.reply <runner.models._reading.ReplyReader.reply>`.
         """
         reader = self._reader()
-        # The usage is asked for: a server that honours stream_options sends it only then (transformers serve
-        # 5.25, vLLM, OpenAI: a last chunk without choices); one that ignores it may send it anyway (5.17).
-        extra: dict[str, Any] = {"stream": True}
-        if "stream_options" not in self.spec.dropped_params:
-            extra["stream_options"] = {"include_usage": True}
+        # The usage is asked for (runner.models._requests.stream_kwargs).
+        extra = stream_kwargs(self.spec)
         async with self._http(route).chat.completions.with_streaming_response.create(**body, **extra) as raw:
             response = raw.http_response
             if media_type(response) == "application/json":
@@ -300,30 +251,6 @@ class OpenAICompatibleModel(ChatModel):
             except UnreadableReply as exc:
                 raise reader.failures.protocol_error(route, response, exc) from None
         return reader.answered(route, response, answer, turn, events, asked=body)
-
-    def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
-        """``client.chat.completions.create``'s arguments for ``request``, without the fields the provider's server
-        does not take (:attr:`Provider.dropped_params`); each attempt sets ``model``, its route's name for it."""
-        kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
-        dropped = self.spec.dropped_params
-        if not dropped:
-            return kwargs
-        removed = [key for key in dropped if key in kwargs]
-        extra = kwargs.get("extra_body")
-        if isinstance(extra, dict) and dropped & extra.keys():
-            removed += [key for key in dropped if key in extra]
-            kwargs["extra_body"] = {key: value for key, value in extra.items() if key not in dropped} or None
-            if kwargs["extra_body"] is None:
-                del kwargs["extra_body"]
-        for key in removed:
-            kwargs.pop(key, None)
-        noted = {"response_format", "tool_choice"} & set(removed) - self._dropped_noted
-        if noted:
-            self._dropped_noted |= noted
-            structlog.get_logger("runner.models").warning(
-                "model.params_dropped", model=self.name, params=sorted(noted),
-                detail=f"the {self.provider} server does not take them; they are not sent")
-        return kwargs
 
     async def check(self) -> None:
         """List the server's models once (no retries: a preflight should fail fast).
