@@ -4,12 +4,12 @@
 The request goes where the model's chat calls go (its pinned base URL, else the replica this process's run serves
 it on, with that replica's own model name, read together once per attempt: :class:`~runner.models._route.Route`),
 holds a permit of the run's limiter, and is retried, timed and explained as a chat call is
-(:meth:`OpenAICompatibleModel._with_retries <runner.models._openai.OpenAICompatibleModel._with_retries>`). Its answer
-is read and checked as a chat call's is: an answer that is not the API is a protocol error, one without a choice is
-``no_choice``, one that lacks what the request asked for (``echo``'s prompt log-probabilities, ``n`` choices) is
-``ignored_option`` (:mod:`runner.models._asked`). The run's response cache answers it when its policy takes the
-request, as for a chat call. Usage is not recorded here: one request may carry the prompts of several items, and its
-caller knows whose they are; :class:`Posted` gives it the server's counts.
+(:meth:`Attempts.run <runner.models._attempts.Attempts.run>`). Its answer is read and checked as a chat call's is
+(:class:`~runner.models._reading.ReplyReader`): an answer that is not the API is a protocol error, one without a
+choice is ``no_choice``, one that lacks what the request asked for (``echo``'s prompt log-probabilities, ``n``
+choices) is ``ignored_option`` (:mod:`runner.models._asked`). The run's response cache answers it when its policy
+takes the request, as for a chat call. Usage is not recorded here: one request may carry the prompts of several
+items, and its caller knows whose they are; :class:`Posted` gives it the server's counts.
 """
 
 from __future__ import annotations
@@ -79,12 +79,14 @@ async def post_json(model: OpenAICompatibleModel, path: str, payload: dict[str, 
         if cached is not None:
             return Posted(cached, Usage(input_tokens=0, output_tokens=0), "hit")
 
+    reader = model._reader()
+
     async def once(route: Route, answer: Answer) -> Posted:
         sent = {**body, "model": route.wire_model}
         response = await model._http(route).post(f"/{path}", cast_to=httpx.Response, body=sent)
         answer.set(response.status_code, response.headers)
         try:
-            reply = model._reply(route, response, turn=0, asked=sent, path=path)
+            reply = reader.reply(route, response, turn=0, asked=sent, path=path)
         except ModelError as exc:
             if exc.status is not None:
                 # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
@@ -93,7 +95,7 @@ async def post_json(model: OpenAICompatibleModel, path: str, payload: dict[str, 
         answer.tokens = reply.usage.total_tokens
         return Posted(json_body(response), reply.usage, "miss" if key is not None else None)
 
-    posted = await model._with_retries(once, tokens=estimate_tokens(body, body.get("max_tokens")))
+    posted = await model._attempts().run(once, tokens=estimate_tokens(body, body.get("max_tokens")))
     if cache is not None and key is not None:
         entry = {"provider": model.provider, "base_url": endpoint.base_url, "model": model.model, "path": path,
                  "body": posted.body, "created_at": time.time()}

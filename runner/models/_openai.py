@@ -1,86 +1,46 @@
 """Every HTTP provider: an OpenAI-compatible server reached through the official ``openai`` package's async client.
 
 The client sends the requests and raises for error statuses and connection failures; the bodies of its successful
-answers are read here (:mod:`runner.models._body`, :mod:`runner.models._replies`) rather than through its typed
-objects, which take an HTML page for a string and a list of content parts for a validation error far from the call.
+answers are read by the model layer (:mod:`runner.models._reading`, with :mod:`runner.models._body` and
+:mod:`runner.models._replies`) rather than through its typed objects, which take an HTML page for a string and a list
+of content parts for a validation error far from the call.
+
+:class:`OpenAICompatibleModel` holds the model's settings and the calls' order; each concern is a module of its own:
+what is sent and the client that sends it (:mod:`runner.models._requests`), the attempt loop
+(:mod:`runner.models._attempts`), the reading of an answer (:mod:`runner.models._reading`) and the error each failure
+ends with (:mod:`runner.models._failures`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import time
-import sys
-import weakref
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import openai
 import structlog
 
-from runner.core.config import SERVABLE_PROVIDERS
 from runner.core.errors import ConfigError
-from runner.core.limits import Answer, Endpoint, RateSignal, estimate_tokens, request_slot
-from runner.core.loopback import tls_context
+from runner.core.limits import Answer, Endpoint, estimate_tokens
 from runner.core.served import ServedEndpoint
-from runner.core.served import pending as served_pending
-from runner.core.usage import record_timeout
-from runner.models import _retry
+from runner.models._attempts import Attempts
 from runner.models._base import ChatModel
 from runner.models._body import is_page, json_body, media_type
 from runner.models._context_check import fit
 from runner.models._counting import with_counted_usage
+from runner.models._failures import ModelFailures
+from runner.models._model_errors import CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, UnreadableReply
 from runner.models._model_options import ModelOptions
-from runner.models._model_errors import (CONTEXT_LENGTH_EXCEEDED, ErrorReply, ModelError, ModelProtocolError, NoChoice,
-                                   UnreadableReply, error_message, exceeds_context, one_line)
 from runner.models._providers import Provider
-from runner.models._asked import chat_mismatch, completion_mismatch, ignored_option
-from runner.models._replies import read_completion, read_text_completion, served_models
-from runner.models._retry import RetryPolicy, is_retryable_status, refusal_cause
+from runner.models._reading import ReplyReader
+from runner.models._replies import served_models
+from runner.models._requests import ClientPool, import_chat_api, request_kwargs, stream_kwargs
+from runner.models._retry import RetryPolicy
 from runner.models._route import Route, route_of
 from runner.models._stream import read_events
-from runner.models._types import ChatReply, ChatRequest, Usage
-
-REPLICA_FAILED = "replica_failed"
-"""The error code of a call to a model the run serves whose replica failed for good: the run stops on it."""
-REPLICA_POLL_S = 0.5
-"""Seconds between two looks at a restarting replica by a call that waits for it."""
+from runner.models._types import ChatReply, ChatRequest
 
 DEFAULT_TIMEOUT = 300.0
-SERVED_TIMEOUT_ATTEMPTS = 2
-"""Attempts of a call to a replica the run serves that end past the model timeout before the call fails, the first
-included, whatever ``retry.max_attempts`` says: a replica that did not answer in time is overloaded (a busy CPU, a
-full batch), and each further try adds one more request to it. The abandoned request was cancelled there (streamed,
-or closed: :attr:`~runner.core.served.ServedEndpoint.stream`), so the one retry does not run beside it."""
-
-R = TypeVar("R")
-
-# Strong references to the closer tasks: the event loop keeps only weak ones.
-_CLOSERS: set[asyncio.Task[None]] = set()
-
-
-@functools.cache
-def _import_chat_api() -> None:
-    """Import what an ``openai`` client imports on its first use: its chat resources (on a client's first ``.chat``:
-    the modules and their pydantic types, 0.15 to 0.3 s measured on 2 cores) and httpcore (httpx's transport, when
-    the client is made, 30 ms). Done when a model is built or unpickled, not in an item's first call, where it held
-    a worker's event loop, and so the start of every other item in flight."""
-    import httpcore  # noqa: F401
-    import openai.resources.chat  # noqa: F401
-
-
-async def _close_when_the_loop_ends(client: openai.AsyncOpenAI) -> None:
-    """Wait until cancelled, then close ``client``.
-
-    ``asyncio.run`` cancels the tasks still pending before it closes its loop, so the client's connections are
-    closed while their loop can still run the close (a loop that closes first leaves them to leak).
-    """
-    try:
-        await asyncio.Event().wait()
-    finally:
-        if not client.is_closed():
-            await client.close()
 
 
 class OpenAICompatibleModel(ChatModel):
@@ -116,13 +76,10 @@ class OpenAICompatibleModel(ChatModel):
         self._api_key = provider.api_key(api_key)
         self.timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self.retry = retry or RetryPolicy()
-        # One HTTP client per event loop: a connection belongs to the loop that opened it, and one model may be
-        # used from several loops (a worker's loop, chat_sync's temporary ones).
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        # One HTTP client per event loop (runner.models._requests.ClientPool).
+        self._clients = ClientPool()
         self._dropped_noted: set[str] = set()
-        _import_chat_api()
+        import_chat_api()
 
     def route(self) -> Route:
         """Where a request sent now goes (:class:`~runner.models._route.Route`): the replica this process's run serves
@@ -178,38 +135,30 @@ class OpenAICompatibleModel(ChatModel):
         state.setdefault("_pinned", True)
         state.setdefault("_dropped_noted", set())
         self.__dict__.update(state)
-        self._clients = weakref.WeakKeyDictionary()
-        _import_chat_api()
+        self._clients = ClientPool()
+        import_chat_api()
+
+    def _failures(self) -> ModelFailures:
+        """The errors of this model's calls, from its settings now (:mod:`runner.models._failures`)."""
+        return ModelFailures(self.name, self.provider, self.spec, self.timeout, self._pinned)
+
+    def _reader(self) -> ReplyReader:
+        """The reader of this model's answers (:mod:`runner.models._reading`)."""
+        return ReplyReader(self.name, self.provider, self.model, self._failures())
+
+    def _attempts(self) -> Attempts:
+        """The attempt loop of this model's calls, from its settings now (:mod:`runner.models._attempts`): each try
+        takes its :meth:`route`."""
+        return Attempts(self.name, self.retry, self.timeout, self._pinned, self.route, self._failures())
 
     def _http(self, route: Route) -> openai.AsyncOpenAI:
-        """The HTTP client of the running event loop for ``route``'s URL (created on first use in that loop, and again
-        when the URL moved: a served replica restarted on another port).
-
-        A served replica's client ignores the proxy variables of the environment (``trust_env=False``): a proxy
-        cannot reach this machine's loopback (:mod:`runner.core.loopback`). Any other URL is reached as the
-        ``openai`` client and httpx do, ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` included."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        url = route.base_url.rstrip("/")
-        if client is not None and str(client.base_url).rstrip("/") != url:
-            self._clients.pop(loop, None)
-            client = None
-        if client is None:
-            http_client = (openai.DefaultAsyncHttpxClient(trust_env=False, verify=tls_context()) if route.served
-                           else None)
-            client = openai.AsyncOpenAI(api_key=self._api_key, base_url=url, timeout=self.timeout,
-                                        max_retries=0, http_client=http_client)
-            self._clients[loop] = client
-            closer = loop.create_task(_close_when_the_loop_ends(client), name=f"close {self.name} client")
-            _CLOSERS.add(closer)
-            closer.add_done_callback(_CLOSERS.discard)
-        return client
+        """The HTTP client of the running event loop for ``route`` (:meth:`ClientPool.client
+        <runner.models._requests.ClientPool.client>`)."""
+        return self._clients.client(route, api_key=self._api_key, timeout=self.timeout, name=self.name)
 
     async def aclose(self) -> None:
         """Close the running event loop's HTTP client (a later call in this loop opens a new one)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     async def _generate(self, request: ChatRequest) -> ChatReply:
         """One call: to the replica the run serves when there is one (its default output limit filled in for a
@@ -219,18 +168,19 @@ class OpenAICompatibleModel(ChatModel):
 
         The output limit and the prompt's fit are decided once, from the route the call sees first: the replica's
         engine and tokenizer are facts of the model, which its restarts keep. Where each attempt goes, and under
-        which name, is its own route's (:meth:`_with_retries`)."""
-        kwargs = self._request_kwargs(request)
+        which name, is its own route's (:meth:`Attempts.run <runner.models._attempts.Attempts.run>`)."""
+        kwargs = request_kwargs(request, self.spec, name=self.name, noted=self._dropped_noted)
         turn = request.count("assistant")
+        attempts, reader = self._attempts(), self._reader()
 
         async def once(route: Route, answer: Answer) -> ChatReply:
             body = {**kwargs, "model": route.wire_model}
             if route.stream:
                 return await self._streamed(route, body, answer, turn)
             raw = await self._http(route).chat.completions.with_raw_response.create(**body)
-            return self._answered(route, raw.http_response, answer, turn, asked=body)
+            return reader.answered(route, raw.http_response, answer, turn, asked=body)
 
-        await self._replica_ready()
+        await attempts.replica_ready()
         first = self.route()
         # The output limit of a call to a served model that sets none (runner.core.served.SERVED_MAX_TOKENS).
         limit = first.max_tokens if request.max_tokens is None else None
@@ -245,7 +195,7 @@ class OpenAICompatibleModel(ChatModel):
             checked = await asyncio.to_thread(fit, first.tokenizer, kwargs.get("messages") or [],
                                               kwargs.get("tools"), asked)
             if checked.why is not None:
-                return self._too_long(first, checked.why)
+                return reader.too_long(first, checked.why)
             prompt = checked.prompt
             if limit is not None and checked.room is not None:
                 limit = min(limit, checked.room)
@@ -254,7 +204,7 @@ class OpenAICompatibleModel(ChatModel):
         tokens = estimate_tokens(kwargs, limit or request.max_tokens)
         uses_tools = bool(request.tools)
         try:
-            reply = await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
+            reply = await attempts.run(once, uses_tools=uses_tools, tokens=tokens)
         except ModelError as exc:
             if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                 raise
@@ -270,28 +220,12 @@ class OpenAICompatibleModel(ChatModel):
             # over the context): without it the server gives the answer the room left, which is less than it.
             del kwargs[self.spec.max_tokens_param]
             try:
-                return await self._with_retries(once, uses_tools=uses_tools, tokens=tokens)
+                return await attempts.run(once, uses_tools=uses_tools, tokens=tokens)
             except ModelError as exc:
                 if exc.error_code != CONTEXT_LENGTH_EXCEEDED:
                     raise
                 refusal = exc
-        return self._too_long(first, str(refusal))
-
-    def _answered(self, route: Route, response: httpx.Response, answer: Answer, turn: int,
-                  body: object = None, asked: Mapping[str, Any] | None = None) -> ChatReply:
-        """The reply in a successful answer (``body``: its JSON when already read, as a stream is), checked against
-        the request ``asked`` (:meth:`_reply`), with the status, headers and tokens told to the limiter
-        (:class:`~runner.core.limits.Answer`)."""
-        answer.set(response.status_code, response.headers)
-        try:
-            reply = self._reply(route, response, turn, body, asked)
-        except ModelError as exc:
-            if exc.status is not None:
-                # An error body with status 200 (its code says what happened: a 429 is a refusal for rate).
-                answer.set(exc.status, response.headers)
-            raise
-        answer.tokens = reply.usage.total_tokens
-        return reply
+        return reader.too_long(first, str(refusal))
 
     async def _streamed(self, route: Route, body: dict[str, Any], answer: Answer, turn: int) -> ChatReply:
         """One request with its answer streamed (``stream: true``), put together into the reply a plain request
@@ -302,366 +236,21 @@ class OpenAICompatibleModel(ChatModel):
         Raises:
             openai.APIStatusError: an error status, as for a plain request.
             ModelProtocolError: an event stream that is not the OpenAI API's.
-            ModelError: as :meth:`_reply`.
+            ModelError: as :meth:`ReplyReader.reply <runner.models._reading.ReplyReader.reply>`.
         """
-        # The usage is asked for: a server that honours stream_options sends it only then (transformers serve
-        # 5.25, vLLM, OpenAI: a last chunk without choices); one that ignores it may send it anyway (5.17).
-        extra: dict[str, Any] = {"stream": True}
-        if "stream_options" not in self.spec.dropped_params:
-            extra["stream_options"] = {"include_usage": True}
+        reader = self._reader()
+        # The usage is asked for (runner.models._requests.stream_kwargs).
+        extra = stream_kwargs(self.spec)
         async with self._http(route).chat.completions.with_streaming_response.create(**body, **extra) as raw:
             response = raw.http_response
             if media_type(response) == "application/json":
                 await response.aread()
-                return self._answered(route, response, answer, turn, asked=body)
+                return reader.answered(route, response, answer, turn, asked=body)
             try:
                 events = await read_events(response.aiter_lines())
             except UnreadableReply as exc:
-                raise self._protocol_error(route, response, exc) from None
-        return self._answered(route, response, answer, turn, events, asked=body)
-
-    def _too_long(self, route: Route, detail: str) -> ChatReply:
-        """The reply to a conversation longer than the model's context: the item's answer, not a failure of the
-        server (as Inspect AI's stop reason ``model_length``). The solution sees an empty reply and the reason
-        ``context_length_exceeded``; never retried."""
-        structlog.get_logger("runner.models").warning("model.context_length_exceeded", model=self.name,
-                                                      url=route.url, detail=detail)
-        return ChatReply(content="", finish_reason=CONTEXT_LENGTH_EXCEEDED, model=self.model,
-                         usage=Usage(input_tokens=0, output_tokens=0))
-
-    async def _replica_ready(self) -> None:
-        """Wait while this model's replica, served by the run in this process, starts again after a failure (a call
-        in flight when it died is retried here and waits instead of failing; :mod:`runner.core.served`).
-
-        Raises:
-            ModelError: the replica failed for good (``error_code`` ``replica_failed``: the run stops, and the same
-                command with ``--rerun-failed`` redoes the items it failed), or was not ready again within its
-                start-up time.
-        """
-        if self._pinned:
-            return
-        deadline = None
-        while True:
-            state = served_pending(self.name)
-            if state is None:
-                return
-            if isinstance(state, str):
-                raise ModelError(f"{self.name}: {state}", error_code=REPLICA_FAILED)
-            deadline = deadline if deadline is not None else time.monotonic() + state
-            if time.monotonic() >= deadline:
-                raise ModelError(f"{self.name}: its replica was not ready again within {state:g} s "
-                                 "(--model-startup-timeout)", error_code=REPLICA_FAILED)
-            await asyncio.sleep(REPLICA_POLL_S)
-
-    def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
-        """``client.chat.completions.create``'s arguments for ``request``, without the fields the provider's server
-        does not take (:attr:`Provider.dropped_params`); each attempt sets ``model``, its route's name for it."""
-        kwargs = request.to_openai_kwargs(self.spec.max_tokens_param)
-        dropped = self.spec.dropped_params
-        if not dropped:
-            return kwargs
-        removed = [key for key in dropped if key in kwargs]
-        extra = kwargs.get("extra_body")
-        if isinstance(extra, dict) and dropped & extra.keys():
-            removed += [key for key in dropped if key in extra]
-            kwargs["extra_body"] = {key: value for key, value in extra.items() if key not in dropped} or None
-            if kwargs["extra_body"] is None:
-                del kwargs["extra_body"]
-        for key in removed:
-            kwargs.pop(key, None)
-        noted = {"response_format", "tool_choice"} & set(removed) - self._dropped_noted
-        if noted:
-            self._dropped_noted |= noted
-            structlog.get_logger("runner.models").warning(
-                "model.params_dropped", model=self.name, params=sorted(noted),
-                detail=f"the {self.provider} server does not take them; they are not sent")
-        return kwargs
-
-    def _reply(self, route: Route, response: httpx.Response, turn: int, body: object = None,
-               asked: Mapping[str, Any] | None = None, path: str = "chat/completions") -> ChatReply:
-        """The reply in a successful ``/chat/completions`` answer (see :mod:`runner.models._replies`), or the first
-        choice of a ``/completions`` one (``path``); ``body``: its JSON when already read (a streamed answer put
-        together), else read from ``response``; ``asked``: the request body sent, which the reply is checked
-        against (:mod:`runner.models._asked`).
-
-        Raises:
-            ModelProtocolError: the body is not an OpenAI chat completion.
-            ModelError: the body carries an error (retryable when its code is), or holds no choice (``error_code``
-                ``no_choice``: this request's error, not retried unless an error code that is retryable came with
-                it, and never counted towards stopping a run), or lacks what ``asked`` asked for (``error_code``
-                ``ignored_option``: the engine ignores a request option; not retried).
-        """
-        try:
-            data = json_body(response) if body is None else body
-            if path == "completions":
-                reply = read_text_completion(data, model=self.model)
-            else:
-                reply = read_completion(data, turn=turn, model=self.model)
-            mismatch = None
-            if asked is not None and isinstance(data, Mapping):
-                mismatch = (completion_mismatch if path == "completions" else chat_mismatch)(asked, data)
-            if mismatch is not None:
-                raise ignored_option(self.name, route.url, path, mismatch, data, self.provider)
-            return reply
-        except UnreadableReply as exc:
-            raise self._protocol_error(route, response, exc) from None
-        except NoChoice as exc:
-            status = exc.status
-            why = f" ({exc.reason})" if exc.reason else " and no reason"
-            raise ModelError(
-                f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with no choice{why}; "
-                "the provider gave no reply to this request (a content filter, typically): this item is an error "
-                "and the run goes on; change or drop the item, or the provider's filter settings",
-                status=status,
-                retryable=status is not None and is_retryable_status(status),
-                error_code="rate_limited" if status == 429 else "no_choice",
-            ) from None
-        except ErrorReply as exc:
-            status = exc.status
-            if exceeds_context(exc.detail):
-                raise ModelError(f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with an "
-                                 f"error: {exc.detail}; the conversation is longer than the model's context",
-                                 status=status, error_code=CONTEXT_LENGTH_EXCEEDED) from None
-            raise ModelError(
-                f"{self.name} at {route.url}: the server answered HTTP {response.status_code} with an error"
-                f"{f' {status}' if status else ''}: {exc.detail}",
-                status=status,
-                retryable=status is not None and is_retryable_status(status),
-                error_code="rate_limited" if status == 429 else None,
-            ) from None
-
-    def _protocol_error(self, route: Route, response: httpx.Response, exc: UnreadableReply) -> ModelProtocolError:
-        """One line for an answer that is not the OpenAI API: the model, the URL, what came back and the fix."""
-        request = response.request
-        path = _path(route, request)
-        return ModelProtocolError(
-            f"{self.name} at {route.url}: {request.method} {path} answered {exc.shape}, not the OpenAI API; "
-            f"{exc.hint or _url_hint(route)}",
-            model=self.name, url=str(request.url), shape=exc.shape, status=response.status_code,
-        )
-
-    async def _with_retries(self, call: Callable[[Route, Answer], Awaitable[R]], *, uses_tools: bool = False,
-                            tokens: int = 0) -> R:
-        """``await call(route, answer)``, retried on 408/409/429/5xx, connection failures and retryable model errors
-        (an error body with such a code) per :attr:`retry`; not a 429 that says the quota is used up
-        (:data:`~runner.models._retry.QUOTA_CODES`), nor a refusal of a conversation longer than the model's context
-        whatever its status (:data:`~runner.models._model_errors.CONTEXT_REFUSALS`).
-
-        The one retry loop of a model call: ``retry.max_attempts`` tries in all, and between two of them the wait of
-        :meth:`RetryPolicy.delay <runner.models._retry.RetryPolicy.delay>`, which is the server's own wait when its
-        answer gave one, read as the run's limiter reads it (:attr:`RateSignal.retry_s
-        <runner.core.limits.RateSignal.retry_s>`): the endpoint's pause for every worker then ends as the retry
-        goes, and holds it back no further. The limiter paces requests; it never sends one again.
-
-        Each try first waits for a restarting replica (:meth:`_replica_ready`), then takes its :class:`Route` (one
-        read of the served table) and uses it alone: the URL, the body's model name (given to ``call``), the
-        limiter's endpoint and the URL its errors name. A try past the model timeout is cancelled (its connection
-        closed, so the server can stop generating for it) and counted in the item's usage (``timeouts``); a call to
-        a replica the run serves fails after :data:`SERVED_TIMEOUT_ATTEMPTS` of them, whatever the policy's
-        attempts.
-
-        Each try holds a permit of the run's limiter (:func:`runner.core.limits.request_slot`: the endpoint's rate,
-        tokens per minute, connections and pauses, shared by every worker) for a request of about ``tokens`` tokens;
-        ``call`` fills in the :class:`~runner.core.limits.Answer` (status, headers, tokens used), and a failed status
-        is filled in here, so a 429 slows every worker, not only this one.
-
-        Raises:
-            ModelError: a failure that is not retried, or the last attempt's failure.
-            ModelProtocolError: a body that does not decode as its ``Content-Encoding`` says, or a 404, 405 or 501
-                that is not JSON (:meth:`_missing_route`); never retried.
-        """
-        log = structlog.get_logger("runner.models")
-        attempts = self.retry.max_attempts
-        timeouts = 0
-        for attempt in range(1, attempts + 1):
-            await self._replica_ready()
-            route = self.route()
-            try:
-                async with request_slot(route.endpoint, tokens) as answer:
-                    try:
-                        return await self._within_deadline(call(route, answer))
-                    except openai.APIStatusError as exc:
-                        answer.set(exc.status_code, exc.response.headers)
-                        raise
-            except (openai.APIStatusError, openai.APIConnectionError, asyncio.TimeoutError, ModelError) as exc:
-                timed_out = isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError))
-                if timed_out:
-                    timeouts += 1
-                    record_timeout(self.name)
-                last = attempt == attempts or (timed_out and route.served and timeouts >= SERVED_TIMEOUT_ATTEMPTS)
-                wait, reason = self._retry_wait(route, exc, attempt, last, uses_tools)
-            delay = self.retry.delay(attempt, wait)
-            shown = min(attempts, SERVED_TIMEOUT_ATTEMPTS) if reason == "timeout" and route.served else attempts
-            log.warning("model.retry", model=self.name, url=route.url, reason=reason, attempt=attempt,
-                        attempts=shown, delay_s=round(delay, 3))
-            await _retry.sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")
-
-    def _retry_wait(self, route: Route, exc: Exception, attempt: int, last: bool,
-                    uses_tools: bool) -> tuple[float | None, str]:
-        """For try number ``attempt`` that failed with ``exc`` on ``route``: the seconds the server asked to wait
-        (``None``: it said nothing) and the reason the log gives, when the call is tried again.
-
-        Raises:
-            ModelError: the error the call ends with: ``exc`` is not retried, or ``last`` (no try is left, or a
-                served replica ran past the model timeout :data:`SERVED_TIMEOUT_ATTEMPTS` times).
-            ModelProtocolError: as :meth:`_with_retries`.
-        """
-        if isinstance(exc, openai.APIStatusError):
-            missing = self._missing_route(route, exc)
-            if missing is not None:
-                raise missing from exc
-            status = exc.status_code
-            wait = RateSignal.from_answer(status, exc.response.headers).retry_s
-            quota = status == 429 and refusal_cause(exc.body)[1]
-            # A refusal for the context's length, whatever its status (Xinference sends vLLM's as a 500).
-            over = exceeds_context(exc.message, exc.body)
-            if not is_retryable_status(status) or last or quota or over:
-                raise self._status_error(route, exc, attempt, uses_tools) from exc
-            if wait is not None and wait > self.retry.max_retry_after:
-                raise ModelError(
-                    f"{self.name} at {route.url}: HTTP {status}, and the server asks to wait {wait:.0f} s, "
-                    f"more than the {self.retry.max_retry_after:.0f} s allowed; lower the request rate "
-                    "(fewer --workers or --concurrency) or resume the run later",
-                    status=status, retryable=True, error_code="rate_limited" if status == 429 else None,
-                ) from exc
-            return wait, f"HTTP {status}"
-        if isinstance(exc, openai.APIConnectionError):
-            if isinstance(exc.__cause__, httpx.DecodingError):
-                raise self._undecodable(route, exc.__cause__) from exc
-            if last:
-                raise self._connection_error(route, exc, attempt) from exc
-            return None, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection failed"
-        if isinstance(exc, asyncio.TimeoutError):
-            if last:
-                raise self._timeout_error(route, attempt) from exc
-            return None, "timeout"
-        assert isinstance(exc, ModelError)
-        if not exc.retryable or last:
-            raise exc
-        return None, f"error {exc.status} in the body"
-
-    async def _within_deadline(self, request: Awaitable[R]) -> R:
-        """``await request``, cancelled after :attr:`timeout` seconds in all (``asyncio.TimeoutError``): the
-        deadline of one HTTP request, which a server that trickles its answer cannot stretch, since the HTTP
-        client's timeouts restart with every byte (openai/openai-python#2599)."""
-        if sys.version_info >= (3, 11):
-            # In the calling task (wait_for would run the request in a task of its own).
-            async with asyncio.timeout(self.timeout):
-                return await request
-        return await asyncio.wait_for(request, self.timeout)
-
-    def _missing_route(self, route: Route, exc: openai.APIStatusError) -> ModelProtocolError | None:
-        """The error for a 404, 405 or 501 whose body is not JSON (a web page, a proxy's text, nothing): no route of
-        the OpenAI API at this URL, since the API's own errors, an unknown model's 404 included, are JSON. ``None``
-        for any other answer."""
-        if exc.status_code not in (404, 405, 501):
-            return None
-        try:
-            json_body(exc.response)
-        except UnreadableReply as unreadable:
-            return self._protocol_error(
-                route, exc.response, UnreadableReply(f"HTTP {exc.status_code} {unreadable.shape}", unreadable.hint))
-        return None
-
-    def _undecodable(self, route: Route, exc: httpx.DecodingError) -> ModelProtocolError:
-        """The error for a body that does not decode as its ``Content-Encoding`` says (a broken gzip stream)."""
-        request = exc.request
-        path = _path(route, request)
-        shape = f"a body that does not decode as its Content-Encoding says ({one_line(exc, 100)})"
-        return ModelProtocolError(
-            f"{self.name} at {route.url}: {request.method} {path} answered {shape}, not the OpenAI API; "
-            "something between here and the server garbles the body; reach the server without that proxy",
-            model=self.name, url=str(request.url), shape=shape,
-        )
-
-    def _timeout_error(self, route: Route, attempts: int) -> ModelError:
-        """The error for a request past :attr:`timeout` on its last attempt (the whole answer had not arrived)."""
-        tries = f" (each of {attempts} attempts)" if attempts > 1 else ""
-        if route.served:
-            fix = ("its replica, served by this run, is overloaded or its answers are long (each request was "
-                   "cancelled there); lower --concurrency, set max_tokens (-S max_tokens=N), or raise the model "
-                   "timeout")
-        else:
-            fix = "check that it is healthy and not trickling its answers, or raise the model timeout"
-        return ModelError(
-            f"{self.name}: the server at {route.url} did not finish answering within {self.timeout:g} s{tries}, the "
-            f"model timeout of one request; {fix}",
-            retryable=True,
-        )
-
-    def _connection_error(self, route: Route, exc: openai.APIConnectionError, attempts: int) -> ModelError:
-        """The error for a connection that failed on the last attempt (or timed out: :meth:`_timeout_error`)."""
-        if isinstance(exc, openai.APITimeoutError):
-            return self._timeout_error(route, attempts)
-        tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
-        cause = one_line(exc.__cause__ or exc, 120)
-        serve = ("; or have the run start it on its workers: --serve "
-                 f"{self.name}") if self.provider in SERVABLE_PROVIDERS and not self._pinned else ""
-        return ModelError(
-            f"{self.name}: cannot connect to the model server at {route.url}{tries} ({cause}); "
-            f"start the server or point --model-base-url at it{self._env_hint('base')}{serve}",
-            retryable=True,
-        )
-
-    def _status_error(self, route: Route, exc: openai.APIStatusError, attempts: int, uses_tools: bool) -> ModelError:
-        """The error for an error status that ends a call: what the server said, and the fix."""
-        status = exc.status_code
-        body = exc.body
-        # The client unwraps {"error": {...}} (OpenAI, Ollama); vLLM sends {"message": ...} at the top level; a body
-        # that is not JSON (a proxy's HTML error page) is described rather than quoted.
-        if isinstance(body, dict) and isinstance(body.get("message"), str):
-            detail = one_line(body["message"], 200)
-        else:
-            try:
-                json_body(exc.response)
-                detail = one_line(exc.message, 200)
-            except UnreadableReply as unreadable:
-                detail = unreadable.shape
-        where = f"{self.name} at {route.url}"
-        if exceeds_context(exc.message, body):
-            said = one_line(error_message(body) or detail, 200)
-            return ModelError(f"{where}: HTTP {status}: {said}; the conversation is longer than the model's context",
-                              status=status, error_code=CONTEXT_LENGTH_EXCEEDED)
-        if status == 429:
-            return self._refusal(route, exc, detail, attempts)
-        if status in (401, 403):
-            fix = f"check the API key{self._env_hint('key')}"
-        elif status == 404:
-            fix = ("check the model name and the base URL (it should end with /v1); "
-                   "'python -m runner list' shows the providers")
-        elif status == 503:
-            fix = (f"the server stayed unavailable for {_tries(attempts)}; check the server, lower the request rate "
-                   "(--max-rpm, --concurrency), or resume the run once it is healthy")
-        elif is_retryable_status(status):
-            fix = f"the server failed {_tries(attempts)}; check the server's logs, or resume the run once it is healthy"
-        elif uses_tools and any(word in detail.lower() for word in ("tool choice", "tool_choice", "tool-call-parser")):
-            # vLLM without tool calling: '"auto" tool choice requires --enable-auto-tool-choice and
-            # --tool-call-parser to be set'; not any 400 that names a tool (a refused history, a bad schema).
-            fix = ("the server refused tool calling; for vLLM start it with --enable-auto-tool-choice "
-                   "--tool-call-parser <parser for the model>")
-        else:
-            fix = "the server rejected the request"
-        return ModelError(f"{where}: HTTP {status}: {detail}; {fix}", status=status,
-                          retryable=is_retryable_status(status))
-
-    def _refusal(self, route: Route, exc: openai.APIStatusError, detail: str, attempts: int) -> ModelError:
-        """The error for a 429 that ends a call: why the server refuses (the body's code or type, e.g.
-        ``insufficient_quota``), and the fix: a quota to restore (``error_code`` ``quota_exhausted``, not retryable),
-        else a rate to lower (``rate_limited``)."""
-        cause, quota = refusal_cause(exc.body)
-        why = f" ({cause})" if cause else ""
-        if quota:
-            fix = "the account's quota is used up and no wait restores it: add credits or raise its limits"
-        else:
-            fix = (f"it refused {_tries(attempts)}; lower the request rate (--max-rpm, --concurrency) or resume the run "
-                   "once its limit resets")
-        return ModelError(f"{self.name} at {route.url}: the server refuses with HTTP 429{why}: {detail}; {fix}",
-                          status=429, retryable=not quota, error_code="quota_exhausted" if quota else "rate_limited")
-
-    def _env_hint(self, what: str) -> str:
-        variable = self.spec.base_url_env if what == "base" else self.spec.api_key_env
-        return f" (or set {variable})" if variable else ""
+                raise reader.failures.protocol_error(route, response, exc) from None
+        return reader.answered(route, response, answer, turn, events, asked=body)
 
     async def check(self) -> None:
         """List the server's models once (no retries: a preflight should fail fast).
@@ -679,28 +268,29 @@ class OpenAICompatibleModel(ChatModel):
         """
         log = structlog.get_logger("runner.models")
         route = self.route()
+        failures = self._failures()
         try:
-            answer = await self._within_deadline(self._http(route).models.with_raw_response.list())
+            answer = await self._attempts().within_deadline(self._http(route).models.with_raw_response.list())
         except asyncio.TimeoutError as exc:
-            raise self._timeout_error(route, 1) from exc
+            raise failures.timeout_error(route, 1) from exc
         except openai.APIConnectionError as exc:
             if isinstance(exc.__cause__, httpx.DecodingError):
-                raise self._undecodable(route, exc.__cause__) from exc
-            raise self._connection_error(route, exc, 1) from exc
+                raise failures.undecodable(route, exc.__cause__) from exc
+            raise failures.connection_error(route, exc, 1) from exc
         except openai.APIStatusError as exc:
             if exc.status_code in (404, 405, 501):
                 # No /models here: a server of the API that lacks the route still answers JSON or nothing; a web
                 # page says the URL is not the API's.
-                missing = self._missing_route(route, exc)
+                missing = failures.missing_route(route, exc)
                 if missing is not None and is_page(exc.response):
                     raise missing from None
                 return
-            raise self._status_error(route, exc, 1, uses_tools=False) from exc
+            raise failures.status_error(route, exc, 1, uses_tools=False) from exc
         response = answer.http_response
         try:
             served = served_models(json_body(response))
         except UnreadableReply as exc:
-            raise self._protocol_error(route, response, exc) from None
+            raise failures.protocol_error(route, response, exc) from None
         except ErrorReply as exc:
             raise ModelError(f"{self.name} at {route.url}: GET /models answered HTTP {response.status_code} with "
                              f"an error: {exc.detail}; check the server", status=exc.status) from None
@@ -716,19 +306,3 @@ class OpenAICompatibleModel(ChatModel):
                              f"it serves: {shown}; pass --model {self.provider}:<one of them>")
         log.warning("model.not_listed", model=self.name, url=route.url, served=served[:10])
 
-
-def _tries(attempts: int) -> str:
-    """``all 3 attempts``, or ``the call`` for one."""
-    return f"all {attempts} attempts" if attempts > 1 else "the call"
-
-
-def _path(route: Route, request: httpx.Request) -> str:
-    """The request's path below ``route``'s API root (``/chat/completions``)."""
-    return request.url.path.removeprefix(httpx.URL(route.base_url).path.rstrip("/"))
-
-
-def _url_hint(route: Route) -> str:
-    """The fix for a server that answers something else than the OpenAI API at ``route``'s API root."""
-    if "/v1" in httpx.URL(route.base_url).path:
-        return "check that --model-base-url is the root of an OpenAI-compatible API"
-    return f"is the URL missing /v1? (e.g. --model-base-url {route.url}/v1)"

@@ -1,11 +1,10 @@
 """When and how long to wait before trying a model call again.
 
-This is the one retry policy of a model call, and :meth:`OpenAICompatibleModel._with_retries
-<runner.models._openai.OpenAICompatibleModel._with_retries>` its one loop. The run's traffic control
-(:mod:`runner.traffic`) never sends a request again: it paces every worker's requests to an endpoint, pauses them
-all after a refusal for rate for the server's wait (the same wait as a retry's here, :attr:`RateSignal.retry_s
-<runner.core.limits.RateSignal.retry_s>`), and adapts the endpoint's rate to the refusals
-(:mod:`runner.traffic.backoff`).
+This is the one retry policy of a model call, and :meth:`Attempts.run <runner.models._attempts.Attempts.run>` its one
+loop. The run's traffic control (:mod:`runner.traffic`) never sends a request again: it paces every worker's
+requests to an endpoint, pauses them all after a refusal for rate for the server's wait (the same wait as a retry's
+here, :attr:`RateSignal.retry_s <runner.core.limits.RateSignal.retry_s>`), and adapts the endpoint's rate to the
+refusals (:mod:`runner.traffic.backoff`).
 
 Retried: HTTP 408 (request timeout), 409 (conflict), 429 (rate limit) and every 5xx, plus connection failures and
 read timeouts, the set the OpenAI Python client itself retries (``openai._base_client.BaseClient._should_retry``);
