@@ -5,8 +5,8 @@ It is the one shape between the faces and the engine, and :meth:`RunRequest.from
 CLI's ``run`` and ``submit`` call it with the :class:`RunConfig` of the flags and file, the evaluators
 (``GeneralEvaluator``, ``RayEvaluator``) with the :class:`RunConfig` of their keywords and the objects they were
 given (a benchmark, a solution, a store) in place of names. Names are resolved through :mod:`runner.registry` once,
-the model and judge defaults settled from the environment (:func:`settle_models`), and every change of the
-configuration validated again (:func:`changed`).
+the model and judge defaults settled from the environment (:func:`model_defaults`), and the changes of the
+configuration validated once, together (:func:`changed`).
 """
 
 from __future__ import annotations
@@ -89,11 +89,11 @@ class RunRequest:
         :class:`RunConfig`, the evaluators with the objects they were given in place of names.
 
         Each name is resolved once (the benchmark's class, the solution's target); the model and judge defaults
-        are settled from the environment (:func:`settle_models`); each change of the configuration is validated
-        again (no ``model_copy(update=)``, which skips validators); the benchmark is built with its judge, the
-        solution recipe checked once (:meth:`SolutionSpec.check`), the replicas chosen (:func:`replica_specs`),
-        the store opened and the executor the configuration names built (which starts nothing). Nothing is
-        written and nothing started.
+        are settled from the environment (:func:`model_defaults`); the benchmark is built with its judge, the
+        solution recipe checked once (:meth:`SolutionSpec.check`), the replicas chosen (:func:`replica_specs`) and
+        the items in flight that fill their batches set; these changes of the configuration are validated once,
+        together (:func:`changed`); then the store is opened and the executor the configuration names built (which
+        starts nothing). Nothing is written and nothing started.
 
         Args:
             config: what to run and how; its ``benchmark`` (and ``solution``) name what ``benchmark`` (and
@@ -121,19 +121,22 @@ class RunRequest:
         target = type(benchmark) if benchmark is not None else registry.resolve(
             config.benchmark, registry.available_benchmarks(), "benchmark")[0]
         solution_target = None if solution is not None else _solution_target(config, target)
-        config = settle_models(config, target, solution_target, judge=benchmark is None)
-        _check_prices(config)
+        update = model_defaults(config, target, solution_target, judge=benchmark is None)
+        # What follows reads the settled names before the one validation below: no validator rewrites a model's name.
+        settled = config.model_copy(update=update)
+        _check_prices(settled)
         if benchmark is None:
-            benchmark = registry.build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(config)},
-                                                 config.data_dir, run_models=run_models(config), target=target)
+            benchmark = registry.build_benchmark(config.benchmark, {**config.benchmark_args, **judge_args(settled)},
+                                                 config.data_dir, run_models=run_models(settled), target=target)
         if solution is None:
-            solution = registry.solution_spec(config.solution, config.solution_args, config.model, benchmark,
+            solution = registry.solution_spec(config.solution, config.solution_args, settled.model, benchmark,
                                               config.model_base_url, config.user_model, config.user_model_base_url,
                                               target=solution_target)
         solution.check()
-        replicas = tuple(replica_specs(config, in_process=solution.in_process_providers,
+        replicas = tuple(replica_specs(settled, in_process=solution.in_process_providers,
                                        any_model=solution_target is None))
-        config = _with_concurrency(config, replicas, benchmark)
+        update.update(_concurrency(config, replicas, benchmark))
+        config = changed(config, **update) if update else config
         settings = config.settings()
         return cls(
             benchmark=benchmark,
@@ -204,8 +207,8 @@ def changed(config: RunConfig, **update: Any) -> RunConfig:
     return build_config({**config.model_dump(exclude_unset=True), **update}, "the run's configuration")
 
 
-def settle_models(config: RunConfig, benchmark: Any, solution: Any, *, judge: bool = True) -> RunConfig:
-    """``config`` with its agent's model and its judge settled.
+def model_defaults(config: RunConfig, benchmark: Any, solution: Any, *, judge: bool = True) -> dict[str, Any]:
+    """The fields that settle ``config``'s agent's model and its judge (empty when nothing changes).
 
     The model: ``--model``, else ``$AGENT_CHAT_MODEL_NAME`` when a model is wanted, that is when the solution
     (``solution``, its resolved target) takes a ``model`` argument; a run of a solution without one (e.g.
@@ -230,11 +233,11 @@ def settle_models(config: RunConfig, benchmark: Any, solution: Any, *, judge: bo
         update["model"] = name
     if judge:
         update.update(_judge_default(config, benchmark, update.get("model", config.model)))
-    return changed(config, **update) if update else config
+    return update
 
 
 def _judge_default(config: RunConfig, benchmark: Any, model: str | None) -> dict[str, Any]:
-    """The judge fields :func:`settle_models` sets (none for a benchmark without judged metrics)."""
+    """The judge fields :func:`model_defaults` sets (none for a benchmark without judged metrics)."""
     if not takes_judge(benchmark):
         if (config.judge_model and config.judge_model.strip().lower() != NO_JUDGE) or config.judge_base_url:
             raise ConfigError(f"benchmark {config.benchmark!r} has no LLM-judged metrics; drop --judge-model and "
@@ -271,18 +274,18 @@ def _check_prices(config: RunConfig) -> None:
                           f"--price {unpriced[0]}=IN,OUT (USD per million input and output tokens)")
 
 
-def _with_concurrency(config: RunConfig, replicas: tuple[ReplicaSpec, ...], benchmark: BenchmarkBase) -> RunConfig:
-    """``config`` with the items in flight per worker that fill the served engines' batches (and the benchmark's
-    model batches, :meth:`~runner.core.benchmark.BenchmarkBase.items_in_flight`), unless ``--concurrency`` was
-    given."""
+def _concurrency(config: RunConfig, replicas: tuple[ReplicaSpec, ...], benchmark: BenchmarkBase) -> dict[str, Any]:
+    """The ``worker`` field that sets the items in flight per worker filling the served engines' batches (and the
+    benchmark's model batches, :meth:`~runner.core.benchmark.BenchmarkBase.items_in_flight`); empty when
+    ``--concurrency`` was given or nothing asks."""
     on_gpu = config.worker.num_gpus > 0
     wanted = [default_concurrency(replica, on_gpu) for replica in replicas]
     hint = benchmark.items_in_flight()
     if hint is not None:
         wanted.append(hint)
     if not wanted or "max_concurrency" in config.worker.model_fields_set:
-        return config
-    return changed(config, worker={**config.worker.model_dump(exclude_unset=True), "max_concurrency": max(wanted)})
+        return {}
+    return {"worker": {**config.worker.model_dump(exclude_unset=True), "max_concurrency": max(wanted)}}
 
 
 def run_models(config: RunConfig | dict[str, Any]) -> dict[str, Any]:

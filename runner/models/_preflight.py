@@ -36,7 +36,7 @@ def preflight_models(model: str | None = None, model_base_url: str | None = None
                      judge_base_url: str | None = None) -> None:
     """:func:`preflight` for every model of a run: the agent's and, when they are other models or other servers,
     the simulated user's (a ``user_model`` equal to ``model`` without its own URL is the agent's model itself) and
-    the judge's (whose URL is already settled by :func:`~runner.engine.request.settle_models`).
+    the judge's (whose URL is already settled by :func:`~runner.engine.request.model_defaults`).
 
     Raises:
         ConfigError, ModelError: as :func:`preflight`, for the first model that fails.

@@ -60,7 +60,7 @@ def replica_specs(config: RunConfig, in_process: tuple[str, ...] = (), any_model
     """The replicas each worker of a run starts: the models of ``config.serve`` (the bare ``--serve`` standing for
     ``config.model``) and the embedded model (:data:`~runner.core.config.EMBEDDED_MODEL`) wherever the run names it
     without a URL (as the agent's model, the simulated user's or the judge's). Call it with the configuration whose
-    model and judge defaults are settled (``RunRequest.config``, or :func:`~runner.engine.request.settle_models`).
+    model and judge defaults are settled (``RunRequest.config``, or :func:`~runner.engine.request.model_defaults`).
 
     The GPU share is the worker's ``num_gpus`` when it is a fraction of one GPU (1 otherwise), divided among the
     replicas, which share the worker's GPUs; a whole number of GPUs above 1 is the tensor-parallel size (from the GPU
