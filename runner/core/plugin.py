@@ -40,6 +40,7 @@ import functools
 import inspect
 import re
 import typing
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -167,13 +168,28 @@ def arguments_model(target: Any) -> type[pydantic.BaseModel] | None:
         if name in skipped:
             continue
         default = params[name].default
-        fields[name] = (_checkable(hints.get(name, Any)),
-                        pydantic.Field(... if default is inspect.Parameter.empty else default,
-                                       description=helps.get(name)))
+        # A name pydantic keeps for itself (a leading underscore, a BaseModel attribute) is the field's alias.
+        key = name if _plain_field_name(name) else f"field_{len(fields)}"
+        fields[key] = (_checkable(hints.get(name, Any)),
+                       pydantic.Field(... if default is inspect.Parameter.empty else default,
+                                      description=helps.get(name), alias=None if key == name else name))
     extra = "allow" if signature.takes_var_keyword(target) else "forbid"
     title = getattr(target, "__qualname__", type(target).__qualname__)
-    return pydantic.create_model(  # type: ignore[call-overload,no-any-return]
-        f"{title}.Arguments", __config__=pydantic.ConfigDict(extra=extra, arbitrary_types_allowed=True), **fields)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a field named like a pydantic namespace (model_args) is still a field
+        return pydantic.create_model(  # type: ignore[call-overload,no-any-return]
+            f"{title}.Arguments", __config__=pydantic.ConfigDict(extra=extra, arbitrary_types_allowed=True,
+                                                                 protected_namespaces=()), **fields)
+
+
+def _plain_field_name(name: str) -> bool:
+    return not name.startswith("_") and not hasattr(pydantic.BaseModel, name)
+
+
+def argument_fields(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The fields of an arguments' model by the argument's own name (its alias where pydantic keeps the name):
+    name -> pydantic ``FieldInfo``."""
+    return {info.alias or key: info for key, info in model.model_fields.items()}
 
 
 def _checkable(annotation: Any) -> Any:
@@ -193,7 +209,8 @@ def unknown_arguments(target: Any, offered: Iterable[str]) -> list[str]:
         return list(offered)
     if model.model_config.get("extra") == "allow":
         return []
-    return [name for name in offered if name not in model.model_fields]
+    fields = argument_fields(model)
+    return [name for name in offered if name not in fields]
 
 
 def mistyped_arguments(target: Any, offered: Mapping[str, Any]) -> dict[str, str]:
@@ -205,8 +222,9 @@ def mistyped_arguments(target: Any, offered: Mapping[str, Any]) -> dict[str, str
     if model is None:
         return {}
     problems = {}
+    fields = argument_fields(model)
     for name, value in offered.items():
-        found = model.model_fields.get(name)
+        found = fields.get(name)
         if found is None or found.annotation is Any:
             continue
         try:
@@ -239,7 +257,7 @@ def argument_rows(target: Any) -> Iterator[ArgumentRow]:
     in the constructor's order (none for an unreadable signature)."""
     model = arguments_model(target)
     filled = set(declaration(target).run_arguments())
-    for name, found in (model.model_fields.items() if model is not None else ()):
+    for name, found in (argument_fields(model).items() if model is not None else ()):
         if name in filled:
             continue
         annotation = found.annotation

@@ -48,7 +48,7 @@ def _argument_names(target: Any) -> dict[str, Any] | None:
     model = plugin.arguments_model(target)
     if model is None or model.model_config.get("extra") == "allow":
         return None
-    names = list(model.model_fields)
+    names = list(plugin.argument_fields(model))
     return {"propertyNames": {"enum": names}} if names else {"maxProperties": 0}
 
 

@@ -169,3 +169,15 @@ def test_the_embedded_folder_is_published_through_core(monkeypatch: pytest.Monke
 def test_a_need_that_does_not_exist_is_refused_at_declaration() -> None:
     with pytest.raises(ValueError, match="unknown need"):
         declare("x", needs={"gpu"})
+
+
+def test_arguments_named_as_pydantic_keeps_its_own_names_are_still_checked() -> None:
+    """A user's recipe may name an argument ``_private``, ``json`` or ``model_config``: each is a field (by alias),
+    checked and listed under its own name."""
+
+    def recipe(model: str, json: int = 1, _private: int = 2, model_config: int = 3) -> Any:
+        return lambda task: None
+
+    assert [row.name for row in plugin.argument_rows(recipe)] == ["json", "_private", "model_config"]
+    assert plugin.unknown_arguments(recipe, ["json", "_private", "other"]) == ["other"]
+    assert set(plugin.mistyped_arguments(recipe, {"_private": "two", "model_config": 3})) == {"_private"}
