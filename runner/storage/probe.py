@@ -19,15 +19,15 @@ import structlog
 
 from runner.core.errors import StorageError, exception_line
 from runner.storage import local_disk
-from runner.storage.error_kinds import FaultKind, fault_kind, protocol_of
-from runner.storage.protocols import condition_of
+from runner.storage.error_kinds import FaultKind, fault_kind
+from runner.storage.protocols import condition_of, honoured_by, protocol_of
 from runner.storage.store import ResultStore
 
 PROBE_PREFIX = ".conditional-write-probe-"
 """The probe's key under the run root (one fresh name per probe, deleted afterwards)."""
 
 OPT_IN = "--allow-overwriting-store"
-_HONOURED_BY = "Amazon S3, Google Cloud Storage and Azure Blob Storage do"
+_HONOURED_BY = f"{honoured_by()} do"
 
 
 def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False) -> bool:

@@ -43,6 +43,7 @@ from runner.storage.manifest import RunManifest, utc_now
 from runner.storage.reading import item_of
 from runner.core.secrets import mask, redact
 from runner.storage.outage import OutageGuard
+from runner.storage.protocols import LOCAL_PROTOCOLS
 
 _log = structlog.get_logger("runner")
 
@@ -56,7 +57,6 @@ MATRIX_FILE = "matrix.json"
 PROGRESS_FILE = "progress.json"
 """What the driver of a run that executes says about it (counts, rate, ETA, running means), at most 10 s old."""
 REPORT_FILES = ("summary.json", "results.csv", LIMITS_FILE, PROGRESS_FILE)
-_LOCAL_PROTOCOLS = {"file", "local"}
 
 _RUNS_WRITTEN: list[ResultStore] = []
 
@@ -171,7 +171,7 @@ class ResultStore:
         """Whether the store is on a local disk."""
         protocol = self.fs.protocol
         protocols = {protocol} if isinstance(protocol, str) else set(protocol)
-        return bool(protocols & _LOCAL_PROTOCOLS)
+        return bool(protocols & LOCAL_PROTOCOLS)
 
     @property
     def is_process_local(self) -> bool:
