@@ -241,7 +241,7 @@ class Compactor:
         for start in range(0, len(paths), reading.READ_BATCH):
             batch = paths[start:start + reading.READ_BATCH]
             heads = self.store.call("cat_ranges", batch, [0] * len(batch), [limit] * len(batch),
-                                     on_error="return", nbytes=limit * len(batch))
+                                    on_error="return", nbytes=limit * len(batch))
             for path, head in zip(batch, heads):
                 if isinstance(head, FileNotFoundError):
                     continue
@@ -353,7 +353,7 @@ class Compactor:
         for start in range(0, len(orphans), self.every_records):
             self._compact(orphans[start:start + self.every_records])
         leftovers = {unknown[item]: write_id for item, (write_id, pointed) in held.items() if pointed is None}
-        same = [path for path, record in reading.parse_records(self.store.fs, {p: listing[p] for p in leftovers})
+        same = [path for path, record in reading.parse_records(self.store, {p: listing[p] for p in leftovers})
                 if record is not None and record.write_id == leftovers[path]]
         self._delete(same)
         if orphans or same:
@@ -420,13 +420,13 @@ def retire(store: RunLayout, items: set[Item], stamp: str) -> None:
         for key, repeat in sorted(items):
             path = store.item_path((key, repeat))
             try:
-                data = store.fs.cat_file(path)
+                data = store.read_object(path)
             except FileNotFoundError:
                 continue
             if (key, repeat) not in copied:
                 store.write_once(store.path(RETIRED, key, f"{repeat}.{stamp}.json"), data)
             with contextlib.suppress(FileNotFoundError):
-                store.fs.rm_file(path)
+                store.delete_object(path)
             if store.is_local:
                 remove_empty_folders([path])
     except StorageError:
@@ -439,7 +439,7 @@ def _retire_from_shard(store: RunLayout, path: str, items: set[Item], copied: se
     """Copy the rows of ``items`` in the shard at ``path`` to ``retired/`` and rewrite the shard without them, one
     row group at a time (a shard that holds none of them is left as it is)."""
     try:
-        parsed = shards.parse(store.fs.cat_file(path))
+        parsed = shards.parse(store.read_object(path))
         keys = parsed.read(columns=list(shards.KEY_COLUMNS))
     except (FileNotFoundError, shards.ShardUnreadable):
         return
@@ -462,7 +462,7 @@ def _retire_from_shard(store: RunLayout, path: str, items: set[Item], copied: se
             writer.write_table(rows.filter(pc.invert(pa.array(drop))), row_group_size=shards.ROW_GROUP_ROWS)
     if kept:
         write_shard(store, buffer.getvalue(), kept)
-    store.fs.rm_file(path)
+    store.delete_object(path)
 
 
 def _copy_to_retired(store: RunLayout, row: dict, stamp: str) -> None:
@@ -470,7 +470,7 @@ def _copy_to_retired(store: RunLayout, row: dict, stamp: str) -> None:
     record = row["record"].encode()
     if row["record_path"] is not None:
         with contextlib.suppress(FileNotFoundError):
-            record = store.fs.cat_file(store.path(row["record_path"]))
+            record = store.read_object(store.path(row["record_path"]))
     store.write_once(store.path(RETIRED, row["task_key"], f"{row['repeat']}.{stamp}.json"), record)
 
 

@@ -11,6 +11,7 @@ fsspec primitive gives.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -249,6 +250,35 @@ class ObjectStore:
             raise
         except Exception as exc:  # noqa: BLE001
             raise StorageError(self.explain(f"cannot {what}", exc)) from None
+
+    def read_object(self, path: str) -> bytes:
+        """The bytes of the object at ``path``, in one request and without a deadline (a reader's fetch, outside
+        any write).
+
+        Raises:
+            FileNotFoundError: nothing is at ``path``.
+            Exception: whatever the backend raises.
+        """
+        return self.fs.cat_file(path)
+
+    def delete_object(self, path: str) -> None:
+        """Delete the object at ``path``, without a deadline.
+
+        Raises:
+            FileNotFoundError: nothing is at ``path``.
+            Exception: whatever the backend raises.
+        """
+        self.fs.rm_file(path)
+
+    def delete_folder(self, path: str) -> None:
+        """Delete everything under the folder (or prefix) ``path``; nothing if it holds nothing.
+
+        Raises:
+            Exception: whatever the backend raises.
+        """
+        with contextlib.suppress(FileNotFoundError):
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)
 
     def read_file(self, name: str) -> bytes | None:
         """The bytes of the run-level file ``name``, or ``None`` if absent."""

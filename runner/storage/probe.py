@@ -36,9 +36,9 @@ def check_conditional_writes(store: ObjectStore, allow_overwriting: bool = False
 
     Args:
         store: the run's store.
-        allow_overwriting: on a store that does not honour them, write anyway: :attr:`ObjectStore.conditional <runner.storage.object_store.ObjectStore.conditional>`
-            is turned off (an existence check, then a plain write) and a ``storage.unconditional`` warning says
-            what that risks.
+        allow_overwriting: on a store that does not honour them, write anyway: :attr:`ObjectStore.conditional
+            <runner.storage.object_store.ObjectStore.conditional>` is turned off (an existence check, then a plain
+            write) and a ``storage.unconditional`` warning says what that risks.
 
     Returns:
         whether the store honours conditional writes.
@@ -68,7 +68,7 @@ def check_conditional_writes(store: ObjectStore, allow_overwriting: bool = False
         problem = f"it answered a write with {condition} with 501 Not Implemented ({exception_line(exc)})"
     finally:
         with contextlib.suppress(Exception):
-            store.fs.rm_file(path)
+            store.delete_object(path)
     if problem is None:
         return True
     risk = ("records could be overwritten and a second driver on the run would not be refused")

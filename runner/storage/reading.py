@@ -30,6 +30,7 @@ from runner.storage.layout import Item, item_of
 
 if TYPE_CHECKING:
     from runner.storage.layout import RunLayout
+    from runner.storage.object_store import ObjectStore
 
 _log = structlog.get_logger("runner")
 
@@ -58,12 +59,16 @@ def read_batches(sizes: Iterable[tuple[str, int]], max_bytes: int = READ_BATCH_B
         yield batch
 
 
-def parse_records(fs: fsspec.AbstractFileSystem, sizes: Mapping[str, int]) -> Iterator[tuple[str, TaskRecord | None]]:
-    """``(path, record)`` for the record files of ``sizes`` (path -> bytes, from a listing), in path order, in
-    batches of :data:`READ_BATCH` records and :data:`READ_BATCH_BYTES` bytes; ``record`` is ``None`` when the file
-    does not parse, and a file removed since the listing is left out."""
+def parse_records(store: ObjectStore, sizes: Mapping[str, int]) -> Iterator[tuple[str, TaskRecord | None]]:
+    """``(path, record)`` for the record files of ``sizes`` (path -> bytes, from a listing) in ``store``, in path
+    order, in batches of :data:`READ_BATCH` records and :data:`READ_BATCH_BYTES` bytes; ``record`` is ``None`` when
+    the file does not parse, and a file removed since the listing is left out.
+
+    Raises:
+        Exception: whatever the store's backend raises (a file that is gone excepted).
+    """
     for batch in read_batches(sorted(sizes.items()), READ_BATCH_BYTES, READ_BATCH):
-        contents = _fetch(fs, batch)
+        contents = _fetch(store.fs, batch)
         for path in batch:
             data = contents.pop(path, None)
             if data is None:
@@ -133,10 +138,11 @@ class Scan:
     each item once.
 
     Order, so that a compaction or a merge running meanwhile cannot hide a record: ``records/`` and ``shards/`` are
-    listed together (:meth:`RunLayout.listing <runner.storage.layout.RunLayout.listing>`, one listing of the run; an object store lists keys in order, so
-    ``records/`` before ``shards/``). A record object listed that is gone when read was consolidated since into a shard written
-    after the listing, and a listed shard that is gone was merged into one written since: either way ``shards/``
-    is listed again at the end and the new shards read (:data:`RELISTS` times at most).
+    listed together (:meth:`RunLayout.listing <runner.storage.layout.RunLayout.listing>`, one listing of the run;
+    an object store lists keys in order, so ``records/`` before ``shards/``). A record object listed that is gone
+    when read was consolidated since into a shard written after the listing, and a listed shard that is gone was
+    merged into one written since: either way ``shards/`` is listed again at the end and the new shards read
+    (:data:`RELISTS` times at most).
 
     An item in several shards (two drivers consolidated it, or a merge was interrupted before it deleted its
     parts) is taken from the first, in name order; a record object of an item a shard holds is not taken (a
@@ -166,7 +172,7 @@ class Scan:
                    if (item := item_of(path)) is not None and item not in self.seen}
         if self.read_objects:
             found = set()
-            for path, record in parse_records(self.store.fs, pending):
+            for path, record in parse_records(self.store, pending):
                 found.add(path)
                 item = item_of(path)
                 assert item is not None
@@ -288,7 +294,7 @@ def records(store: RunLayout, left_out: UnusableFiles | None = None, *, full: bo
 def _read_pointed(store: RunLayout, rows: dict[str, TaskRecord], sizes: dict[str, int]) -> Iterator[TaskRecord]:
     """The full records of large rows (object path -> the row's record) from their objects; the row's record
     when its object is gone or damaged (from outside the runner: a retirement rewrites the shard first)."""
-    found = parse_records(store.fs, {path: sizes.get(path, 0) for path in rows})
+    found = parse_records(store, {path: sizes.get(path, 0) for path in rows})
     for path, record in found:
         slim = rows.pop(path)
         yield record if record is not None and record.write_id == slim.write_id else slim
@@ -310,7 +316,7 @@ def record_objects(store: RunLayout, paths: Iterable[str],
     """
     sizes = store.record_sizes()
     wanted = {path: sizes[path] for path in paths if path in sizes}
-    for path, record in parse_records(store.fs, wanted):
+    for path, record in parse_records(store, wanted):
         checked = _checked(store, path, record, left_out)
         if checked is not None:
             yield checked

@@ -7,8 +7,8 @@ Layout under the cache URI::
 
 ``key`` is :func:`runner.core.cache.cache_key` (sha256 of the endpoint and the full request body). An entry is
 written with the records' own conditional write (:meth:`ObjectStore.write_once
-<runner.storage.object_store.ObjectStore.write_once>`: temp file and ``os.link`` on a local disk, the store's conditional
-write on an object store), so two workers that miss the same request at once both call the model and
+<runner.storage.object_store.ObjectStore.write_once>`: temp file and ``os.link`` on a local disk, the store's
+conditional write on an object store), so two workers that miss the same request at once both call the model and
 the first reply stays.
 """
 

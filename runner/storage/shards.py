@@ -10,9 +10,10 @@ aggregates stays), and ``record_path`` points to the full one. So a shard does n
 
 Naming: ``shards/<sha256 of the shard's items>.parquet``, the digest of the sorted ``(task key, repeat, write id)``
 of its rows. The listing of ``shards/`` is the manifest: a shard is written once and whole with the store's
-conditional write (:meth:`runner.storage.object_store.ObjectStore.create`), so it is listed only once it is complete; two
-writers that consolidate the same records produce the same name, and the second write is refused. The invariants
-that make a crash at any point lose and double-count nothing are in docs/storage.md ("Result shards").
+conditional write (:meth:`runner.storage.object_store.ObjectStore.create`), so it is listed only once it is
+complete; two writers that consolidate the same records produce the same name, and the second write is refused.
+The invariants that make a crash at any point lose and double-count nothing are in docs/storage.md ("Result
+shards").
 """
 
 from __future__ import annotations
@@ -282,7 +283,7 @@ def batches(store: ObjectStore, path: str, columns: Sequence[str]) -> Iterator[l
         ShardUnreadable: the file is not a shard.
         Exception: whatever the store raises.
     """
-    parsed = parse(store.fs.cat_file(path))
+    parsed = parse(store.read_object(path))
     pa, _ = _arrow()
     try:
         for group in range(parsed.num_row_groups):
@@ -297,7 +298,7 @@ def read(store: ObjectStore, path: str) -> pa.Table:
     Raises:
         FileNotFoundError, ShardUnreadable, Exception: as :func:`batches`.
     """
-    parsed = parse(store.fs.cat_file(path))
+    parsed = parse(store.read_object(path))
     pa, _ = _arrow()
     try:
         return parsed.read()

@@ -6,20 +6,21 @@ Layout under the run URI::
     records/<task-key>/<repeat>.json  one TaskRecord each, written once and whole
     shards/<digest>.parquet           finished records consolidated (:mod:`runner.storage.shards`, written by
                                       :class:`runner.storage.compaction.Compactor`)
+    retired/<task-key>/<repeat>.<UTC timestamp>.json  records --rerun-failed moved aside (:meth:`ResultStore.retire`)
     summary.json  results.csv         written by the report
     limits.json                       the model traffic of the latest invocation (rates, 429s, budget)
 
 Promises: a record's existence, as an object or as a shard's row, means "done"; a reader never sees half a record
 (local disk: temp file then ``os.link``, which fails rather than overwrite; object stores: one conditional write,
 each store's own primitive, ``If-None-Match: *`` on S3 and Azure Blob, ``ifGenerationMatch=0`` on GCS
-(:mod:`runner.storage.protocols`), which
-:func:`runner.storage.probe.check_conditional_writes` probes once per run); a refused write whose stored record
-carries this write's id (its response was lost, a retry was refused) is this write's success; a record write
-outlives a storage outage of up to :attr:`ResultStore.outage_s` (:mod:`runner.storage.outage`), a store that hangs
-included (:mod:`runner.storage.deadline`); resume needs one
-listing of ``records/`` and of ``shards/`` and one read of each shard; reading records holds at most one bounded batch of them at once
-(:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a backend, except for the
-local temp-file-and-link write (:mod:`runner.storage.local_disk`), which no fsspec primitive gives.
+(:mod:`runner.storage.protocols`), which :func:`runner.storage.probe.check_conditional_writes` probes once per
+run); a refused write whose stored record carries this write's id (its response was lost, a retry was refused) is
+this write's success; a record write outlives a storage outage of up to :attr:`ResultStore.outage_s`
+(:mod:`runner.storage.outage`), a store that hangs included (:mod:`runner.storage.deadline`); resume needs one
+listing of ``records/`` and of ``shards/`` and one read of each shard; reading records holds at most one bounded
+batch of them at once (:mod:`runner.storage.reading`). The code talks to ``fsspec.url_to_fs`` only, never to a
+backend, except for the local temp-file-and-link write (:mod:`runner.storage.local_disk`), which no fsspec primitive
+gives.
 
 Three layers, each its own module, none importing a later one: the object store (:mod:`runner.storage.object_store`:
 fsspec, the conditional write, outages, deadlines and advice), the run's layout over it
@@ -236,11 +237,9 @@ class ResultStore(RunLayout):
         the URI stay."""
         for name in (MANIFEST, *REPORT_FILES):
             with contextlib.suppress(FileNotFoundError):
-                self.fs.rm_file(self.path(name))
+                self.delete_object(self.path(name))
         for folder in (RECORDS, SHARDS, RETIRED):
-            with contextlib.suppress(FileNotFoundError):
-                if self.fs.exists(self.path(folder)):
-                    self.fs.rm(self.path(folder), recursive=True)
+            self.delete_folder(self.path(folder))
 
 
 def _same_write(stored: TaskRecord, record: TaskRecord) -> bool:
