@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from runner._lazy import lazy_exports
 from runner.storage.keys import decode_key, encode_key
 from runner.storage.manifest import BenchmarkInfo, RunManifest, new_run_id, utc_now
-from runner.storage.store import FileEvaluatorStorage, ResultStore, normalize_uri
+from runner.storage.object_store import normalize_uri
+from runner.storage.store import FileEvaluatorStorage, ResultStore
 
 if TYPE_CHECKING:
     from runner.storage.compaction import Compactor

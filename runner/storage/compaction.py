@@ -35,10 +35,10 @@ from runner.core.errors import StorageError, exception_line
 from runner.core.record import TaskRecord
 from runner.storage import reading, shards
 from runner.storage.keys import encode_key
-from runner.storage.reading import Item, item_of
+from runner.storage.layout import RECORDS, RETIRED, Item, item_of
 
 if TYPE_CHECKING:
-    from runner.storage.store import ResultStore
+    from runner.storage.layout import RunLayout
 
 COMPACT_RECORDS = 1000
 """Acknowledged items that make a compaction due."""
@@ -46,8 +46,6 @@ COMPACT_S = 60.0
 """Seconds after which an acknowledged item waiting for a compaction makes one due."""
 MERGE_AT = 10
 """Small shards (under half of :data:`shards.SHARD_BYTES`) of this compactor that make a merge due."""
-RECORDS = "records"
-RETIRED = "retired"
 
 _log = structlog.get_logger("runner")
 
@@ -78,7 +76,7 @@ class Compactor:
         clock: monotonic seconds.
     """
 
-    def __init__(self, store: ResultStore, *, headline: Sequence[str] = (), every_records: int | None = None,
+    def __init__(self, store: RunLayout, *, headline: Sequence[str] = (), every_records: int | None = None,
                  every_s: float | None = None, check: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
@@ -220,7 +218,7 @@ class Compactor:
             self._consolidate(rows)
 
     def _path(self, item: Item) -> str:
-        return self.store.path(RECORDS, item[0], f"{item[1]}.json")
+        return self.store.item_path(item)
 
     def _consolidate(self, rows: list[dict]) -> None:
         """Write ``rows`` as one shard, then delete the record objects it holds whole."""
@@ -232,7 +230,7 @@ class Compactor:
             item = (values["task_key"], values["repeat"])
             (kept if values["record_path"] is not None else small).append(item)
         self._kept.update(kept)
-        self._delete([self.store.path(RECORDS, key, f"{repeat}.json") for key, repeat in small])
+        self._delete([self.store.item_path(item) for item in small])
 
     def _fetch(self, paths: list[str]) -> Iterator[tuple[str, bytes]]:
         """``(path, bytes)`` of the record objects at ``paths`` that exist: their first
@@ -242,8 +240,8 @@ class Compactor:
         limit = shards.INLINE_RECORD_BYTES + 1
         for start in range(0, len(paths), reading.READ_BATCH):
             batch = paths[start:start + reading.READ_BATCH]
-            heads = self.store._call("cat_ranges", batch, [0] * len(batch), [limit] * len(batch),
-                                     on_error="return", nbytes=limit * len(batch))
+            heads = self.store.call("cat_ranges", batch, [0] * len(batch), [limit] * len(batch),
+                                    on_error="return", nbytes=limit * len(batch))
             for path, head in zip(batch, heads):
                 if isinstance(head, FileNotFoundError):
                     continue
@@ -251,7 +249,7 @@ class Compactor:
                     raise head
                 if len(head) >= limit:
                     try:
-                        head = self.store._call("cat_file", path)
+                        head = self.store.call("cat_file", path)
                     except FileNotFoundError:
                         continue
                 yield path, head
@@ -270,7 +268,7 @@ class Compactor:
             return
         self.check()
         try:
-            self.store._call("rm", paths)
+            self.store.call("rm", paths)
         except FileNotFoundError:
             pass
         except Exception as exc:  # noqa: BLE001 - the shard is durable: a leftover object is harmless
@@ -309,7 +307,7 @@ class Compactor:
         with pq.ParquetWriter(buffer, shards.SCHEMA, compression="zstd") as writer:
             for path in paths:
                 try:
-                    parsed = shards.parse(self.store._call("cat_file", path))
+                    parsed = shards.parse(self.store.call("cat_file", path))
                 except FileNotFoundError:
                     return
                 except shards.ShardUnreadable:
@@ -355,7 +353,7 @@ class Compactor:
         for start in range(0, len(orphans), self.every_records):
             self._compact(orphans[start:start + self.every_records])
         leftovers = {unknown[item]: write_id for item, (write_id, pointed) in held.items() if pointed is None}
-        same = [path for path, record in reading.parse_records(self.store.fs, {p: listing[p] for p in leftovers})
+        same = [path for path, record in reading.parse_records(self.store, {p: listing[p] for p in leftovers})
                 if record is not None and record.write_id == leftovers[path]]
         self._delete(same)
         if orphans or same:
@@ -376,7 +374,7 @@ class ShardConflict(RuntimeError):
     """A shard's name is taken by a file that does not hold the shard's records."""
 
 
-def write_shard(store: ResultStore, data: bytes, items: list[tuple[str, int, str | None]],
+def write_shard(store: RunLayout, data: bytes, items: list[tuple[str, int, str | None]],
                 check: Callable[[], None] = lambda: None) -> str:
     """Write the shard ``data`` of ``items`` ((task key, repeat, write id) of its rows) once, whole, under its name
     (:func:`runner.storage.shards.name`); its path. A shard of that name written before (by another driver, or by
@@ -398,7 +396,7 @@ def write_shard(store: ResultStore, data: bytes, items: list[tuple[str, int, str
     return path
 
 
-def retire(store: ResultStore, items: set[Item], stamp: str) -> None:
+def retire(store: RunLayout, items: set[Item], stamp: str) -> None:
     """Retire the records of ``items`` (see :meth:`ResultStore.retire <runner.storage.store.ResultStore.retire>`):
     for each, a copy of its record under ``retired/<task-key>/<repeat>.<stamp>.json`` first; then each shard that
     holds one of them is rewritten without them (the new shard written before the old one is deleted); then their
@@ -420,15 +418,15 @@ def retire(store: ResultStore, items: set[Item], stamp: str) -> None:
                 done.add(path)
                 _retire_from_shard(store, path, items, copied, stamp)
         for key, repeat in sorted(items):
-            path = store.path(RECORDS, key, f"{repeat}.json")
+            path = store.item_path((key, repeat))
             try:
-                data = store.fs.cat_file(path)
+                data = store.read_object(path)
             except FileNotFoundError:
                 continue
             if (key, repeat) not in copied:
                 store.write_once(store.path(RETIRED, key, f"{repeat}.{stamp}.json"), data)
             with contextlib.suppress(FileNotFoundError):
-                store.fs.rm_file(path)
+                store.delete_object(path)
             if store.is_local:
                 remove_empty_folders([path])
     except StorageError:
@@ -437,11 +435,11 @@ def retire(store: ResultStore, items: set[Item], stamp: str) -> None:
         raise StorageError(store.explain("cannot retire the failed records", exc)) from None
 
 
-def _retire_from_shard(store: ResultStore, path: str, items: set[Item], copied: set[Item], stamp: str) -> None:
+def _retire_from_shard(store: RunLayout, path: str, items: set[Item], copied: set[Item], stamp: str) -> None:
     """Copy the rows of ``items`` in the shard at ``path`` to ``retired/`` and rewrite the shard without them, one
     row group at a time (a shard that holds none of them is left as it is)."""
     try:
-        parsed = shards.parse(store.fs.cat_file(path))
+        parsed = shards.parse(store.read_object(path))
         keys = parsed.read(columns=list(shards.KEY_COLUMNS))
     except (FileNotFoundError, shards.ShardUnreadable):
         return
@@ -464,15 +462,15 @@ def _retire_from_shard(store: ResultStore, path: str, items: set[Item], copied: 
             writer.write_table(rows.filter(pc.invert(pa.array(drop))), row_group_size=shards.ROW_GROUP_ROWS)
     if kept:
         write_shard(store, buffer.getvalue(), kept)
-    store.fs.rm_file(path)
+    store.delete_object(path)
 
 
-def _copy_to_retired(store: ResultStore, row: dict, stamp: str) -> None:
+def _copy_to_retired(store: RunLayout, row: dict, stamp: str) -> None:
     """Write the record of a shard ``row`` (the full one: its object's, for a large record) to ``retired/``."""
     record = row["record"].encode()
     if row["record_path"] is not None:
         with contextlib.suppress(FileNotFoundError):
-            record = store.fs.cat_file(store.path(row["record_path"]))
+            record = store.read_object(store.path(row["record_path"]))
     store.write_once(store.path(RETIRED, row["task_key"], f"{row['repeat']}.{stamp}.json"), record)
 
 
@@ -485,4 +483,4 @@ def remove_empty_folders(paths: Iterable[str]) -> None:
             os.rmdir(folder)
 
 
-__all__ = ["COMPACT_RECORDS", "COMPACT_S", "Compactor", "MERGE_AT", "ShardConflict", "retire", "write_shard"]
+__all__ = ["COMPACT_RECORDS", "COMPACT_S", "MERGE_AT", "Compactor", "ShardConflict", "retire", "write_shard"]

@@ -15,7 +15,8 @@ fsspec backends raise their own exceptions:
 - network faults arrive as botocore's, aiohttp's, requests' or azure-core's exceptions.
 
 :func:`fault_kind` reads the HTTP status anywhere in the exception's chain first, then the exception's type and
-``errno``, without importing any backend.
+``errno``, without importing any backend. What differs by store (its clients' network failures, a 403 by message,
+its credentials in words) it reads from the stores' facts (:mod:`runner.storage.protocols`).
 """
 
 from __future__ import annotations
@@ -23,29 +24,43 @@ from __future__ import annotations
 import enum
 import errno
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from runner.storage.local_disk import WAY_OUT, HardLinksUnsupported
-from runner.storage.protocols import condition_of, protocol_info
+from runner.storage.protocols import (
+    LOCAL_PROTOCOLS,
+    STORES,
+    condition_of,
+    credentials_of,
+    protocol_of,
+)
+
+__all__ = ["FaultKind", "advice", "credentials_of", "fault_kind", "http_status", "is_transient", "protocol_of"]
 
 _TRANSIENT_ERRNOS = {errno.EBUSY, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE,
                      getattr(errno, "EREMOTEIO", errno.EIO)}
 """``errno`` values of failures that go away by themselves: s3fs maps HTTP 503/SlowDown and 409 to ``EBUSY`` and
 500/InternalError to ``EREMOTEIO``."""
 
-_NETWORK_ERRORS = {
-    "botocore.exceptions": ("ConnectionError", "HTTPClientError"),
-    "aiohttp": ("ClientConnectionError", "ClientPayloadError", "ServerTimeoutError"),
-    "urllib3.exceptions": ("ProtocolError", "TimeoutError"),
-    "requests.exceptions": ("ConnectionError", "Timeout"),
-    "azure.core.exceptions": ("ServiceRequestError", "ServiceResponseError"),
-}
-"""Network failures of the HTTP clients under fsspec backends (module -> class names): a connection refused,
-closed or reset, a read that timed out, a body cut short. Looked up only in modules already imported."""
-_COULD_NOT_CONNECT = ("EndpointConnectionError", "ClientConnectorError", "ServiceRequestError")
+
+def _union(pairs: Iterable[tuple[str, tuple[str, ...]]]) -> dict[str, tuple[str, ...]]:
+    """(module, class names) pairs as module -> class names, each once, in order."""
+    merged: dict[str, tuple[str, ...]] = {}
+    for module, names in pairs:
+        merged[module] = tuple(dict.fromkeys([*merged.get(module, ()), *names]))
+    return merged
+
+
+_NETWORK_ERRORS = _union(pair for facts in STORES for pair in facts.network_errors)
+"""Network failures of the HTTP clients under every store's fsspec backend (module -> class names,
+:attr:`StoreFacts.network_errors <runner.storage.protocols.StoreFacts.network_errors>`). Looked up only in modules
+already imported."""
+_COULD_NOT_CONNECT = frozenset(name for facts in STORES for name in facts.could_not_connect)
 """The network failures above that mean no connection was made (rather than one that broke)."""
-_GCSFS_FORBIDDEN = "Forbidden: "
-"""How gcsfs words a 403, the only status it reports by message alone (``gcsfs/retry.py``, ``validate_response``)."""
+_FORBIDDEN_MESSAGES = tuple(facts.forbidden_message for facts in STORES if facts.forbidden_message)
+"""How backends word a 403 they report by message alone (gcsfs: ``gcsfs/retry.py``, ``validate_response``)."""
+_REFUSED_CREDENTIALS = frozenset(name for facts in STORES for name in facts.refused_credential_errors)
+"""Exception class names that mean no credential gave a token (azure-identity: nothing was sent, so no status)."""
 
 
 class FaultKind(str, enum.Enum):
@@ -122,10 +137,11 @@ def fault_kind(exc: BaseException) -> FaultKind:
         network = _network_error(error)
         if network is not None:
             return FaultKind(network)
-        if isinstance(error, PermissionError) or (type(error) is OSError and str(error).startswith(_GCSFS_FORBIDDEN)):
+        if isinstance(error, PermissionError) or (type(error) is OSError
+                                                  and str(error).startswith(_FORBIDDEN_MESSAGES)):
             return FaultKind.DENIED
-        if any(base.__name__ == "ClientAuthenticationError" for base in type(error).__mro__):
-            return FaultKind.DENIED  # azure-identity: no credential gave a token (no HTTP status: nothing was sent)
+        if any(base.__name__ in _REFUSED_CREDENTIALS for base in type(error).__mro__):
+            return FaultKind.DENIED
         if isinstance(error, FileNotFoundError):
             return FaultKind.MISSING
         if isinstance(error, ConnectionRefusedError):
@@ -145,26 +161,11 @@ def is_transient(exc: BaseException) -> bool:
     return fault_kind(exc) in (FaultKind.UNAVAILABLE, FaultKind.UNREACHABLE)
 
 
-def protocol_of(uri: str | None) -> str:
-    """The protocol of ``uri`` (``file`` for a plain path or none)."""
-    return uri.split("://", 1)[0] if uri and "://" in uri else "file"
-
-
-def credentials_of(protocol: str) -> str:
-    """Where the credentials of ``protocol`` come from, in words (:mod:`runner.storage.protocols`)."""
-    info = protocol_info(protocol)
-    if info is not None:
-        return info.credentials
-    if protocol == "adl":
-        return "AZURE_STORAGE_* variables or --storage-options"
-    return f"the {protocol} filesystem's credentials or --storage-options"
-
-
 def advice(uri: str | None, exc: BaseException | None = None, flag: str | None = None) -> str:
     """What to check when the store at ``uri`` failed with ``exc``, for its protocol and the :class:`FaultKind`;
     ``flag`` names the option the URI came from when it is not the run's storage (``--cache``)."""
     protocol = protocol_of(uri)
-    local = protocol in ("file", "local")
+    local = protocol in LOCAL_PROTOCOLS
     kind = fault_kind(exc) if exc is not None else FaultKind.OTHER
     named, store = (f"the {flag} URI", f"the {flag} storage") if flag else ("the storage URI", "the storage")
     if local and exc is not None and any(isinstance(error, HardLinksUnsupported) for error in _chain(exc)):

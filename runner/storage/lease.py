@@ -35,7 +35,7 @@ import structlog
 from pydantic import BaseModel
 
 from runner.core.errors import LeaseHeld, LeaseLost, StorageError
-from runner.storage.store import ResultStore
+from runner.storage.object_store import ObjectStore
 
 LEASE = "lease.json"
 TAKEOVERS = "lease-takeovers"
@@ -154,7 +154,7 @@ class HeldLease:
         return time.monotonic() - self.renewed < SAFE_FRACTION * self.lease.ttl_s
 
 
-def read_lease(store: ResultStore) -> Lease | None:
+def read_lease(store: ObjectStore) -> Lease | None:
     """The run's lease, or ``None`` if it has none.
 
     Raises:
@@ -173,7 +173,7 @@ def read_lease(store: ResultStore) -> Lease | None:
                            "driver is running on this storage") from None
 
 
-def acquire(store: ResultStore, ttl_s: float, take_over: bool = False) -> HeldLease:
+def acquire(store: ObjectStore, ttl_s: float, take_over: bool = False) -> HeldLease:
     """Take the run's lease before anything else is written.
 
     Args:
@@ -223,7 +223,7 @@ def acquire(store: ResultStore, ttl_s: float, take_over: bool = False) -> HeldLe
     return held
 
 
-def _create_or_read(store: ResultStore, ttl_s: float) -> HeldLease | Lease:
+def _create_or_read(store: ObjectStore, ttl_s: float) -> HeldLease | Lease:
     """A new lease of this process if the run has none (:class:`HeldLease`), else the lease it has."""
     for _ in range(3):
         started, lease = time.monotonic(), Lease.new(ttl_s)
@@ -236,7 +236,7 @@ def _create_or_read(store: ResultStore, ttl_s: float) -> HeldLease | Lease:
                     "storage; run one at a time")
 
 
-def _wait_for_lapse(store: ResultStore, alive: Lease, ttl_s: float) -> HeldLease | Lease:
+def _wait_for_lapse(store: ObjectStore, alive: Lease, ttl_s: float) -> HeldLease | Lease:
     """Watch ``alive`` until it lapses (returned, to be taken over), is released (a new lease of this process), or
     is renewed or replaced (returned as it is now: alive)."""
     structlog.get_logger("runner").info(
@@ -253,7 +253,7 @@ def _wait_for_lapse(store: ResultStore, alive: Lease, ttl_s: float) -> HeldLease
     return _create_or_read(store, ttl_s) if current is None else current
 
 
-def _take_over(store: ResultStore, lapsed: Lease, ttl_s: float, run_id: str | None = None,
+def _take_over(store: ObjectStore, lapsed: Lease, ttl_s: float, run_id: str | None = None,
                since: str | None = None) -> HeldLease | None:
     """Replace ``lapsed`` by a new lease of this process (held ``since`` then, if given), unless another driver
     claimed it first (``None``)."""
@@ -267,7 +267,7 @@ def _take_over(store: ResultStore, lapsed: Lease, ttl_s: float, run_id: str | No
     return HeldLease(lease, started)
 
 
-def renew(store: ResultStore, held: HeldLease, run_id: str | None = None) -> None:
+def renew(store: ObjectStore, held: HeldLease, run_id: str | None = None) -> None:
     """Renew ``held`` (and record ``run_id`` in it if given), in place.
 
     Raises:
@@ -290,7 +290,7 @@ def renew(store: ResultStore, held: HeldLease, run_id: str | None = None) -> Non
     held.lease, held.renewed = taken.lease, taken.renewed
 
 
-def _lost(store: ResultStore, held: HeldLease, current: Lease | None) -> LeaseLost:
+def _lost(store: ObjectStore, held: HeldLease, current: Lease | None) -> LeaseLost:
     silent = time.monotonic() - held.renewed
     if current is None:
         return LeaseLost(f"this driver's lease on {store.uri} (lease.json) was removed by another process after "
@@ -301,7 +301,7 @@ def _lost(store: ResultStore, held: HeldLease, current: Lease | None) -> LeaseLo
                      "so far are kept and the other driver goes on")
 
 
-def release(store: ResultStore, held: HeldLease) -> bool:
+def release(store: ObjectStore, held: HeldLease) -> bool:
     """Remove the lease if this process still surely holds it; whether it did. A lease that may have lapsed is
     left to lapse (removing it could remove another driver's take-over).
 

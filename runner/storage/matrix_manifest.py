@@ -21,7 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from runner.storage.manifest import new_run_id, utc_now
-from runner.storage.store import MATRIX_FILE, ResultStore
+from runner.storage.object_store import ObjectStore
+from runner.storage.store import MATRIX_FILE
 
 CELLS = "cells"
 """The folder of a matrix's cells under its root."""
@@ -109,7 +110,7 @@ class MatrixManifest(BaseModel):
         return next((cell for cell in self.cells if cell.path == path), None)
 
 
-def read_matrix(store: ResultStore) -> MatrixManifest | None:
+def read_matrix(store: ObjectStore) -> MatrixManifest | None:
     """The ``matrix.json`` at ``store``'s root, or ``None`` when there is none.
 
     Raises:
@@ -127,7 +128,7 @@ def read_matrix(store: ResultStore) -> MatrixManifest | None:
                            "it was changed outside the runner") from None
 
 
-def write_matrix(store: ResultStore, manifest: MatrixManifest) -> None:
+def write_matrix(store: ObjectStore, manifest: MatrixManifest) -> None:
     """Write ``matrix.json`` whole (its ``updated_at`` set now).
 
     Raises:

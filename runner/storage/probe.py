@@ -19,26 +19,26 @@ import structlog
 
 from runner.core.errors import StorageError, exception_line
 from runner.storage import local_disk
-from runner.storage.error_kinds import FaultKind, fault_kind, protocol_of
-from runner.storage.protocols import condition_of
-from runner.storage.store import ResultStore
+from runner.storage.error_kinds import FaultKind, fault_kind
+from runner.storage.object_store import ObjectStore
+from runner.storage.protocols import condition_of, honoured_by, protocol_of
 
 PROBE_PREFIX = ".conditional-write-probe-"
 """The probe's key under the run root (one fresh name per probe, deleted afterwards)."""
 
 OPT_IN = "--allow-overwriting-store"
-_HONOURED_BY = "Amazon S3, Google Cloud Storage and Azure Blob Storage do"
+_HONOURED_BY = f"{honoured_by()} do"
 
 
-def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False) -> bool:
+def check_conditional_writes(store: ObjectStore, allow_overwriting: bool = False) -> bool:
     """Probe whether ``store`` honours conditional writes; on a local disk, whether its filesystem makes hard links
     (:func:`check_hard_links`).
 
     Args:
         store: the run's store.
-        allow_overwriting: on a store that does not honour them, write anyway: :attr:`ResultStore.conditional`
-            is turned off (an existence check, then a plain write) and a ``storage.unconditional`` warning says
-            what that risks.
+        allow_overwriting: on a store that does not honour them, write anyway: :attr:`ObjectStore.conditional
+            <runner.storage.object_store.ObjectStore.conditional>` is turned off (an existence check, then a plain
+            write) and a ``storage.unconditional`` warning says what that risks.
 
     Returns:
         whether the store honours conditional writes.
@@ -68,7 +68,7 @@ def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False
         problem = f"it answered a write with {condition} with 501 Not Implemented ({exception_line(exc)})"
     finally:
         with contextlib.suppress(Exception):
-            store.fs.rm_file(path)
+            store.delete_object(path)
     if problem is None:
         return True
     risk = ("records could be overwritten and a second driver on the run would not be refused")
@@ -85,7 +85,7 @@ def check_conditional_writes(store: ResultStore, allow_overwriting: bool = False
     return False
 
 
-def check_hard_links(store: ResultStore) -> None:
+def check_hard_links(store: ObjectStore) -> None:
     """Make one hard link where the local ``store``'s run will write: in its run folder, or, before that exists, in
     the nearest folder above it that does (the run's folders will be made there, on the same filesystem), and remove
     it; nothing else is created. A folder this process cannot write is left to the run's first write, which says so.

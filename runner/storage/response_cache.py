@@ -6,9 +6,9 @@ Layout under the cache URI::
     <key[:2]>/<key>.json      {"provider", "base_url", "model", "reply", "created_at"}
 
 ``key`` is :func:`runner.core.cache.cache_key` (sha256 of the endpoint and the full request body). An entry is
-written with the records' own conditional write (:meth:`ResultStore.write_once
-<runner.storage.store.ResultStore.write_once>`: temp file and ``os.link`` on a local disk, the store's conditional
-write on an object store), so two workers that miss the same request at once both call the model and
+written with the records' own conditional write (:meth:`ObjectStore.write_once
+<runner.storage.object_store.ObjectStore.write_once>`: temp file and ``os.link`` on a local disk, the store's
+conditional write on an object store), so two workers that miss the same request at once both call the model and
 the first reply stays.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 from runner.core.cache import CachePolicy
 from runner.core.errors import StorageError, one_line
 from runner.core.secrets import mask
-from runner.storage.store import ResultStore
+from runner.storage.object_store import ObjectStore
 
 
 class StoredCache:
@@ -37,7 +37,7 @@ class StoredCache:
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None,
                  policy: CachePolicy = "deterministic") -> None:
         self.policy: CachePolicy = policy
-        self._files = ResultStore(uri, storage_options, flag="--cache")
+        self._files = ObjectStore(uri, storage_options, flag="--cache")
 
     @property
     def uri(self) -> str:

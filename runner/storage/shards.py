@@ -10,9 +10,10 @@ aggregates stays), and ``record_path`` points to the full one. So a shard does n
 
 Naming: ``shards/<sha256 of the shard's items>.parquet``, the digest of the sorted ``(task key, repeat, write id)``
 of its rows. The listing of ``shards/`` is the manifest: a shard is written once and whole with the store's
-conditional write (:meth:`runner.storage.store.ResultStore.create`), so it is listed only once it is complete; two
-writers that consolidate the same records produce the same name, and the second write is refused. The invariants
-that make a crash at any point lose and double-count nothing are in docs/storage.md ("Result shards").
+conditional write (:meth:`runner.storage.object_store.ObjectStore.create`), so it is listed only once it is
+complete; two writers that consolidate the same records produce the same name, and the second write is refused.
+The invariants that make a crash at any point lose and double-count nothing are in docs/storage.md ("Result
+shards").
 """
 
 from __future__ import annotations
@@ -28,17 +29,20 @@ from typing import TYPE_CHECKING, Any
 from runner.core.metric import MetricType, number
 from runner.core.record import TaskRecord
 from runner.core.storable import too_large
+from runner.storage import layout
 from runner.storage.keys import encode_key
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from runner.storage.store import ResultStore
+    from runner.storage.object_store import ObjectStore
 
-SHARDS = "shards"
-"""The folder of the shards under the run URI."""
-SUFFIX = ".parquet"
+SHARDS = layout.SHARDS
+"""The folder of the shards under the run URI (:data:`runner.storage.layout.SHARDS`)."""
+SUFFIX = layout.SHARD_SUFFIX
+"""How a shard's name ends (:data:`runner.storage.layout.SHARD_SUFFIX`)."""
+is_shard = layout.is_shard
 SHARD_SCHEMA_VERSION = "1"
 INLINE_RECORD_BYTES = 64 * 1024
 """A record whose JSON is longer keeps its own object, and its shard row points to it (``record_path``). 64 KiB is
@@ -270,7 +274,7 @@ def parse(data: bytes) -> pq.ParquetFile:
     return parsed
 
 
-def batches(store: ResultStore, path: str, columns: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
+def batches(store: ObjectStore, path: str, columns: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
     """The rows of the shard at ``path`` (fetched whole: one request), one row group at a time, each row a dict of
     ``columns``.
 
@@ -279,7 +283,7 @@ def batches(store: ResultStore, path: str, columns: Sequence[str]) -> Iterator[l
         ShardUnreadable: the file is not a shard.
         Exception: whatever the store raises.
     """
-    parsed = parse(store.fs.cat_file(path))
+    parsed = parse(store.read_object(path))
     pa, _ = _arrow()
     try:
         for group in range(parsed.num_row_groups):
@@ -288,22 +292,15 @@ def batches(store: ResultStore, path: str, columns: Sequence[str]) -> Iterator[l
         raise ShardUnreadable(f"cannot be decoded ({type(exc).__name__}: {exc})") from None
 
 
-def read(store: ResultStore, path: str) -> pa.Table:
+def read(store: ObjectStore, path: str) -> pa.Table:
     """Every row of the shard at ``path``.
 
     Raises:
         FileNotFoundError, ShardUnreadable, Exception: as :func:`batches`.
     """
-    parsed = parse(store.fs.cat_file(path))
+    parsed = parse(store.read_object(path))
     pa, _ = _arrow()
     try:
         return parsed.read()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise ShardUnreadable(f"cannot be decoded ({type(exc).__name__}: {exc})") from None
-
-
-def is_shard(path: str) -> bool:
-    """Whether ``path``, under ``shards/``, names a shard (not a temp file of an interrupted local write, whose name
-    starts with ``.``)."""
-    name = path.rsplit("/", 1)[-1]
-    return name.endswith(SUFFIX) and not name.startswith(".")
