@@ -98,10 +98,6 @@ class Declaration:
     in_process_providers: tuple[str, ...] = ()
     declared: bool = True
 
-    def needs_any(self, *needs: str) -> bool:
-        """Whether it needs one of ``needs``."""
-        return any(need in self.needs for need in needs)
-
     def run_arguments(self) -> tuple[str, ...]:
         """The constructor arguments the run fills (:data:`NEED_ARGUMENTS` of its needs)."""
         return tuple(argument for need in NEEDS if need in self.needs for argument in NEED_ARGUMENTS[need])
