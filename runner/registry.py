@@ -71,29 +71,35 @@ def available_executors() -> dict[str, str]:
     return {**_entry_points("runner.executors"), **EXECUTORS}
 
 
-def plugin_lines(kind: str, name: str, path: str) -> list[str]:
+def plugin_summary(kind: str, target: Any) -> tuple[str, list[plugin.ArgumentRow] | None]:
     """What ``list`` and ``docs/settings.md`` say of one benchmark or solution (``kind``), from its declaration
-    (:mod:`runner.core.plugin`): a line of what it needs from the run (and a benchmark's agent for a bare
-    ``--model``), then one line per argument, ``name (type, default): help``. One line saying why when it does
-    not import (an installed plug-in whose dependencies are missing)."""
-    try:
-        target = load_object(path, kind)
-    except PluginError as exc:
-        return [f"does not import: {exc}"]
+    (:mod:`runner.core.plugin`): a line of what it needs from the run (a benchmark's agent for a bare ``--model``,
+    its mock policy), and its arguments (``None`` for a solution that is a plain function, which takes none)."""
     declared = plugin.declaration(target)
     facts = [f"needs {', '.join(sorted(declared.needs))}" if declared.needs else "needs nothing from the run"]
     if declared.default_solution:
         facts.append(f"--model alone runs --solution {declared.default_solution}")
     if declared.mock_policy:
         facts.append(f"--model mock:{declared.mock_name} plays its agent")
-    lines = ["; ".join(facts)]
-    flag = "-B" if kind == "benchmark" else "-S"
     if kind == "solution" and not SolutionSpec(target=target).is_recipe:
-        return [*lines, "a plain function: takes no arguments"]
-    for row in plugin.argument_rows(target):
-        default = "required" if row.default is None else f"default {row.default}"
-        lines.append(f"{flag} {row.name} ({row.type}, {default})" + (f": {row.help}" if row.help else ""))
-    return lines
+        return "; ".join(facts), None
+    return "; ".join(facts), list(plugin.argument_rows(target))
+
+
+def plugin_lines(kind: str, name: str, path: str) -> list[str]:
+    """``list``'s lines of one benchmark or solution (:func:`plugin_summary`): its facts, then one line per argument,
+    ``-B name (type, default): help``; one line saying why when it does not import (an installed plug-in whose
+    dependencies are missing)."""
+    try:
+        target = load_object(path, kind)
+    except PluginError as exc:
+        return [f"does not import: {exc}"]
+    facts, rows = plugin_summary(kind, target)
+    if rows is None:
+        return [facts, "a plain function: takes no arguments"]
+    flag = "-B" if kind == "benchmark" else "-S"
+    return [facts, *(f"{flag} {row.name} ({row.type}, {'required' if row.default is None else f'default {row.default}'})"
+                     + (f": {row.help}" if row.help else "") for row in rows)]
 
 
 def executor_class(name: str) -> type:

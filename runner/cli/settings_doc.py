@@ -14,8 +14,6 @@ from pydantic_core import PydanticUndefined
 
 from runner import registry
 from runner.cli.args import GROUPS, Setting, declared_settings
-from runner.core import plugin
-from runner.core.solution import SolutionSpec
 from runner.core.config import RENAMED, RunConfig
 from runner.core.flags import NoFlag, declaration
 from runner.kuberay.deploy_flags import DeployFlags
@@ -95,13 +93,10 @@ def _plugin_sections() -> list[str]:
     for kind, table in (("benchmark", registry.BENCHMARKS), ("solution", registry.SOLUTIONS)):
         flag = "-b" if kind == "benchmark" else "-s"
         for name, path in sorted(table.items()):
-            target = registry.load_object(path, kind)
-            lines += ["", f"### `{flag} {name}`", "", f"`{path}`: {_cell(registry.plugin_lines(kind, name, path)[0])}.",
-                      ""]
-            recipe = kind == "benchmark" or SolutionSpec(target=target).is_recipe
-            arguments = list(plugin.argument_rows(target)) if recipe else []
+            facts, arguments = registry.plugin_summary(kind, registry.load_object(path, kind))
+            lines += ["", f"### `{flag} {name}`", "", f"`{path}`: {_cell(facts)}.", ""]
             if not arguments:
-                lines.append("No arguments." if recipe else "A plain function: no arguments.")
+                lines.append("No arguments." if arguments is not None else "A plain function: no arguments.")
                 continue
             lines += ["| argument | type | default | meaning |", "| --- | --- | --- | --- |"]
             lines += [f"| `{row.name}` | `{_cell(row.type)}` | {'required' if row.default is None else f'`{row.default}`'} "

@@ -143,18 +143,29 @@ def declaration(target: Any) -> Declaration:
     return Declaration(needs=named, declared=False)
 
 
-@functools.lru_cache(maxsize=256)
 def arguments_model(target: Any) -> type[pydantic.BaseModel] | None:
     """The pydantic model of ``target``'s own arguments (``-B``/``-S``): one field per keyword argument of its
     constructor (a class's ``__init__``) but ``benchmark`` (a solution's, never the user's), typed by its
     annotation (``Any`` where pydantic cannot check it), with its default (required where it has none) and its help
     from the docstring's ``Args:`` section. Extra fields are forbidden unless it takes ``**kwargs``. ``None`` when
     its signature cannot be read (a builtin)."""
+    try:
+        return _cached_model(target)
+    except TypeError:  # an unhashable callable (a dataclass instance used as a factory): made each time
+        return _model(target)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_model(target: Any) -> type[pydantic.BaseModel] | None:
+    return _model(target)
+
+
+def _model(target: Any) -> type[pydantic.BaseModel] | None:
     params = signature.parameters(target)
     if params is None:
         return None
     try:
-        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+        hints = typing.get_type_hints(_annotated(target))
     except Exception:  # noqa: BLE001 - unresolvable annotations: the fields are unchecked
         hints = {}
     skipped = set(NEED_ARGUMENTS["benchmark"])
@@ -176,6 +187,16 @@ def arguments_model(target: Any) -> type[pydantic.BaseModel] | None:
         return pydantic.create_model(  # type: ignore[call-overload,no-any-return]
             f"{title}.Arguments", __config__=pydantic.ConfigDict(extra=extra, arbitrary_types_allowed=True,
                                                                  protected_namespaces=()), **fields)
+
+
+def _annotated(target: Any) -> Any:
+    """Where ``target``'s argument annotations are: a class's ``__init__``, a callable object's ``__call__``, else
+    the function itself."""
+    if inspect.isclass(target):
+        return target.__init__
+    if inspect.isroutine(target) or not hasattr(type(target), "__call__"):
+        return target
+    return type(target).__call__
 
 
 def _plain_field_name(name: str) -> bool:

@@ -159,7 +159,8 @@ class SolutionSpec:
         A recipe may also define ``check_arguments(**kwargs)`` (a static or class method raising ``ConfigError``):
         it is called here with the arguments, so that a bad value is reported before anything is written rather
         than when each worker builds the solution. Then every argument is validated against the recipe's arguments'
-        model (:func:`runner.core.plugin.mistyped_arguments`, pydantic's lax mode), so ``-S temperature=hot`` is refused here too.
+        model (:func:`runner.core.plugin.mistyped_arguments`, pydantic's lax mode), so ``-S temperature=hot`` is
+        refused here too.
 
         Raises:
             ConfigError: naming the argument and the way out.

@@ -22,12 +22,7 @@ from runner.core.config import RunConfig, RunSettings, build_config
 from runner.core.errors import ConfigError
 from runner.core.limits import model_key
 from runner.core.solution import SolutionSpec
-from runner.serving import (
-    ReplicaSpec,
-    default_concurrency,
-    model_environment,
-    replica_specs,
-)
+from runner.serving import ReplicaSpec, default_concurrency, model_environment, replica_specs
 from runner.storage.store import ResultStore
 
 if TYPE_CHECKING:

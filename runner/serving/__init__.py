@@ -23,12 +23,7 @@ from runner.core import served
 
 if TYPE_CHECKING:
     from runner.core.errors import ReplicaFailed, ReplicaStartError
-    from runner.serving.engines import (
-        ENGINES,
-        Launch,
-        default_concurrency,
-        model_environment,
-    )
+    from runner.serving.engines import ENGINES, Launch, default_concurrency, model_environment
     from runner.serving.replica import Health, Replica
     from runner.serving.spec import ReplicaSpec, replica_specs, served_models
     from runner.serving.supervisor import ReplicaStatus, ServedModels

@@ -29,13 +29,7 @@ from runner.core.task import Task
 from runner.core.trajectory import tool_calls
 from runner.models import ChatModel, parse_json, system_message, user_message
 from runner.solutions.tool_loop import run_tool_loop
-from runner.solutions.tools import (
-    CALCULATOR_TOOL,
-    CONTEXT_LOOKUP_TOOL,
-    ContextLookup,
-    ToolError,
-    calculator,
-)
+from runner.solutions.tools import CALCULATOR_TOOL, CONTEXT_LOOKUP_TOOL, ContextLookup, ToolError, calculator
 from runner.solutions.web import LiveTools, check_timeout
 from runner.solutions.web.http import DEFAULT_TIMEOUT_S
 from runner.solutions.web.wikipedia import WIKIPEDIA_URL

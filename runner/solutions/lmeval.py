@@ -353,10 +353,7 @@ def _hf_key(route: Route, benchmark: Any) -> str:
 def _build_http(route: Route, benchmark: Any, loops: dict[str, asyncio.AbstractEventLoop]) -> _Model:
     """lm-eval's ``local-completions`` (or ``local-chat-completions``) over the runner's HTTP path; its requests run
     on the worker's event loop (``loops["worker"]``, set by the first document), from the model call's thread."""
-    from lm_eval.models.openai_completions import (
-        LocalChatCompletion,
-        LocalCompletionsAPI,
-    )
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
 
     from runner.models import ChatModel, post_json
 

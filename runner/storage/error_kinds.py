@@ -27,13 +27,7 @@ import sys
 from collections.abc import Iterable, Iterator
 
 from runner.storage.local_disk import WAY_OUT, HardLinksUnsupported
-from runner.storage.protocols import (
-    LOCAL_PROTOCOLS,
-    STORES,
-    condition_of,
-    credentials_of,
-    protocol_of,
-)
+from runner.storage.protocols import LOCAL_PROTOCOLS, STORES, condition_of, credentials_of, protocol_of
 
 __all__ = ["FaultKind", "advice", "credentials_of", "fault_kind", "http_status", "is_transient", "protocol_of"]
 

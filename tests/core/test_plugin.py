@@ -181,3 +181,20 @@ def test_arguments_named_as_pydantic_keeps_its_own_names_are_still_checked() -> 
     assert [row.name for row in plugin.argument_rows(recipe)] == ["json", "_private", "model_config"]
     assert plugin.unknown_arguments(recipe, ["json", "_private", "other"]) == ["other"]
     assert set(plugin.mistyped_arguments(recipe, {"_private": "two", "model_config": 3})) == {"_private"}
+
+
+def test_an_unhashable_factory_gets_an_arguments_model_too() -> None:
+    """A dataclass instance used as a benchmark factory (``-b module:obj``) cannot be a cache key: its arguments
+    are still checked."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Factory:
+        size: int = 1
+
+        def __call__(self, rounds: int = 1) -> _Plain:
+            return _Plain(rounds=rounds)
+
+    factory = Factory()
+    assert plugin.unknown_arguments(factory, ["rounds", "other"]) == ["other"]
+    assert set(plugin.mistyped_arguments(factory, {"rounds": "many"})) == {"rounds"}

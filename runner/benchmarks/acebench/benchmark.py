@@ -8,12 +8,7 @@ from runner.benchmarks.acebench import files
 from runner.benchmarks.acebench.answer_checks import is_multi_turn
 from runner.benchmarks.acebench.environment import ACEEnvironment
 from runner.benchmarks.acebench.headline import score_rows
-from runner.benchmarks.acebench.metrics import (
-    AgentAccuracy,
-    NormalAccuracy,
-    ProcessAccuracy,
-    SpecialAccuracy,
-)
+from runner.benchmarks.acebench.metrics import AgentAccuracy, NormalAccuracy, ProcessAccuracy, SpecialAccuracy
 from runner.benchmarks.acebench.reference import reference_output
 from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError

@@ -18,11 +18,7 @@ from runner.benchmarks.gaia.data import (
     locate_split,
 )
 from runner.benchmarks.gaia.metrics import ACCURACY, Answered, GAIAAccuracy
-from runner.benchmarks.gaia.submission import (
-    submission_bytes,
-    submission_file,
-    submission_line,
-)
+from runner.benchmarks.gaia.submission import submission_bytes, submission_file, submission_line
 from runner.core.benchmark import RecordsBenchmark
 from runner.core.errors import BenchmarkError
 from runner.core.plugin import declare
