@@ -8,7 +8,7 @@ For each store, the same command a user types, in a process of its own::
 bucket: ``--runs`` times straight to the emulator, for the wall time (the process's start and the report included;
 the fastest run is shown, the one the machine's other work disturbed least), and once through the counting proxy of
 ``tests/support/store_proxy.py``, for the requests the store received, per task. The emulators are started as the
-tests start them (``tests/support/emulators.py``; Azurite must be on PATH: ``npm install -g azurite``)::
+tests start them (``tests/support/emulators.py``; Azurite from ``scripts/test-prerequisites.sh``, or on PATH)::
 
     python scripts/store_bench.py                      # local, s3, gcs, azure; a Markdown table on stdout
     python scripts/store_bench.py --only gcs azure --tasks 500

