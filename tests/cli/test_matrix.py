@@ -256,3 +256,74 @@ def test_the_python_api_builds_the_matrix_of_the_same_file(tmp_path: Path) -> No
     assert sorted(cell.path for cell in report.cells) == ["cells/echo/toy", "cells/mock/toy"]
     assert all(cell.summary is not None and cell.summary.completed == 5 for cell in report.cells)
     assert evaluator.outcome is not None and evaluator.outcome.incomplete == []
+
+
+def executed(result) -> dict[str, int]:
+    """Each cell's items computed by one matrix command (its ``run.finished`` lines), by cell."""
+    found = {}
+    for line in result.stderr.splitlines():
+        if line.startswith("{") and '"run.finished"' in line:
+            event = json.loads(line)
+            found[event["cell"]] = event["executed"]
+    return found
+
+
+def test_a_growing_matrix_keeps_every_entrys_key_and_computes_only_what_is_new(cli, tmp_path: Path) -> None:
+    """Issue 42: 2 models x {toy, n_tasks 10}; a second toy entry added, the entries reordered, one entry's limit
+    raised: the first entry's cells keep their key and compute nothing again (12 items for the new entry, then 4 for
+    the raised limit), and the table has one column per entry. A changed argument of an entry is refused in one line,
+    nothing computed."""
+    config, root = tmp_path / "matrix.yaml", tmp_path / "m"
+    first = {"benchmark": "toy", "args": {"n_tasks": 10}, "solution": "chat"}
+    second = {"benchmark": "toy", "args": {"n_tasks": 6, "seed": 1}, "solution": "chat", "limit": 4}
+
+    def run(*benchmarks):
+        config.write_text(yaml.safe_dump({"models": ["mock", "mock:echo"], "benchmarks": list(benchmarks),
+                                          "executor": "sequential", "storage": str(root), "log_format": "json"}))
+        return cli("matrix", "--config", str(config))
+
+    done = run(first)
+    assert done.returncode == 0, done.stderr
+    assert sum(executed(done).values()) == 20
+    grown = run(first, second)
+    assert grown.returncode == 0, grown.stderr
+    manifest = json.loads((root / "matrix.json").read_text())
+    [new_key] = {cell["benchmark_key"] for cell in manifest["cells"]} - {"toy"}
+    assert new_key.startswith("toy-")
+    assert sum(executed(grown).values()) == 8  # 2 models x the new entry's 4 items; nothing of the first entry
+    assert sorted(cell["path"] for cell in manifest["cells"]) == [
+        "cells/echo/toy", f"cells/echo/{new_key}", "cells/mock/toy", f"cells/mock/{new_key}"]
+    rows = list(csv.DictReader((root / "matrix.csv").open()))
+    assert {row["benchmark"] for row in rows} == {"toy", new_key}
+    # Reordered, the second entry's limit raised: the same keys; only the two items per model the limit adds.
+    raised = run({**second, "limit": 6}, first)
+    assert raised.returncode == 0, raised.stderr
+    assert sum(executed(raised).values()) == 4
+    assert len(json.loads((root / "matrix.json").read_text())["cells"]) == 4
+    # A changed argument is a changed entry: refused in one line, nothing written.
+    before = {path: path.read_bytes() for path in root.rglob("*.json") if "records" in path.parts}
+    changed = run({**first, "args": {"n_tasks": 10, "seed": 2}}, second)
+    changed.error_line("the cell mock/toy holds a run of other settings", "benchmark_args",
+                       "give it another key (key: ...)")
+    assert {path: path.read_bytes() for path in root.rglob("*.json") if "records" in path.parts} == before
+
+
+def test_entry_keys_are_the_entrys_own_whatever_comes_and_goes() -> None:
+    """benchmark_keys: a key depends on its entry and the keys matrix.json gave, never on the other entries' order;
+    two new entries of one readable key each get a hash of their identity; a changed entry keeps its key (its cells'
+    fingerprint refuses the change); new entries where several of that readable key are gone are refused."""
+    from runner.core.config import ConfigError
+    from runner.core.matrix import benchmark_keys, entry_identity
+
+    a, b, c = (BenchmarkEntry(benchmark="toy", args={"n_tasks": n}) for n in (10, 6, 3))
+    fresh = benchmark_keys([a, b])
+    assert fresh[0] != fresh[1] and all(key.startswith("toy-") for key in fresh)
+    assert benchmark_keys([b, a]) == fresh[::-1]
+    known = [{"key": "toy", "base": "toy", "identity": entry_identity(a)}]
+    assert benchmark_keys([b, a], known) == [f"toy-{entry_identity(b)[:6]}", "toy"]
+    assert benchmark_keys([BenchmarkEntry(benchmark="toy", args={"n_tasks": 10}, limit=3)], known) == ["toy"]
+    assert benchmark_keys([c], known) == ["toy"]  # a changed entry: the fingerprint refuses it
+    legacy = [{"key": "toy", "benchmark": "toy", "args": {"n_tasks": 10}, "solution": None}]
+    assert benchmark_keys([b, a], legacy) == [f"toy-{entry_identity(b)[:6]}", "toy"]
+    with pytest.raises(ConfigError, match="the benchmark entries of toy changed since the matrix ran"):
+        benchmark_keys([b, c], known)

@@ -20,7 +20,7 @@ from runner import registry
 from runner.core.config import EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig, RunSettings, build_config
 from runner.core.errors import ConfigError, RunnerError
 from runner.core.limits import model_key as usage_key
-from runner.core.matrix import BenchmarkEntry, MatrixConfig, ModelEntry, benchmark_key, model_key, unique_keys
+from runner.core.matrix import BenchmarkEntry, MatrixConfig, ModelEntry, benchmark_keys, model_key, unique_keys
 from runner.core.solution import SolutionSpec
 from runner.engine.matrix.checkpoints import Checkpoint, expand
 from runner.engine.request import RunRequest, _solution_target
@@ -100,6 +100,8 @@ class MatrixRequest:
         root: the matrix's storage root.
         settings: the settings of the whole matrix (its executor, workers, traffic and budget).
         run_config: those settings as one run's configuration (what a RayJob and ``submit`` read).
+        benchmark_keys: each benchmark entry's key, in the file's order (:func:`~runner.core.matrix.benchmark_keys`:
+            from the entry and the keys ``matrix.json`` gave before).
         slots: the models, in order (checkpoints by step).
         cells: every cell, model by model.
         baseline: the baseline's model name (``None``: none).
@@ -113,6 +115,7 @@ class MatrixRequest:
     root: ResultStore
     settings: RunSettings
     run_config: RunConfig
+    benchmark_keys: list[str] = field(default_factory=list)
     slots: list[MatrixModelSlot] = field(default_factory=list)
     cells: list[MatrixCellPlan] = field(default_factory=list)
     baseline: str | None = None
@@ -151,6 +154,7 @@ class MatrixRequest:
 
             manifest = read_matrix(root)
         request = cls(config, overrides, root, run_config.settings(), run_config, progress_bar=progress_bar)
+        request.benchmark_keys = benchmark_keys(config.benchmarks, manifest.benchmarks if manifest else None)
         request.slots = resolve_models(config, run_config, manifest, root, expand_globs=read_root)
         request.baseline = _baseline(config, request.slots)
         for slot in request.slots:
@@ -165,8 +169,7 @@ class MatrixRequest:
         Raises:
             ConfigError: a cell's refusal, prefixed with the cell (``cell step_200/hotpotqa: ...``).
         """
-        keys = unique_keys([benchmark_key(entry) for entry in self.config.benchmarks],
-                           [repr(entry.model_dump()) for entry in self.config.benchmarks])
+        keys = self.benchmark_keys
         if len(set(keys)) < len(keys):
             twice = next(key for key in keys if keys.count(key) > 1)
             raise ConfigError(f"two benchmark entries make the same cells ({twice}); list each benchmark entry once")

@@ -25,6 +25,7 @@ import structlog
 
 from runner._version import __version__
 from runner.core.errors import ConfigError, ServerStop
+from runner.core.matrix import benchmark_key, entry_identity
 from runner.engine.matrix.checkpoints import CheckpointWatch, describe, expand, until_reached
 from runner.engine.matrix.request import MatrixCellPlan, MatrixModelSlot, MatrixRequest, keyed
 from runner.engine.run import Executor, execute_while_owned
@@ -268,12 +269,19 @@ def _cell_outcome(plan: MatrixCellPlan, directory: RunDirectory, work: Workload)
 
 
 def _note_models(manifest: MatrixManifest, request: MatrixRequest, slots: list[MatrixModelSlot]) -> None:
-    """The matrix's models, benchmarks and baseline in ``manifest``: new models added, a checkpoint whose weights
-    changed marked ``stale`` with its cells (its new weights got new cells)."""
+    """The matrix's models, benchmarks and baseline in ``manifest``: new models and benchmark entries added (every
+    entry the matrix had stays, with its key, readable key and identity, so that its key stays its own), a checkpoint
+    whose weights changed marked ``stale`` with its cells (its new weights got new cells)."""
     manifest.baseline = request.baseline
     manifest.config = request.config.model_dump(mode="json")
-    manifest.benchmarks = [{"key": key, "benchmark": entry.benchmark, "args": entry.args, "solution": entry.solution}
-                           for entry, key in _benchmark_keys(request)]
+    for entry, key in zip(request.config.benchmarks, request.benchmark_keys):
+        known = next((old for old in manifest.benchmarks if old.get("key") == key), None)
+        noted = {"key": key, "base": benchmark_key(entry), "identity": entry_identity(entry),
+                 "benchmark": entry.benchmark, "args": entry.args, "solution": entry.solution}
+        if known is None:
+            manifest.benchmarks.append(noted)
+        else:
+            known.update(noted)
     for slot in slots:
         current = next((entry for entry in manifest.models if entry.key == slot.key), None)
         for entry in manifest.models:
@@ -293,13 +301,6 @@ def _note_models(manifest: MatrixManifest, request: MatrixRequest, slots: list[M
             manifest.cells.append(MatrixCell(model=plan.slot.model, model_key=plan.slot.key,
                                              benchmark=plan.entry.benchmark, benchmark_key=plan.benchmark_key,
                                              path=plan.path))
-
-
-def _benchmark_keys(request: MatrixRequest) -> list[tuple[Any, str]]:
-    seen: dict[str, Any] = {}
-    for plan in request.cells:
-        seen.setdefault(plan.benchmark_key, plan.entry)
-    return [(entry, key) for key, entry in seen.items()]
 
 
 def _note_cells(manifest: MatrixManifest, outcome: MatrixOutcome, loads: list[dict[str, Any]],
