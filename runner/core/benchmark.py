@@ -22,6 +22,9 @@ class BenchmarkBase(ABC):
 
     - ``__len__``: the number of tasks, for progress and ``status`` (otherwise counted while planning);
     - ``version``: a string that changes when tasks or scoring change (it enters the run fingerprint);
+    - ``scoring_version``: a string that changes when the items or their scoring change, but not with the model under
+      evaluation (default: ``version``): runs with equal values are compared item by item (``compare``, a matrix's
+      deltas), whatever their models;
     - ``headline_metrics``: the metrics whose running mean the progress of a run shows, in order of preference (the
       first one that has values; default: the first metric seen), the nearest live stand-in for :meth:`score`;
     - :meth:`prepare`: load or verify data before anything is written, raising ``BenchmarkError`` on a problem;
@@ -55,6 +58,13 @@ class BenchmarkBase(ABC):
     @abstractmethod
     def __iter__(self) -> Iterator[Task]:
         """Yield the tasks."""
+
+    @property
+    def scoring_version(self) -> str | None:
+        """What two runs of this benchmark must share to be compared item by item: their items and how each is
+        scored, whatever model answers (see the class). Default: :attr:`version`, for a benchmark whose version does
+        not depend on the model."""
+        return self.version
 
     def prepare(self) -> None:
         """Load or verify data before a run writes anything; raise ``BenchmarkError`` with the fix on failure."""

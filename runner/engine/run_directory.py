@@ -191,8 +191,8 @@ class RunDirectory:
         if resumed and settings.limit is not None:
             previous = existing.benchmark.widest_limit
             widest = None if previous is None else max(previous, settings.limit)
-        info = BenchmarkInfo(name=benchmark.name, version=benchmark.version, n_tasks=n_tasks, limit=settings.limit,
-                             widest_limit=widest)
+        info = BenchmarkInfo(name=benchmark.name, version=benchmark.version, scoring_version=benchmark.scoring_version,
+                             n_tasks=n_tasks, limit=settings.limit, widest_limit=widest)
         if resumed:
             self.manifest = existing.model_copy(update={"updated_at": utc_now(), "benchmark": info,
                                                         "n_repeats": settings.repeats, "config": request.config,

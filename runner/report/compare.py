@@ -164,9 +164,13 @@ def _manifests(stores: Sequence[ResultStore], labels: list[str]) -> list[RunMani
     base = manifests[0].benchmark
     for label, manifest in zip(labels[1:], manifests[1:]):
         other = manifest.benchmark
-        if (other.name, other.version) != (base.name, base.version):
+        # Items and scoring, whatever the model (a version may digest what only the model changes: lm-eval's prompts
+        # under a model's chat template); runs written before scoring_version was kept are matched by version.
+        kept = base.scoring_version is not None and other.scoring_version is not None
+        if other.name != base.name or (other.scoring_version != base.scoring_version if kept
+                                       else other.version != base.version):
             why = ("they are runs of different benchmarks" if other.name != base.name
-                   else "the scoring is part of the benchmark version")
+                   else "their items or their scoring differ (the benchmark's version)")
             raise CompareError(
                 f"cannot compare {labels[0]} ({base.name} version {base.version}) with {label} ({other.name} version "
                 f"{other.version}): {why}; compare runs of one benchmark version"

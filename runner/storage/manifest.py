@@ -27,6 +27,9 @@ class BenchmarkInfo(BaseModel):
 
     Args:
         name, version: identity (``version`` may be ``None``).
+        scoring_version: what runs must share to be compared item by item (their items and scoring, whatever their
+            model: :attr:`BenchmarkBase.scoring_version <runner.core.benchmark.BenchmarkBase.scoring_version>`);
+            ``None`` in runs written before it was kept, which are compared by ``version``.
         n_tasks: task positions planned, after ``limit`` (duplicates included); ``None`` until known.
         limit: the latest run's ``limit`` (``None``: every task).
         widest_limit: the highest ``limit`` of any run of this directory; ``None`` when one ran without a limit
@@ -38,6 +41,7 @@ class BenchmarkInfo(BaseModel):
 
     name: str
     version: str | None = None
+    scoring_version: str | None = None
     n_tasks: int | None = None
     limit: int | None = None
     widest_limit: int | None = None

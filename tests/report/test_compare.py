@@ -147,7 +147,7 @@ def test_runs_of_other_benchmarks_or_versions_are_refused(tmp_path, runs):
     with pytest.raises(CompareError, match="cannot compare base .demo version 1. with other .toy version 1.: they "
                                            "are runs of different benchmarks; compare runs of one benchmark version"):
         compare_runs([runs[0], other])
-    with pytest.raises(CompareError, match="version 2.: the scoring is part of the benchmark version"):
+    with pytest.raises(CompareError, match="version 2.: their items or their scoring differ"):
         compare_runs([runs[0], later])
     with pytest.raises(CompareError, match="two runs or more"):
         compare_runs(runs[:1])

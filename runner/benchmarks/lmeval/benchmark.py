@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from runner.benchmarks.lmeval import loading, results, routes, scoring
@@ -142,6 +142,7 @@ class LMEvalBenchmark(BenchmarkBase):
         self.model, self.model_base_url = model, model_base_url
         self.route = routes.route(model, model_base_url, endpoint) if model else None
         self._loaded: loading.LoadedTasks | None = None
+        self._model_metadata: dict[str, Any] = {}
         self._scorers: dict[str, TaskScorer] = {}
         self._aggregated: tuple[Any, dict[str, Any]] | None = None
 
@@ -185,6 +186,7 @@ class LMEvalBenchmark(BenchmarkBase):
         # As lm_eval does, the model's arguments are the tasks' metadata too (RULER reads its tokenizer there).
         described = {"pretrained": route.source or embedded_folder()} if route.kind == "hf" else \
             {"model": route.model.partition(":")[2]}
+        self._model_metadata = {**described, **self.model_args}
         options = loading.TaskOptions(**{**self.options.__dict__,
                                          "gen_kwargs": _parse_kwargs(self._gen_kwargs, "gen_kwargs"),
                                          "metadata": {**described, **self.model_args,
@@ -209,6 +211,23 @@ class LMEvalBenchmark(BenchmarkBase):
         version, and every document's requests, so a changed task, lm-eval release, few-shot setting or prompt
         is a changed fingerprint. ``None`` when the tasks cannot be prepared here (``status`` on a machine without
         the data)."""
+        # Where this machine keeps the embedded model is no part of the configuration (a resume elsewhere).
+        return self._digest({"pretrained"}, lambda document: [document.doc_id,
+                                                             [instance.args for instance in document.instances]])
+
+    @property
+    def scoring_version(self) -> str | None:
+        """``<lm-eval version>-<digest>`` of what decides the items and their scoring, whatever the model: every
+        task's configuration less the metadata the model puts there (``pretrained`` or ``model``, its
+        ``model_args``), its version, and every document's id and dataset row. Unlike :attr:`version`, it leaves out
+        the requests' prompts, which a model's chat template shapes: two models' runs of the same tasks and options
+        are compared item by item (lm-eval#3831). ``None`` when the tasks cannot be prepared here."""
+        return self._digest({"pretrained", *self._model_metadata},
+                            lambda document: [document.doc_id, document.doc])
+
+    def _digest(self, model_keys: set[str], per_document: Callable[[loading.Document], Any]) -> str | None:
+        """``<lm-eval version>-<digest>`` of every task's configuration (its metadata less ``model_keys``), its
+        version and ``per_document`` of each of its documents; ``None`` when the tasks cannot be prepared here."""
         try:
             loaded = self.loaded
         except BenchmarkError:
@@ -216,13 +235,11 @@ class LMEvalBenchmark(BenchmarkBase):
         digest = hashlib.sha256()
         for name, task in loaded.tasks.items():
             config = dict(task.dump_config())
-            # Where this machine keeps the embedded model is no part of the configuration (a resume elsewhere).
             config["metadata"] = {key: value for key, value in (config.get("metadata") or {}).items()
-                                  if key != "pretrained"}
+                                  if key not in model_keys}
             digest.update(json.dumps([name, str(task.VERSION), config], sort_keys=True, default=_stable).encode())
             for document in loaded.documents[name]:
-                digest.update(json.dumps([document.doc_id, [instance.args for instance in document.instances]],
-                                         default=_stable).encode())
+                digest.update(json.dumps(per_document(document), default=_stable).encode())
         return f"{LM_EVAL_VERSION}-{digest.hexdigest()[:16]}"
 
     def __len__(self) -> int:

@@ -308,3 +308,47 @@ def test_only_a_sampled_request_of_a_later_repeat_gets_a_seed_of_its_own() -> No
     assert reseeded(sampled, 0, keep=False)["seed"] == 1234  # a run of one repeat sends what lm_eval sends
     assert reseeded(sampled, 2, keep=True)["seed"] == 1234  # the user's, or the task's gen_kwargs seed
     assert reseeded({**sampled, "temperature": 0}, 2, keep=False)["seed"] == 1234  # greedy: nothing to sample
+
+
+def test_lm_eval_cells_of_two_models_at_an_endpoint_are_compared(cli, lm_tasks: Path, answers_task: Path,
+                                                                 tmp_path: Path) -> None:
+    """Issue 42: two models at one endpoint, an lm-eval task through ``-B endpoint=chat``: lm-eval's task metadata
+    names each model, which made the benchmark versions differ and no pair was compared. Now the cells share their
+    items and scoring (``scoring_version``), so the second model's exact match (4 of 8 right against 8 of 8) has its
+    delta, p and Holm value in matrix.csv, the numbers ``compare`` prints."""
+    import csv
+
+    import yaml
+
+    from runner.report import compare_runs
+
+    answers = _answers(lm_tasks)
+    right = _right_answer(answers)
+    half = set(list(answers)[:4])
+
+    def policy(request: ChatRequest) -> str:
+        answer = right(request)
+        prompt = content_text(request.messages[-1]) or ""
+        question = prompt.rsplit("Question: ", 1)[-1].split("\nAnswer:")[0].strip()
+        return answer if request.model == "good" or question in half else "I do not know"
+
+    with ScriptedModelServer(policy, models=["good", "half"]) as server:
+        config = tmp_path / "matrix.yaml"
+        config.write_text(yaml.safe_dump({
+            "models": ["vllm:good", "vllm:half"], "model_base_url": server.url, "baseline": "vllm:good",
+            "benchmarks": [{"benchmark": "lm-eval", "args": {"tasks": "answers_gen", "include_path": str(answers_task),
+                                                            "endpoint": "chat", "apply_chat_template": True}}],
+            "executor": "sequential", "storage": str(tmp_path / "m"), "log_format": "json"}))
+        done = cli("matrix", "--config", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "matrix.not_compared" not in done.stderr
+    base, half_cell = (tmp_path / "m" / "cells" / key / "lm-eval-answers_gen" for key in ("good", "half"))
+    versions = [json.loads((cell / "run.json").read_text())["benchmark"] for cell in (base, half_cell)]
+    assert versions[0]["version"] != versions[1]["version"]  # the task metadata names the model
+    assert versions[0]["scoring_version"] == versions[1]["scoring_version"]
+    rows = list(csv.DictReader((tmp_path / "m" / "matrix.csv").open()))
+    row = next(row for row in rows if row["model"] == "half" and row["metric"] == "exact_match,none"
+               and not row["category"])
+    assert float(row["mean"]) == 0.5 and float(row["delta"]) == -0.5
+    [overall] = [r for r in compare_runs([str(base), str(half_cell)]).rows if r.category is None and r.metric == row["metric"]]
+    assert float(row["p"]) == pytest.approx(overall.differences[0].p_value) and row["p_holm"] != ""
