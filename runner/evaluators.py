@@ -98,12 +98,18 @@ async def evaluate_matrix(request: MatrixRequest, *, show: bool = True,
     Raises:
         RunnerError: bad input, before anything is written (any cell's).
         MatrixIncomplete: some cell could not finish (its model did not load, its server failed every call the same
-            way): exit status 3 after the report; the same call resumes.
+            way, none of its items succeeded): exit status 3 after the report; the same call resumes.
         BudgetExhausted: the budget is spent (after the report; a larger budget resumes).
         RunStopped: a fault of the whole matrix (storage, a lost lease).
     """
     outcome = await execute_matrix(request)
     report = report_matrix(request.root)
+    reported = {cell.path: cell for cell in report.cells}
+    for cell_outcome in outcome.cells:
+        seen = reported.get(cell_outcome.plan.path)
+        if seen is not None and seen.status == "failed" and cell_outcome.status == "done":
+            # Every record an error: no score (runner.report.matrix.no_answer), a cell that could not finish.
+            cell_outcome.status, cell_outcome.error = "failed", seen.error
     if show:
         console = default_console()
         render_matrix(report, console)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from runner.core.benchmark import BenchmarkBase
 from runner.core.metric import MetricBase, MetricResult, MetricType
 from runner.core.plugin import declare
-from runner.core.results import RunResults
+from runner.core.results import Headline, RunResults
 from runner.core.solution import SolutionOutput
 from runner.core.task import Task
 
@@ -99,6 +99,7 @@ class ToyBenchmark(BenchmarkBase):
                 tags={"category": category},
             )
 
-    def score(self, results: RunResults) -> float | None:
-        """The mean of ``exact-match`` over all items."""
-        return results.metrics.get("exact-match", {}).get("mean")
+    def score(self, results: RunResults) -> Headline:
+        """The mean of ``exact-match`` over all items, with its standard error."""
+        metric = results.metrics.get("exact-match", {})
+        return Headline(score=metric.get("mean"), stderr=metric.get("stderr"))

@@ -52,6 +52,9 @@ class Headline:
 
     Args:
         score: the one number a leaderboard shows (or ``None``).
+        stderr: its standard error, where the benchmark's own aggregation gives one (a mean's, clustered by task;
+            lm-eval's ``<metric>_stderr``); ``None`` where it gives none (a weighted sum of sections): the matrix's
+            page then draws no interval for it.
         components: named sub-scores (e.g. ACEBench's Normal, Special, Agent), merged into ``summary.json`` as
             ``score_components``.
         by_category: category -> metric name -> ``{"mean", "n", ...}`` entries added to (or replacing) the generic
@@ -64,6 +67,7 @@ class Headline:
     """
 
     score: float | None
+    stderr: float | None = None
     components: dict[str, float] = field(default_factory=dict)
     by_category: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     left_out: int = 0

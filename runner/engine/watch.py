@@ -7,6 +7,8 @@ the record keeps (``error.code``, see :func:`runner.engine.item.execute.error_in
 - ``quota_exhausted``: it refused with HTTP 429 because the account's quota is used up (OpenAI's
   ``insufficient_quota``), which no wait restores;
 - ``rate_limited``: it refused every attempt of a call with HTTP 429 (its rate limit, or a quota of another name);
+- ``model_not_found``: it answered HTTP 404 in the API's own JSON (vLLM's "The model `x` does not exist", OpenAI's
+  ``model_not_found``): it serves no model of that name;
 - ``replica_failed``: the model's replica, served by the run, failed past its restarts (one such item stops the run);
 - ``ignored_option``: the engine answered without what the request asked for (``echo``'s prompt log-probabilities,
   ``n`` choices, a forced tool call: :mod:`runner.models._asked`), so no such answer can be scored; the line names
@@ -44,6 +46,8 @@ _STOPS = {
                              "restore the account's quota with the provider"),
     "rate_limited": _Stop(RefusalStop, "the model server keeps refusing calls with HTTP 429",
                           "lower the request rate (--max-rpm, --concurrency) or wait for the server's limit to reset"),
+    "model_not_found": _Stop(ServerStop, "the model server does not serve the model",
+                             "check the model's name against the server's GET /v1/models, and its URL"),
     "replica_failed": _Stop(ServerStop, "a model replica the run serves failed for good",
                             "fix the cause (GPU memory, the engine's log under the run's replicas/)"),
     "ignored_option": _Stop(ServerStop, "the model's engine ignores {option}, which the answers need",
@@ -53,8 +57,8 @@ _STOPS = {
 _OPTION = re.compile(r"`\w+`")
 """The option an ``ignored_option`` error names, in backquotes (``the engine (llama.cpp) ignores `echo```)."""
 
-ERRORS_TO_STOP = {"protocol_error": 3, "quota_exhausted": 3, "rate_limited": 5, "replica_failed": 1,
-                  "ignored_option": 3}
+ERRORS_TO_STOP = {"protocol_error": 3, "quota_exhausted": 3, "rate_limited": 5, "model_not_found": 3,
+                  "replica_failed": 1, "ignored_option": 3}
 """Items ended by an error of each code, with no ``ok`` item in between, after which the run stops: a few for the
 codes that are certain to repeat, more for refusals that a rate limit may lift."""
 

@@ -27,7 +27,8 @@ class ModelError(RunnerError):
         error_code: a stable reason that the run's record keeps as ``error.code`` when it ends a work item. For a
             failure that every further call to the server will meet: ``quota_exhausted`` (HTTP 429, the account's
             quota is used up), ``rate_limited`` (HTTP 429 on every attempt), ``protocol_error``
-            (:class:`ModelProtocolError`); the engine stops a run after a few in a row (``runner.engine.watch``).
+            (:class:`ModelProtocolError`), ``model_not_found`` (HTTP 404 in the API's JSON: the server serves no
+            model of that name); the engine stops a run after a few in a row (``runner.engine.watch``).
             For a failure of this request only: ``no_choice`` (a well-formed reply that holds no choice, such as a
             provider's content filter answering ``200`` with ``choices: []``), which never stops a run.
             ``context_length_exceeded`` (the conversation is longer than the model's context) never leaves the

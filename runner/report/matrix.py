@@ -4,18 +4,21 @@ from the cells' records alone (:func:`report_matrix`, what ``python -m runner re
 Each cell is an ordinary run, reported as one (``summary.json``, ``results.csv``, ``report.html``). The matrix adds:
 
 - ``matrix.csv``, long form, one row per cell, metric and category (all items first): ``model, step, benchmark,
-  category, metric, n, mean, stderr, ci_low, ci_high, delta, delta_ci_low, delta_ci_high, p, p_holm``. ``mean`` and
+  category, metric, n, mean, stderr, ci_low, ci_high, delta, delta_ci_low, delta_ci_high, p, p_holm, status``. ``mean`` and
   ``stderr`` are the cell's ``summary.json`` values (each task weighs the same; the standard error clustered by task)
   and the interval ``mean ± 1.96 stderr``. ``delta`` is the cell's mean minus the baseline's cell of the same
   benchmark on the items both have, with its 95 % paired, task-clustered bootstrap interval and ``p`` from the paired
   test :func:`~runner.report.compare.compare_runs` uses (exact McNemar for 0/1 scores, Wilcoxon signed-rank of the
   per-task differences otherwise): the numbers ``compare`` prints for that pair. ``p_holm`` is Holm's step-down
   correction across every comparison of the matrix (S. Holm, "A simple sequentially rejective multiple test
-  procedure", Scandinavian Journal of Statistics 6, 1979).
+  procedure", Scandinavian Journal of Statistics 6, 1979). ``status`` is the cell's (``done``, ``failed``...).
+- A cell with records of which none succeeded is no score: it is ``failed`` (its reason in ``matrix.json``), its
+  headline is empty, its rows carry ``n`` and no mean, and it is in no comparison (nor in Holm's correction). A pair
+  that cannot be compared (other items or scoring) says why in its headline (``not_compared``) and on the page.
 - ``matrix.html``, self-contained: a heatmap of models (rows) x benchmarks (columns), each cell its headline with
-  its interval and a link to its own ``report.html``, marked where its headline metric differs from the baseline's
-  after Holm's correction; and, when the models are checkpoints, each benchmark's headline against the step with its
-  95 % band.
+  its interval and a link to its own ``report.html``, coloured only where its headline metric differs from the
+  baseline's after Holm's correction (green above, red below; never by its raw value); and, when the models are
+  checkpoints, each benchmark's headline against the step with its 95 % band and the baseline's value as a line.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import csv
 import io
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +45,7 @@ from runner.storage.matrix_manifest import MatrixManifest, read_matrix, write_ma
 from runner.storage.store import ResultStore
 
 CSV_COLUMNS = ("model", "step", "benchmark", "category", "metric", "n", "mean", "stderr", "ci_low", "ci_high",
-               "delta", "delta_ci_low", "delta_ci_high", "p", "p_holm")
+               "delta", "delta_ci_low", "delta_ci_high", "p", "p_holm", "status")
 """The columns of ``matrix.csv``."""
 
 Z95 = 1.959964
@@ -63,7 +67,7 @@ def holm(p_values: list[float | None]) -> list[float | None]:
 class CellReport:
     """One cell as the matrix report sees it: its manifest entry, its summary (``None``: no run or no record yet)
     and its headline (``metric``, ``value``, ``ci``, and ``delta``, ``p_holm``, ``significant`` against the
-    baseline)."""
+    baseline; ``failed``: why it is no score; ``not_compared``: why it has no delta)."""
 
     model: str
     model_key: str
@@ -74,6 +78,25 @@ class CellReport:
     summary: Summary | None = None
     headline: dict[str, Any] = field(default_factory=dict)
     page: str | None = None
+    error: str | None = None
+    not_compared: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        """Whether the cell is a score: it has records and some succeeded (a cell whose every record is an error
+        says nothing of its model)."""
+        return self.summary is not None and no_answer(self.summary) is None
+
+
+def no_answer(summary: Summary) -> str | None:
+    """Why a cell with records is no score: every record is an error (the line names the commonest error); ``None``
+    when some item succeeded, or there is no record."""
+    if not summary.completed or summary.errors < summary.completed:
+        return None
+    kinds = Counter(summary.error_types or {})
+    kind = f" ({summary.errors} {kinds.most_common(1)[0][0]})" if kinds else ""
+    return (f"no item succeeded: all {summary.completed} records are errors{kind}; fix their cause, then run the "
+            "same command with --rerun-failed")
 
 
 @dataclass
@@ -102,28 +125,30 @@ def _interval(mean: float | None, stderr: float | None) -> tuple[float | None, f
 
 
 def _rows(cell: CellReport) -> list[dict[str, Any]]:
-    """The csv rows of one cell (means only; deltas are filled in by :func:`_deltas`)."""
+    """The csv rows of one cell (means only; deltas are filled in by :func:`_deltas`). A cell that is no score
+    (:attr:`CellReport.scored`) has its rows with ``n`` and its status, and no mean."""
     summary = cell.summary
     if summary is None:
         return []
+    scored = cell.scored
+
+    def row(category: str, name: str, n: Any, mean: Any, stderr: Any) -> dict[str, Any]:
+        low, high = _interval(mean, stderr) if scored else (None, None)
+        return {"model": cell.model_key, "step": cell.step, "benchmark": cell.benchmark_key, "category": category,
+                "metric": name, "n": n, "mean": mean if scored else None, "stderr": stderr if scored else None,
+                "ci_low": low, "ci_high": high, "delta": None, "delta_ci_low": None, "delta_ci_high": None, "p": None,
+                "p_holm": None, "status": cell.status}
+
     rows = []
     for name, metric in summary.metrics.items():
         if metric.type is not MetricType.NUMERICAL:
             continue
-        low, high = _interval(metric.mean, metric.stderr)
-        rows.append({"model": cell.model_key, "step": cell.step, "benchmark": cell.benchmark_key, "category": "",
-                     "metric": name, "n": metric.n, "mean": metric.mean, "stderr": metric.stderr, "ci_low": low,
-                     "ci_high": high, "delta": None, "delta_ci_low": None, "delta_ci_high": None, "p": None,
-                     "p_holm": None})
+        rows.append(row("", name, metric.n, metric.mean, metric.stderr))
         for category, values in (summary.by_category or {}).items():
             entry = values.get(name) if isinstance(values, dict) else None
             if not isinstance(entry, dict) or entry.get("mean") is None:
                 continue
-            low, high = _interval(entry.get("mean"), entry.get("stderr"))
-            rows.append({"model": cell.model_key, "step": cell.step,
-                         "benchmark": cell.benchmark_key, "category": category, "metric": name, "n": entry.get("n"),
-                         "mean": entry.get("mean"), "stderr": entry.get("stderr"), "ci_low": low, "ci_high": high,
-                         "delta": None, "delta_ci_low": None, "delta_ci_high": None, "p": None, "p_holm": None})
+            rows.append(row(category, name, entry.get("n"), entry.get("mean"), entry.get("stderr")))
     return rows
 
 
@@ -137,12 +162,16 @@ def _deltas(root: ResultStore, cells: list[CellReport], rows: list[dict[str, Any
     index = {(row["model"], row["benchmark"], row["metric"], row["category"]): row for row in rows}
     for cell in cells:
         reference = base.get(cell.benchmark_key)
-        if cell.summary is None or reference is None or cell is reference:
+        if not cell.scored or reference is None or cell is reference:
+            continue
+        if not reference.scored:
+            cell.not_compared = f"the baseline's cell {reference.path} is no score ({reference.error or 'failed'})"
             continue
         try:
             comparison = compare_runs([root.child(reference.path), root.child(cell.path)], seed=seed)
         except Exception as exc:  # noqa: BLE001 - one pair that cannot be compared leaves its deltas empty
-            structlog.get_logger("runner").warning("matrix.not_compared", cell=cell.path, error=str(exc)[:300])
+            cell.not_compared = str(exc)[:300]
+            structlog.get_logger("runner").warning("matrix.not_compared", cell=cell.path, error=cell.not_compared)
             continue
         for compared in comparison.rows:
             row = index.get((cell.model_key, cell.benchmark_key, compared.metric, compared.category or ""))
@@ -157,21 +186,30 @@ def _deltas(root: ResultStore, cells: list[CellReport], rows: list[dict[str, Any
 
 
 def _cell_headline(cell: CellReport, headline_metrics: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
-    """The cell's headline for the table and the page: the benchmark's score (or its headline metric's mean) with
-    its interval, and its headline metric's difference from the baseline after Holm."""
+    """The cell's headline for the table and the page: the benchmark's score with its interval where the benchmark
+    gives its standard error (else its headline metric's mean and interval), and its headline metric's difference
+    from the baseline after Holm; empty, with the reason, for a cell that is no score."""
     summary = cell.summary
     if summary is None:
         return
     name = _headline_metric(summary, headline_metrics)
+    if not cell.scored:
+        cell.headline = {"metric": "score" if summary.score is not None else name, "value": None, "ci": None,
+                         "failed": cell.error, "completed": summary.completed, "expected": summary.expected}
+        return
     row = next((row for row in rows if row["model"] == cell.model_key and row["benchmark"] == cell.benchmark_key
                 and row["metric"] == name and row["category"] == ""), None)
-    value = summary.score if summary.score is not None else (row or {}).get("mean")
-    ci = (row["ci_low"], row["ci_high"]) if row and summary.score is None and row["ci_low"] is not None else None
+    if summary.score is not None:
+        value, (low, high) = summary.score, _interval(summary.score, summary.score_stderr)
+    else:
+        value, low, high = (row or {}).get("mean"), (row or {}).get("ci_low"), (row or {}).get("ci_high")
     cell.headline = {"metric": "score" if summary.score is not None else name, "value": value,
-                     "ci": list(ci) if ci else None, "delta_metric": name,
+                     "ci": [low, high] if low is not None and high is not None else None, "delta_metric": name,
                      "delta": (row or {}).get("delta"), "p_holm": (row or {}).get("p_holm"),
                      "significant": bool(row and row["p_holm"] is not None and row["p_holm"] < 1 - paired.CONFIDENCE),
                      "completed": summary.completed, "expected": summary.expected}
+    if cell.not_compared:
+        cell.headline["not_compared"] = cell.not_compared
 
 
 def report_matrix(root: ResultStore | str, storage_options: dict[str, Any] | None = None, *, html: bool = True,
@@ -196,6 +234,7 @@ def report_matrix(root: ResultStore | str, storage_options: dict[str, Any] | Non
         model = keys.get(entry.model_key)
         cell = CellReport(entry.model, entry.model_key, model.step if model else None, entry.benchmark_key,
                           entry.path, entry.status)
+        cell.error = entry.error
         cell_store = store.child(entry.path)
         manifest_of_cell = cell_store.read_manifest()
         if manifest_of_cell is not None:
@@ -204,6 +243,11 @@ def report_matrix(root: ResultStore | str, storage_options: dict[str, Any] | Non
             headline_metrics[entry.path] = tuple(getattr(benchmark, "headline_metrics", ()) or ())
             if cell_pages:
                 cell.page = write_html_report(cell_store, cell.summary)
+            reason = no_answer(cell.summary)
+            if reason is not None and cell.status != "stale":
+                # Failed whatever the driver saw: its records are all errors (a server that failed every call
+                # another way than those that stop a cell, a solution that always raises).
+                cell.status, cell.error = "failed", entry.error if entry.status == "failed" and entry.error else reason
         cells.append(cell)
     rows = [row for cell in cells if cell.status != "stale" for row in _rows(cell)]
     _deltas(store, [cell for cell in cells if cell.status != "stale"], rows, baseline_key, seed)
@@ -212,6 +256,7 @@ def report_matrix(root: ResultStore | str, storage_options: dict[str, Any] | Non
         entry = manifest.cell(cell.path)
         if entry is not None and cell.summary is not None:
             entry.headline = cell.headline
+            entry.status, entry.error = cell.status, cell.error  # type: ignore[assignment]
     store.write_file("matrix.csv", matrix_csv(rows))
     write_matrix(store, manifest)
     done = MatrixReport(manifest, cells, rows, store.uri)
@@ -243,13 +288,19 @@ def _grid(report: MatrixReport) -> tuple[list[str], list[dict[str, Any]]]:
     return benchmarks, list(models.values())
 
 
-def _shade(value: float | None, low: float | None, high: float | None) -> str:
-    """A cell's background: white to the accent by its value's place between its column's lowest and highest."""
-    if value is None or low is None or high is None or not math.isfinite(value):
-        return "#f6f8fa"
-    share = 0.5 if high <= low else (value - low) / (high - low)
-    shade = int(round(255 - share * 120))
-    return f"rgb({shade},{min(255, shade + 15)},255)"
+SHADES = {"above": "#d3f2dc", "below": "#fbdad7", "none": "#ffffff", "no_score": "#eeeeee"}
+"""A heatmap cell's background: its headline metric above or below the baseline's after Holm's correction, not
+shown to differ (or the baseline itself), no score. Colour says that one thing, never the raw value."""
+
+
+def _shade(headline: dict[str, Any]) -> str:
+    """A cell's background (:data:`SHADES`)."""
+    if headline.get("value") is None:
+        return SHADES["no_score"]
+    delta = headline.get("delta")
+    if headline.get("significant") and isinstance(delta, (int, float)) and delta != 0:
+        return SHADES["above" if delta > 0 else "below"]
+    return SHADES["none"]
 
 
 def matrix_html(report: MatrixReport, baseline_key: str | None) -> str:
@@ -257,29 +308,28 @@ def matrix_html(report: MatrixReport, baseline_key: str | None) -> str:
     from runner.report import plots
 
     benchmarks, models = _grid(report)
-    for benchmark in benchmarks:
-        values = [row["cells"][benchmark].headline.get("value") for row in models if benchmark in row["cells"]]
-        values = [value for value in values if isinstance(value, (int, float)) and math.isfinite(value)]
-        low, high = (min(values), max(values)) if values else (None, None)
-        for row in models:
-            cell = row["cells"].get(benchmark)
-            if cell is not None:
-                cell.headline["shade"] = _shade(cell.headline.get("value"), low, high)
-                cell.headline["link"] = f"{cell.path}/report.html" if cell.page else None
+    for row in models:
+        for cell in row["cells"].values():
+            cell.headline["shade"] = _shade(cell.headline)
+            cell.headline["link"] = f"{cell.path}/report.html" if cell.page else None
     charts = []
     stepped = [row for row in models if row["step"] is not None]
+    base_row = next((row for row in models if row["key"] == baseline_key), None)
     if len(stepped) >= 2:
         for benchmark in benchmarks:
             points = sorted((row["step"], row["cells"][benchmark].headline) for row in stepped
                             if benchmark in row["cells"] and row["cells"][benchmark].headline.get("value") is not None)
+            base = base_row["cells"].get(benchmark) if base_row is not None else None
+            base_value = base.headline.get("value") if base is not None else None
             if points:
-                charts.append(_markup(plots.step_chart(benchmark, [(step, h["value"], h.get("ci")) for step, h in points],
-                                                       f"step-{len(charts)}")))
+                charts.append(_markup(plots.step_chart(
+                    benchmark, [(step, h["value"], h.get("ci")) for step, h in points], f"step-{len(charts)}",
+                    baseline=(baseline_key, base_value) if base_value is not None else None)))
     data = report.manifest.model_dump(mode="json")
     return _environment().get_template("matrix.html.j2").render(
         m=report.manifest, benchmarks=benchmarks, models=models, baseline=baseline_key, charts=charts,
         generated_at=_now(), data_text=json.dumps(data, indent=2, ensure_ascii=False),
-        loads=_loads(report.manifest))
+        loads=_loads(report.manifest), shades=SHADES)
 
 
 def _loads(manifest: MatrixManifest) -> list[dict[str, Any]]:

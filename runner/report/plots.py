@@ -207,14 +207,16 @@ def difference_chart(title: str, entries: Sequence[tuple[str, float, Interval, b
         return _svg(figure, salt)
 
 
-def step_chart(benchmark: str, points: Sequence[tuple[int, float, Sequence[float] | None]], salt: str) -> str:
+def step_chart(benchmark: str, points: Sequence[tuple[int, float, Sequence[float] | None]], salt: str,
+               baseline: tuple[str, float] | None = None) -> str:
     """A checkpoint sweep: one benchmark's headline against the training step, with its 95 % band where the
-    headline has an interval.
+    headline has an interval, and the baseline's headline as a dashed line.
 
     Args:
         benchmark: the benchmark's key (the chart's title).
         points: ``(step, value, (low, high) or None)``, by step.
         salt: unique within the page.
+        baseline: the baseline's key and headline value (``None``: no baseline, or no value).
     """
     import matplotlib
 
@@ -228,6 +230,10 @@ def step_chart(benchmark: str, points: Sequence[tuple[int, float, Sequence[float
             axes.fill_between([step for step, _ in banded], [ci[0] for _, ci in banded], [ci[1] for _, ci in banded],
                               color=ACCENT, alpha=0.18, linewidth=0)
         axes.plot(steps, values, marker="o", color=ACCENT, markersize=4, linewidth=1.4)
+        if baseline is not None:
+            axes.axhline(baseline[1], color=MUTED, linestyle="--", linewidth=1.1)
+            axes.annotate(f"baseline {_label(baseline[0])}", (0, baseline[1]), xycoords=("axes fraction", "data"),
+                          xytext=(4, 3), textcoords="offset points", fontsize=8, color=MUTED)
         axes.set_title(_label(benchmark), loc="left")
         axes.set_xlabel("step")
         axes.set_ylabel("headline (95 % band)")

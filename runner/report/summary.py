@@ -113,7 +113,9 @@ class Summary(BaseModel):
         pass_k_tasks: metric -> k -> the tasks that pass@k and pass^k average (``n >= k``).
         pass_k_left_out: metric -> k -> the tasks left out at that k (fewer than k usable values: the metric failed
             on some repeats, or items are missing); a note names each k that leaves tasks out.
-        score: the benchmark's headline score or ``None``; ``score_components`` its named parts.
+        score: the benchmark's headline score or ``None``; ``score_components`` its named parts; ``score_stderr``
+            its standard error where the benchmark gives one (:attr:`Headline.stderr
+            <runner.core.results.Headline.stderr>`).
         score_left_out: items the score and its components do not count, because the benchmark's own aggregation
             cannot take a failed item (:attr:`Headline.left_out <runner.core.results.Headline.left_out>`), and
             ``score_left_out_why`` why; the terminal and the page say it in the score's line. 0: every item is in
@@ -168,6 +170,7 @@ class Summary(BaseModel):
     pass_k_tasks: dict[str, dict[str, int]] = Field(default_factory=dict)
     pass_k_left_out: dict[str, dict[str, int]] = Field(default_factory=dict)
     score: float | None = None
+    score_stderr: float | None = None
     score_components: dict[str, float] = Field(default_factory=dict)
     score_left_out: int = 0
     score_left_out_why: str | None = None
@@ -607,6 +610,8 @@ def _apply_headline(summary: Summary, benchmark: BenchmarkBase, rows: list[Resul
         return
     if isinstance(headline, Headline):
         summary.score = _headline_number(summary, "score", headline.score)
+        if summary.score is not None and isinstance(headline.stderr, (int, float)) and math.isfinite(headline.stderr):
+            summary.score_stderr = float(headline.stderr)
         summary.score_components = {name: value for name, value in headline.components.items()
                                     if _headline_number(summary, f"component {name!r}", value) is not None}
         if headline.left_out:

@@ -327,3 +327,52 @@ def test_entry_keys_are_the_entrys_own_whatever_comes_and_goes() -> None:
     assert benchmark_keys([b, a], legacy) == [f"toy-{entry_identity(b)[:6]}", "toy"]
     with pytest.raises(ConfigError, match="the benchmark entries of toy changed since the matrix ran"):
         benchmark_keys([b, c], known)
+
+
+def test_a_model_that_never_answered_is_no_score_and_the_matrix_exits_3(cli, tmp_path: Path) -> None:
+    """Issue 42: four models at scripted servers. ``dead`` answers vLLM's 404 "model does not exist" to every call: its
+    cell stops after three items (the server does not serve the model). ``broken`` answers 400 to every call, which
+    stops nothing: its 8 records are all errors. Neither is a score: no 0.000 in the table, no mean, delta or Holm
+    value in matrix.csv (their rows say ``failed``), only ``other``'s comparison is corrected, and the matrix exits 3
+    naming the first."""
+    from tests.support.model_server import ScriptedModelServer
+
+    good = ScriptedModelServer(models=["good", "other"]).start()
+    dead = ScriptedModelServer(models=["dead"]).start()
+    dead.answer({"object": "error", "message": "The model `dead` does not exist.", "type": "NotFoundError",
+                 "param": None, "code": 404}, status=404, times=None)
+    broken = ScriptedModelServer(models=["broken"]).start()
+    broken.answer({"error": {"message": "unsupported request", "type": "BadRequestError"}}, status=400, times=None)
+    try:
+        config = tmp_path / "matrix.yaml"
+        config.write_text(yaml.safe_dump({
+            "models": [{"model": "vllm:good", "model_base_url": good.url},
+                       {"model": "vllm:other", "model_base_url": good.url},
+                       {"model": "vllm:dead", "model_base_url": dead.url},
+                       {"model": "vllm:broken", "model_base_url": broken.url}],
+            "benchmarks": [{"benchmark": "toy", "args": {"n_tasks": 8}, "solution": "chat"}], "baseline": "vllm:good",
+            "executor": "sequential", "storage": str(tmp_path / "m"), "log_format": "json"}))
+        result = cli("matrix", "--config", str(config))
+    finally:
+        for server in (good, dead, broken):
+            server.stop()
+    line = result.fault_line("2 of 4 cells could not finish (cell dead/toy: failed: the model server does not serve "
+                             "the model: 3 items in a row failed with ModelError", "The model `dead` does not exist")
+    assert "run the same command to resume" in line
+    manifest = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    cells = {cell["path"]: cell for cell in manifest["cells"]}
+    assert cells["cells/broken/toy"]["status"] == "failed" and cells["cells/broken/toy"]["error"].startswith(
+        "no item succeeded: all 8 records are errors (8 ModelError)")
+    assert cells["cells/dead/toy"]["counts"]["done"] == 3
+    for key in ("dead", "broken"):
+        assert cells[f"cells/{key}/toy"]["headline"]["value"] is None and cells[f"cells/{key}/toy"]["headline"]["failed"]
+    table = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") >= 3}
+    assert "failed" in table["dead"] and "failed" in table["broken"] and "0.000" not in table["broken"]
+    rows = list(csv.DictReader((tmp_path / "m" / "matrix.csv").open()))
+    for row in rows:
+        if row["model"] in ("dead", "broken"):
+            assert (row["status"], row["mean"], row["delta"], row["p"], row["p_holm"]) == ("failed", "", "", "", "")
+            assert row["n"] != ""
+    compared = [row for row in rows if row["p"]]
+    assert {row["model"] for row in compared} == {"other"}
+    assert [float(row["p_holm"]) for row in compared] == pytest.approx(holm([float(row["p"]) for row in compared]))

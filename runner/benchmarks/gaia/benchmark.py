@@ -162,15 +162,16 @@ class GAIABenchmark(RecordsBenchmark[GAIARecord]):
                                                     "reasoning_trace": "the dataset's final answer"})
 
     def score(self, results: RunResults) -> Headline:
-        """Validation: the mean ``accuracy`` over every scored item (the leaderboard's average score) and its mean
+        """Validation: the mean ``accuracy`` over every scored item (the leaderboard's average score), with its
+        standard error, and its mean
         per level as components (``level1``..``level3``); test: no score (the leaderboard scores the submission
         file)."""
         if not self.scored:
             return Headline(score=None)
-        overall = results.metrics.get(ACCURACY, {}).get("mean")
+        overall = results.metrics.get(ACCURACY, {})
         components = {category: entry[ACCURACY]["mean"] for category, entry in sorted(results.by_category.items())
                       if ACCURACY in entry and entry[ACCURACY].get("mean") is not None}
-        return Headline(score=overall, components=components)
+        return Headline(score=overall.get("mean"), stderr=overall.get("stderr"), components=components)
 
     def report_files(self, records: Iterable[TaskRecord]) -> list[ReportFile]:
         """The leaderboard's submission files, written beside ``summary.json``: ``submission.jsonl`` (repeat 0)

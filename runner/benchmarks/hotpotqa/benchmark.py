@@ -170,9 +170,9 @@ class HotpotQABenchmark(RecordsBenchmark[HotpotRecord]):
         )
 
     def score(self, results: RunResults) -> Headline:
-        """Headline: mean ``joint_f1`` when supporting facts were scored, else mean ``f1``; the official corpus
-        means (em, f1, sp_em, sp_f1, joint_em, joint_f1) as components."""
+        """Headline: mean ``joint_f1`` when supporting facts were scored, else mean ``f1``, with its standard error;
+        the official corpus means (em, f1, sp_em, sp_f1, joint_em, joint_f1) as components."""
         means = {name: results.metrics[name]["mean"] for name in HEADLINE_COMPONENTS
                  if name in results.metrics and results.metrics[name].get("mean") is not None}
-        headline = means.get("joint_f1", means.get("f1"))
-        return Headline(score=headline, components=means)
+        name = "joint_f1" if "joint_f1" in means else "f1"
+        return Headline(score=means.get(name), stderr=results.metrics.get(name, {}).get("stderr"), components=means)

@@ -105,7 +105,7 @@ def headline(results: dict[str, Any], top: list[str], left: int = 0) -> Headline
     """The headline: each top-level task's and group's main metric as a component (``"<name> <metric>,<filter>"``),
     and every task's and group's metrics as per-category entries (``mean`` the aggregate, ``stderr`` lm-eval's or
     ``None`` where it says ``N/A``, ``n`` its documents). ``score`` is the main metric when the run has one top-level
-    task or group, else ``None``: lm-eval's table gives no overall number, and averaging a perplexity with an
+    task or group (its ``stderr`` lm-eval's), else ``None``: lm-eval's table gives no overall number, and averaging a perplexity with an
     accuracy would mean nothing. ``left``: the documents lm-eval's aggregation does not count (:func:`left_out`),
     which the headline's line then names."""
     entries = results.get("results", {})
@@ -127,8 +127,12 @@ def headline(results: dict[str, Any], top: list[str], left: int = 0) -> Headline
         if metrics:
             by_category[name] = metrics
     score = next(iter(components.values())) if len(top) == 1 and components else None
+    stderr = None
+    if score is not None:
+        found = main_metric(entries.get(top[0], {}))
+        stderr = by_category.get(top[0], {}).get(found[0], {}).get("stderr") if found is not None else None
     why = "their model calls failed and lm-eval has no miss for a log-likelihood (see the records' errors)"
-    return Headline(score=score, components=components, by_category=by_category, left_out=left,
+    return Headline(score=score, stderr=stderr, components=components, by_category=by_category, left_out=left,
                     left_out_why=why if left else "")
 
 

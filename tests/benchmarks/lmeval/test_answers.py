@@ -352,3 +352,10 @@ def test_lm_eval_cells_of_two_models_at_an_endpoint_are_compared(cli, lm_tasks: 
     assert float(row["mean"]) == 0.5 and float(row["delta"]) == -0.5
     [overall] = [r for r in compare_runs([str(base), str(half_cell)]).rows if r.category is None and r.metric == row["metric"]]
     assert float(row["p"]) == pytest.approx(overall.differences[0].p_value) and row["p_holm"] != ""
+    # The headline is lm-eval's score with its interval from lm-eval's own standard error (the heatmap's interval).
+    summary = json.loads((half_cell / "summary.json").read_text())
+    stderr = summary["by_category"]["answers_gen"]["exact_match,none"]["stderr"]
+    assert summary["score"] == 0.5 and summary["score_stderr"] == stderr > 0
+    manifest = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    [headline] = [cell["headline"] for cell in manifest["cells"] if cell["model_key"] == "half"]
+    assert headline["ci"] == pytest.approx([0.5 - 1.959964 * stderr, 0.5 + 1.959964 * stderr])
