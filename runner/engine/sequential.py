@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
@@ -98,9 +99,16 @@ class SequentialExecutor:
                     await work.changed.wait()
                     work.changed.clear()
                     continue
-                if model is not None and not await self._load(work, model):
-                    continue
-                await self._run_items(work, work.take_group(model))
+                items = work.take_group(model)
+                if model is not None:
+                    first = next(items, None)
+                    if first is None:
+                        continue  # nothing of the model's is pending: it is not loaded (placement's rule 3)
+                    if not await self._load(work, model):
+                        continue
+                    # The first item was drawn before the load: it runs only if its cell did not stop at the load.
+                    items = (item for item in itertools.chain([first], items) if work.cells[item.cell].stopped is None)
+                await self._run_items(work, items)
         finally:
             if self._loop is not None:
                 self._loop.close()
@@ -122,7 +130,6 @@ class SequentialExecutor:
         assert self.cells is not None
         cells, replicas = work.load_of(model)
         if not cells:
-            work.take_group(model)
             return False
         report = await asyncio.to_thread(self.cells.load, model, cells, replicas)
         self.loads.append({**report, "worker": 0, "node": None})
@@ -133,7 +140,6 @@ class SequentialExecutor:
                                                    error=report["error"], detail="its cells stop (load_failed)")
             for index in cells:
                 work.stop_cell(index, f"load_failed: {report['error']}")
-            work.take_group(model)
             return False
         structlog.get_logger("runner").info("worker.loaded", worker=0, model=model, seconds=report["seconds"],
                                             replica_starts=report["replica_starts"], swaps=report["swaps"],

@@ -118,8 +118,9 @@ class WorkerCells:
         Returns:
             what the load did, for the driver's count of loads (``matrix.json``): ``model``, ``replica_starts``,
             ``swaps``, ``builds`` (models loaded in the worker's own process, such as lm-eval's ``HFLM``),
-            ``seconds``, ``error`` (the replica could not start: the engine's own line; nothing is held then) and
-            ``failed`` (cell number -> why its solution could not be built).
+            ``seconds``, ``error`` (the replica could not start, or the model this process loads itself could not
+            be built: the engine's own line; nothing is held then) and ``failed`` (cell number -> why its solution
+            could not be built, beside a replica that started).
         """
         started, builds_before = time.monotonic(), loaded.builds()
         report: dict[str, Any] = {"model": model, "replica_starts": 0, "swaps": 0, "builds": 0, "error": None,
@@ -162,6 +163,13 @@ class WorkerCells:
             self._placed.add(cell)
         report["builds"] = loaded.builds() - builds_before
         report["seconds"] = round(time.monotonic() - started, 3)
+        if report["failed"] and not replicas:
+            # The model lives in this process (lm-eval's HFLM): its build is its load. A build that failed (a
+            # checkpoint's config.json cut short, weights missing) is the model's load failure, as a replica's start
+            # is: nothing is held, its cells are load_failed, and a watch tries again at its next look.
+            report["error"] = next(iter(report["failed"].values())).removeprefix("build_failed: ")
+            report["failed"] = {}
+            self._release(keep_replicas=False)
         return report
 
     def _release(self, keep_replicas: bool) -> None:

@@ -94,3 +94,73 @@ def test_a_watch_evaluates_checkpoints_as_they_become_ready_and_retries_one_that
 
     assert datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() > ready_at
     shutil.rmtree(ckpts)
+
+
+def logged(log: Path) -> list[dict]:
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+    return found
+
+
+@pytest.mark.timeout(900)
+def test_a_checkpoint_whose_in_process_build_failed_is_retried_and_finished_ones_are_never_loaded(
+        tmp_path: Path, embedded_dir: Path, shared_data: Path) -> None:
+    """Issue 42, on lm-eval's ``HFLM`` in the driver's own process (sequential): step_100 and step_300 evaluated;
+    the resumed watch finds step_400 with its ``config.json`` cut short. Its build is its load: ``load_failed`` (a
+    warning with the loader's line), tried again at the next look, evaluated once mended. The finished checkpoints
+    are never loaded again (placement's rule 3): every ``worker.load`` of the resume is step_400's."""
+    from tests.benchmarks.lmeval.conftest import OFFLINE, write_tasks
+
+    tasks = write_tasks(tmp_path / "tasks", shared_data, {"hotpot_yesno": 2})
+    ckpts, root = tmp_path / "ckpts", tmp_path / "sweep"
+    ckpts.mkdir()
+    for step in (100, 300):
+        make_checkpoint(ckpts / f"step_{step}", embedded_dir)
+        (ckpts / f"step_{step}" / READY).touch()
+    settings = {"models": [f"transformers:{ckpts}/step_*"],
+                "benchmarks": [{"benchmark": "lm-eval", "args": {"tasks": "hotpot_yesno", "include_path": str(tasks)},
+                                "key": "yesno"}],
+                "executor": "sequential", "storage": str(root), "log_format": "json", "progress": "off",
+                "replica_restarts": 1000}
+    config = tmp_path / "matrix.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    environment = {**os.environ, **OFFLINE}
+    first = subprocess.run([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
+                           env=environment, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    make_checkpoint(ckpts / "step_400", embedded_dir)
+    (ckpts / "step_400" / "config.json").unlink()
+    (ckpts / "step_400" / "config.json").write_text((embedded_dir / "config.json").read_text()[:40])  # cut short
+    (ckpts / "step_400" / READY).touch()
+    config.write_text(yaml.safe_dump({**settings, "watch": {"every": 1, "ready_file": READY, "until": UNTIL}}))
+    log = tmp_path / "watch.log"
+    with open(log, "wb") as out:
+        driver = subprocess.Popen([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
+                                  env=environment, stdout=subprocess.DEVNULL, stderr=out)
+    try:
+        wait_for(lambda: any(event.get("event") == "worker.load_failed" for event in logged(log)), driver, log)
+        fix_checkpoint(ckpts / "step_400", embedded_dir)
+        wait_for(lambda: len(records(root / "cells" / "step_400" / "yesno")) == 2, driver, log)
+        (ckpts / UNTIL).touch()
+        driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, log.read_text(errors="replace")[-3000:]
+    found = logged(log)
+    failed = [event for event in found if event.get("event") == "worker.load_failed"]
+    assert failed[0]["level"] == "warning" and failed[0]["model"].endswith("/step_400")
+    assert "could not be built" in failed[0]["error"]
+    loads = [event["model"] for event in found if event.get("event") in ("worker.loaded", "worker.load_failed")]
+    assert loads and all(model.endswith("/step_400") for model in loads), loads
+    assert loads.count(f"transformers:{ckpts}/step_400") >= 2  # failed, then loaded once mended
+    manifest = json.loads((root / "matrix.json").read_text())
+    assert {cell["path"]: cell["status"] for cell in manifest["cells"]} == {
+        f"cells/step_{step}/yesno": "done" for step in (100, 300, 400)}
+    assert {model["key"]: model["status"] for model in manifest["models"]} == {
+        f"step_{step}": "ok" for step in (100, 300, 400)}

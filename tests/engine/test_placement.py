@@ -194,3 +194,13 @@ async def test_an_open_workload_waits_for_cells_added_later() -> None:
     assert backend.wrong == []
 
 
+
+
+async def test_a_model_whose_cells_have_nothing_to_run_is_never_loaded() -> None:
+    """Issue 42: a resumed matrix whose finished checkpoints' cells planned no item (``to_run 0``): the one worker
+    loads only the model that has work, and never the finished ones, as placement's rule 3 says."""
+    backend = LoadingBackend({0: "step_100", 1: "step_300", 2: "step_400"})
+    work, progresses = matrix_work({0: ("step_100", 0), 1: ("step_300", 0), 2: ("step_400", 5)})
+    await run_matrix_pool(backend, work, size=1)
+    assert backend.loads == [(0, "step_400")]
+    assert [progress.done for progress in progresses] == [0, 0, 5]

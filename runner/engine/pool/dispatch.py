@@ -89,13 +89,14 @@ class DispatchWindow:
     @property
     def pending(self) -> int | None:
         """Items not handed out yet: those waiting to run again and what the plan still holds (at least one while
-        it is not used up; ``None``: unknown)."""
+        it is not used up, unless it was planned empty: cells whose every item has its record, which placement never
+        loads a model for; ``None``: unknown)."""
         queued = len(self.retries) + len(self.requeued)
         if self.exhausted:
             return queued
         if self.expected is None:
             return None
-        return queued + max(self.expected - self.taken, 1)
+        return queued + (max(self.expected - self.taken, 1) if self.expected > 0 else 0)
 
     @property
     def finished(self) -> bool:
