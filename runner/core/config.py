@@ -558,6 +558,15 @@ class RunConfig(RunSettings, _WhatToRun):
         named = [self.model, self.user_model, self.judge_model]
         return [name for name in dict.fromkeys(filter(None, named)) if model_key(name) not in self.prices]
 
+    def storage_options_for(self, url: str) -> dict[str, Any]:
+        """The fsspec options to read ``url`` with: the run's ``storage_options`` when ``url`` is on the storage's
+        kind of filesystem (a checkpoint at ``s3://`` beside an ``s3://`` storage: the same endpoint and keys, as for
+        MinIO or R2), else none (the store's own environment: ``AWS_*``, ``GOOGLE_*``...)."""
+        kind = url.split("://", 1)[0] if "://" in url else "file"
+        storage = self.storage or ""
+        return dict(self.storage_options) if kind == (storage.split("://", 1)[0] if "://" in storage else "file") \
+            else {}
+
     def settings(self) -> RunSettings:
         """The :class:`RunSettings` part of this configuration."""
         return RunSettings.model_validate(self.model_dump(include=set(RunSettings.model_fields)))

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import fsspec
 
@@ -28,8 +29,9 @@ ARCHITECTURE_KEYS = ("architectures", "model_type", "hidden_size", "num_hidden_l
 weights' tensors (SGLang's rule for ``/update_weights_from_disk``: "the same architecture and parameter size")."""
 
 
-def local_folder(source: str) -> str:
-    """``source`` as a local folder: a path or Hugging Face id as it is; a URL copied to the node's cache first.
+def local_folder(source: str, storage_options: dict[str, Any] | None = None) -> str:
+    """``source`` as a local folder: a path or Hugging Face id as it is; a URL copied to the node's cache first,
+    read with ``storage_options`` (fsspec's, e.g. an S3-compatible store's endpoint and keys).
 
     Raises:
         ReplicaStartError: the URL cannot be read (missing, no credentials): one line naming it.
@@ -41,7 +43,7 @@ def local_folder(source: str) -> str:
         return str(target)
     partial = target.with_name(target.name + f".partial-{os.getpid()}")
     try:
-        fs, path = fsspec.core.url_to_fs(source)
+        fs, path = fsspec.core.url_to_fs(source, **(storage_options or {}))
         shutil.rmtree(partial, ignore_errors=True)
         fs.get(path.rstrip("/") + "/", str(partial) + "/", recursive=True)
     except Exception as exc:  # noqa: BLE001 - any backend's failure becomes the replica's one line

@@ -171,7 +171,7 @@ class Replica:
         """
         if self.spec.embedded and not self._source:
             self._source = str(embedded.model_dir(self.log_path))
-        self._source = local_folder(self._source)
+        self._source = local_folder(self._source, self.spec.source_options)
         if self._work_dir is None:
             self._work_dir = Path(tempfile.mkdtemp(prefix=f"runner-replica-{self.name}-"))
         if self._slot is None:
@@ -412,7 +412,7 @@ class Replica:
                                                                self.spec.gpu_share):
             return False
         try:
-            source = local_folder(spec.source)
+            source = local_folder(spec.source, spec.source_options)
         except ReplicaStartError:
             return False
         return same_architecture(self._source, source)
@@ -430,7 +430,7 @@ class Replica:
                 the caller stops it.
         """
         timeout = timeout if timeout is not None else spec.startup_timeout
-        source = local_folder(spec.source)
+        source = local_folder(spec.source, spec.source_options)
         assert self._work_dir is not None and self.port is not None, "start() first"
         with _probe_client(timeout) as client:
             name = self.engine.swap(client, f"http://{HOST}:{self.port}", spec, source=source,

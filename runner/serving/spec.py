@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from runner.core.config import DEFAULT_STARTUP_TIMEOUT, EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig
 from runner.core.errors import ConfigError
@@ -32,6 +33,9 @@ class ReplicaSpec:
         swappable: start the server so that it can load another checkpoint of the same architecture in place
             (:meth:`Engine.swap <runner.serving.engines.Engine.swap>`): a matrix's checkpoints, on an engine that
             reloads weights in place (:attr:`~runner.core.engines.EngineFacts.reloads_in_place`).
+        source_options: fsspec options to copy a ``source`` at a URL to the node with (the run's
+            ``storage_options`` where the source is on the storage's kind of filesystem); not part of the spec's
+            identity.
     """
 
     model: str
@@ -44,6 +48,7 @@ class ReplicaSpec:
     stop_grace: float = 15.0
     embedded: bool = field(default=False)
     swappable: bool = False
+    source_options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def slug(self) -> str:
@@ -99,13 +104,15 @@ def replica_specs(config: RunConfig, in_process: tuple[str, ...] = (), any_model
     for name, url in urls.items():
         if name and model_key(name) == EMBEDDED_MODEL and url is None and model_key(name) != loaded_here:
             chosen.setdefault(EMBEDDED_MODEL, (EMBEDDED_MODEL, ()))
-    return _specs(chosen, config.worker.num_gpus, config.model_startup_timeout, config.replica_restarts)
+    return _specs(chosen, config.worker.num_gpus, config.model_startup_timeout, config.replica_restarts,
+                  config.storage_options_for)
 
 
 def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_timeout: float,
-           restarts: int) -> list[ReplicaSpec]:
+           restarts: int, options_for: Any = None) -> list[ReplicaSpec]:
     """One :class:`ReplicaSpec` per chosen model (``provider:model`` key -> (name, engine arguments)), sharing the
-    worker's ``gpus``."""
+    worker's ``gpus``; ``options_for(url)`` gives the fsspec options of a source at a URL (the run's
+    :meth:`~runner.core.config.RunConfig.storage_options_for`)."""
     if gpus > 1 and gpus != int(gpus):
         raise ConfigError(f"--num-gpus {gpus:g} is a fraction above 1, which cannot be a tensor-parallel size; give "
                           "each worker a whole number of GPUs, or a fraction of one")
@@ -116,9 +123,11 @@ def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_
         assert engine in SERVABLE_PROVIDERS  # ServeSpec validated it
         ENGINES[engine].refuse_managed(name, engine_args)
         embedded = key == EMBEDDED_MODEL
-        specs.append(ReplicaSpec(model=name, engine=engine, source="" if embedded else name.partition(":")[2].strip(),
-                                 engine_args=engine_args, gpu_share=share, startup_timeout=startup_timeout,
-                                 max_restarts=restarts, embedded=embedded))
+        source = "" if embedded else name.partition(":")[2].strip()
+        options = options_for(source) if options_for is not None and "://" in source else {}
+        specs.append(ReplicaSpec(model=name, engine=engine, source=source, engine_args=engine_args, gpu_share=share,
+                                 startup_timeout=startup_timeout, max_restarts=restarts, embedded=embedded,
+                                 source_options=options))
     return specs
 
 

@@ -164,3 +164,72 @@ def test_a_checkpoint_whose_in_process_build_failed_is_retried_and_finished_ones
         f"cells/step_{step}/yesno": "done" for step in (100, 300, 400)}
     assert {model["key"]: model["status"] for model in manifest["models"]} == {
         f"step_{step}": "ok" for step in (100, 300, 400)}
+
+
+@pytest.mark.timeout(600)
+def test_a_watch_over_s3_checkpoints_reads_them_with_the_matrix_storage_options(tmp_path: Path, emulators) -> None:
+    """Issue 42: checkpoints on an S3-compatible store (moto's server) reached only through the matrix's
+    ``storage_options`` (endpoint and keys, as for MinIO or R2; no ``AWS_*`` in the environment), watched: the
+    checkpoint written after the start is seen at a later look (fsspec's cached listing is dropped at each look),
+    and the ``until`` file ends the watch. Without options, the glob cannot be listed: one line, exit 2, nothing
+    written."""
+    import boto3
+
+    s3 = emulators.get("s3")
+    bucket = s3.bucket()
+    client = boto3.client("s3", endpoint_url=s3.url, aws_access_key_id="testing",
+                          aws_secret_access_key="testing-secret", region_name="us-east-1")
+
+    def upload(step: int) -> None:
+        for name, body in (("config.json", b'{"model_type": "llama"}'), ("model.safetensors", b"w%d" % step),
+                           (READY, b"")):
+            client.put_object(Bucket=bucket, Key=f"run42/step_{step}/{name}", Body=body)
+
+    from tests.support.model_server import ScriptedModelServer
+
+    upload(100)
+    glob = f"vllm:s3://{bucket}/run42/step_*"
+    server = ScriptedModelServer(models=[f"s3://{bucket}/run42/step_{step}" for step in (100, 200)]).start()
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    settings = {"models": [{"model": glob, "model_base_url": server.url}],
+                "benchmarks": [{"benchmark": "toy", "args": {"n_tasks": 3}}],
+                "solution": "tests.support.solutions:model_skill", "executor": "sequential",
+                "storage": f"s3://{bucket}/sweep", "storage_options": s3.storage_options(), "log_format": "json",
+                "progress": "off", "watch": {"every": 1, "ready_file": READY, "until": UNTIL}}
+    config, log = tmp_path / "matrix.yaml", tmp_path / "driver.log"
+    try:
+        # Without the options (the storage local, nothing in the environment): refused before anything is written.
+        config.write_text(yaml.safe_dump({**settings, "storage": str(tmp_path / "local"), "storage_options": {}}))
+        refused = subprocess.run([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
+                                 env=environment, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.strip().splitlines() == [
+            f"error: the checkpoints s3://{bucket}/run42/step_* cannot be listed (NoCredentialsError: Unable to "
+            "locate credentials); check the path and the store's credentials"]
+        assert not (tmp_path / "local").exists()
+        config.write_text(yaml.safe_dump(settings))
+        with open(log, "wb") as out:
+            driver = subprocess.Popen([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
+                                      env=environment, stdout=subprocess.DEVNULL, stderr=out)
+
+        def cell_records(step: int) -> int:
+            listed = client.list_objects_v2(Bucket=bucket, Prefix=f"sweep/cells/step_{step}/toy/records/")
+            return listed.get("KeyCount", 0)
+
+        try:
+            wait_for(lambda: cell_records(100) == 3, driver, log, 180)
+            upload(200)
+            wait_for(lambda: cell_records(200) == 3, driver, log, 180)
+            client.put_object(Bucket=bucket, Key=f"run42/{UNTIL}", Body=b"")
+            driver.wait(timeout=120)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+    finally:
+        server.stop()
+    text = log.read_text(errors="replace")
+    assert driver.returncode == 0, text[-3000:]
+    assert "NoCredentialsError" not in text and "matrix.checkpoints_unreadable" not in text
+    manifest = json.loads(client.get_object(Bucket=bucket, Key="sweep/matrix.json")["Body"].read())
+    assert {cell["path"]: cell["status"] for cell in manifest["cells"]} == {
+        "cells/step_100/toy": "done", "cells/step_200/toy": "done"}

@@ -159,3 +159,30 @@ def test_the_python_api_refuses_the_same_flags() -> None:
                                  serve=[ServeSpec(model="sglang:m", engine_args=["--host", "0.0.0.0"])])
     with pytest.raises(ConfigError, match=r"^sglang:m: --engine-arg --host takes over what the runner manages"):
         evaluator.request()
+
+
+def test_a_checkpoint_at_the_storages_kind_of_url_is_copied_with_the_storage_options(emulators, tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """Issue 42: a served checkpoint on an S3-compatible store reachable only through the run's
+    ``storage_options`` (no ``AWS_*`` in the environment): its replica spec carries them, and the node's copy reads
+    the folder with them. A checkpoint on another kind of store gets none."""
+    import boto3
+
+    from runner.serving.checkpoint_files import local_folder
+
+    for key in [key for key in __import__("os").environ if key.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("RUNNER_CACHE_DIR", str(tmp_path / "cache"))
+    s3 = emulators.get("s3")
+    bucket = s3.bucket()
+    boto3.client("s3", endpoint_url=s3.url, aws_access_key_id="testing", aws_secret_access_key="testing-secret",
+                 region_name="us-east-1").put_object(Bucket=bucket, Key="run42/step_1/config.json", Body=b"{}")
+    config = RunConfig(benchmark="toy", model=f"vllm:s3://{bucket}/run42/step_1", serve=[{}],
+                       storage=f"s3://{bucket}/runs", storage_options=s3.storage_options())
+    [spec] = replica_specs(config)
+    assert spec.source_options == s3.storage_options() and "secret" not in repr(spec)
+    folder = Path(local_folder(spec.source, spec.source_options))
+    assert (folder / "config.json").read_text() == "{}" and str(tmp_path / "cache") in str(folder)
+    other = RunConfig(benchmark="toy", model="vllm:gs://b/step_1", serve=[{}], storage=f"s3://{bucket}/runs",
+                      storage_options=s3.storage_options())
+    assert replica_specs(other)[0].source_options == {}

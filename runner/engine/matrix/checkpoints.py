@@ -97,12 +97,15 @@ def expand(model: str, ready_file: str | None = None,
         storage_options: fsspec options for the glob's filesystem (a matrix's ``storage_options`` when the glob is
             on the storage's kind of filesystem).
 
+    Each call lists afresh (fsspec's cached listings of the filesystem are dropped first).
+
     Raises:
         ConfigError: the glob's filesystem cannot be reached (one line naming it).
     """
     provider, _, pattern = model.partition(":")
     try:
         fs, path = fsspec.core.url_to_fs(pattern, **(storage_options or {}))
+        fs.invalidate_cache()  # fsspec keeps a listing per filesystem instance: each look must see new objects
         matches = [match for match in fs.glob(path.rstrip("/")) if fs.isdir(match)]
     except Exception as exc:  # noqa: BLE001 - any backend's failure is one line
         raise ConfigError(f"the checkpoints {pattern} cannot be listed ({exception_line(exc)}); check the path and "
@@ -125,6 +128,7 @@ def until_reached(model: str, until: str, storage_options: dict[str, Any] | None
     parent = posixpath.dirname(pattern.rstrip("/"))
     try:
         fs, path = fsspec.core.url_to_fs(posixpath.join(parent, until), **(storage_options or {}))
+        fs.invalidate_cache()
         return bool(fs.exists(path))
     except Exception:  # noqa: BLE001 - a store that cannot answer now is asked again at the next look
         return False

@@ -163,6 +163,12 @@ class MatrixRequest:
         request.executor = registry.executor_class(run_config.executor).from_settings(request.settings)
         return request
 
+    def checkpoint_options(self, model: str) -> dict[str, Any]:
+        """The fsspec options every read of ``model``'s checkpoints takes (a glob's listing, the watch's looks, its
+        ``until`` file): the matrix's ``storage_options`` where the checkpoints are on the storage's kind of
+        filesystem (:meth:`RunConfig.storage_options_for <runner.core.config.RunConfig.storage_options_for>`)."""
+        return self.run_config.storage_options_for(model.partition(":")[2])
+
     def build_cells(self, slots: list[MatrixModelSlot], start: int = 0) -> list[MatrixCellPlan]:
         """The cells of ``slots`` x every benchmark entry, numbered from ``start``.
 
@@ -238,14 +244,16 @@ def _served(config: RunConfig, slot: MatrixModelSlot) -> RunConfig:
 def _placement(slot: MatrixModelSlot, request: RunRequest) -> tuple[str | None, tuple[ReplicaSpec, ...],
                                                                      tuple[ReplicaSpec, ...]]:
     """The model a worker must hold for the cell (its model when the run serves it or its solution loads it in the
-    worker), that model's replicas (swappable for a checkpoint), and the cell's other replicas (pinned)."""
+    worker; a checkpoint always, even at an endpoint: a watch adds its cells while the workers run, and a worker
+    learns a cell's solution when it takes the cell's model), that model's replicas (swappable for a checkpoint), and
+    the cell's other replicas (pinned)."""
     own = usage_key(slot.model)
     mine = tuple(dataclasses.replace(spec, swappable=slot.checkpoint is not None)
                  for spec in request.replicas if usage_key(spec.model) == own)
     pinned = tuple(spec for spec in request.replicas if usage_key(spec.model) != own)
     in_process = own.partition(":")[0] in request.solution.in_process_providers and \
         request.config.get("model_base_url") is None
-    placed = slot.model if mine or in_process else None
+    placed = slot.model if mine or in_process or slot.checkpoint is not None else None
     return placed, mine, pinned
 
 
@@ -277,7 +285,7 @@ def resolve_models(config: MatrixConfig, run_config: RunConfig, manifest: Matrix
             continue
         watch = config.watch
         found = expand(entry.model, watch.ready_file if watch else None,
-                       run_config.storage_options if _same_kind(entry.model, run_config.storage) else None)
+                       run_config.storage_options_for(entry.model.partition(":")[2]))
         if not found and watch is None:
             raise ConfigError(f"the glob {entry.model.partition(':')[2]} matches no folder; check the path (or add "
                               "watch: to wait for checkpoints to appear)")
@@ -333,11 +341,3 @@ def _baseline(config: MatrixConfig, slots: list[MatrixModelSlot]) -> str | None:
     names = ", ".join(slot.key for slot in slots[:6])
     raise ConfigError(f"the baseline {config.baseline!r} is none of the matrix's models ({names}); name one of them "
                       "(its model or its key)")
-
-
-def _same_kind(model: str, storage: str | None) -> bool:
-    """Whether a checkpoint glob is on the storage's kind of filesystem (it then gets the storage options)."""
-    path = model.partition(":")[2]
-    kind = path.split("://", 1)[0] if "://" in path else "file"
-    other = (storage or "").split("://", 1)[0] if storage and "://" in storage else "file"
-    return kind == other

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from runner._version import __version__
-from runner.core.errors import ConfigError, ServerStop
+from runner.core.errors import ConfigError, RunStopped, ServerStop
 from runner.core.matrix import benchmark_key, entry_identity
 from runner.engine.matrix.checkpoints import CheckpointWatch, describe, expand, until_reached
 from runner.engine.matrix.request import MatrixCellPlan, MatrixModelSlot, MatrixRequest, keyed
@@ -335,10 +335,23 @@ async def _watch(request: MatrixRequest, cells: _Cells, executor: Executor, traf
     looker = CheckpointWatch(watch.ready_file)
     attempts: dict[str, int] = {model.model: model.load_attempts for model in manifest.models}
     globs = [entry for entry in request.config.models if entry.is_glob]
+    failing_since: float | None = None
     while True:
         ended = watch.until is not None and globs and all(
-            until_reached(entry.model, watch.until) for entry in globs)
-        new = await asyncio.to_thread(_ready_checkpoints, request, globs, looker)
+            until_reached(entry.model, watch.until, request.checkpoint_options(entry.model)) for entry in globs)
+        try:
+            new = await asyncio.to_thread(_ready_checkpoints, request, globs, looker)
+            failing_since = None
+        except ConfigError as exc:
+            # The store answered at the start (the globs were listed before anything was written): a look that
+            # fails now is an outage, looked at again, until it lasts longer than --storage-outage.
+            failing_since = failing_since if failing_since is not None else time.monotonic()
+            waited = time.monotonic() - failing_since
+            if waited > request.settings.storage_outage:
+                raise RunStopped(f"{exc} for {waited:.0f} s (longer than --storage-outage); the records are kept: "
+                                 "fix the store or its credentials, then run the same command to resume") from None
+            log.warning("matrix.checkpoints_unreadable", error=str(exc)[:300], detail="looked at again at the next look")
+            new, ended = [], False
         if new:
             slots = keyed([*request.slots, *new], {model.model: model for model in manifest.models
                                                     if model.status != "stale"})[len(request.slots):]
@@ -371,7 +384,8 @@ def _ready_checkpoints(request: MatrixRequest, globs: list[Any], looker: Checkpo
     found = []
     for entry in globs:
         watch = request.config.watch
-        for checkpoint in expand(entry.model, watch.ready_file if watch else None):
+        for checkpoint in expand(entry.model, watch.ready_file if watch else None,
+                                 request.checkpoint_options(entry.model)):
             if checkpoint.model in known or not looker.ready(checkpoint):
                 continue
             found.append(MatrixModelSlot(checkpoint.model, checkpoint.key, entry, checkpoint=checkpoint))
