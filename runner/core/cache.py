@@ -38,14 +38,19 @@ def deterministic(temperature: float | None, seed: int | None) -> bool:
     return temperature == 0 or seed is not None
 
 
-def cache_key(provider: str, base_url: str, model: str, body: Mapping[str, Any], repeat: int | None = None) -> str:
+def cache_key(provider: str, base_url: str, model: str, body: Mapping[str, Any], repeat: int | None = None,
+              weights: str | None = None) -> str:
     """The cache key of a request: sha256 (hex) of the canonical JSON (sorted keys, no whitespace) of the provider,
-    the API root, the model and the full request body (messages, tools, sampling parameters, seed...), and of the
+    the API root, the model and the full request body (messages, tools, sampling parameters, seed...), of the
     ``repeat`` when one is given: a sampled request is cached per repeat, so that the repeats of a task (pass@k)
-    stay independent samples while a rerun of the run finds each of them."""
+    stay independent samples while a rerun of the run finds each of them; and of the digest of the model's
+    ``weights`` when the run knows it (a checkpoint folder, :func:`current_weights`): what answers, not only its
+    name, so a checkpoint rewritten in place is asked anew (lm-eval#2715)."""
     fields: dict[str, Any] = {"provider": provider, "base_url": base_url, "model": model, "body": body}
     if repeat is not None:
         fields["repeat"] = repeat
+    if weights is not None:
+        fields["weights"] = weights
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -78,6 +83,15 @@ def cache_scope(cache: ResponseCache | None, repeat: int = 0) -> Iterator[None]:
 def current_cache() -> ResponseCache | None:
     """The response cache the engine installed for the current work item, or ``None``."""
     return current_scope().cache
+
+
+def current_weights(model: str) -> str | None:
+    """The digest of the weights ``model`` (``provider:model``) serves in the current work item's run, or ``None``
+    when the run cannot read them (a hosted model, a Hugging Face id): :attr:`CallScope.weights
+    <runner.core.scope.CallScope.weights>`."""
+    from runner.core.limits import model_key
+
+    return current_scope().weights.get(model_key(model))
 
 
 def current_repeat() -> int:

@@ -16,8 +16,8 @@ import contextlib
 import contextvars
 import dataclasses
 import hashlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,12 +36,16 @@ class CallScope:
         repeat: the item's repeat (0, 1, ...): a sampled request is cached per repeat.
         usage: the item's usage, model name -> :class:`~runner.core.record.TokenUsage`, which calls add to
             (``None``: not counted).
+        weights: model name (``provider:model``, as :func:`~runner.core.limits.model_key` writes it) -> a digest of
+            the weights it serves, for the models whose weights the run can read (a checkpoint folder): the response
+            cache keys their replies by it, so a checkpoint rewritten in place is asked anew.
     """
 
     limiter: Limiter | None = None
     cache: ResponseCache | None = None
     repeat: int = 0
     usage: dict[str, TokenUsage] | None = None
+    weights: Mapping[str, str] = field(default_factory=dict)
 
 
 def repeat_seed(seed: int, repeat: int) -> int:

@@ -63,6 +63,9 @@ class RunRequest:
         executor: who runs it (``None``: the one ``settings.executor`` names, built when the run starts).
         replicas: the models the run serves itself (:func:`runner.serving.replica_specs`): each worker (the driver,
             when sequential) starts one replica of each before it takes items.
+        weights: with a response cache (``--cache``), model name -> the digest of the checkpoint folder its name
+            points at (:func:`~runner.engine.matrix.checkpoints.weights_of`), which the cache's keys take: a
+            checkpoint rewritten in place is asked anew, never answered from its old weights' replies.
     """
 
     benchmark: BenchmarkBase
@@ -74,6 +77,7 @@ class RunRequest:
     progress_bar: bool | None = None
     executor: Executor | None = None
     replicas: tuple[ReplicaSpec, ...] = ()
+    weights: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: RunConfig, *, benchmark: BenchmarkBase | None = None,
@@ -144,6 +148,7 @@ class RunRequest:
             progress_bar=progress_bar if progress_bar is not None else {"on": True, "off": False}.get(config.progress),
             executor=executor_class.from_settings(settings),
             replicas=replicas,
+            weights=_weights(config) if config.cache is not None and config.cache_policy != "off" else {},
         )
 
     def models(self) -> dict[str, str | None]:
@@ -293,3 +298,16 @@ def run_models(config: RunConfig | dict[str, Any]) -> dict[str, Any]:
 def judge_args(config: RunConfig) -> dict[str, str]:
     """The benchmark constructor arguments that carry the judge (none without a judge)."""
     return {name: getattr(config, name) for name in JUDGE_ARGS if getattr(config, name)}
+
+
+def _weights(config: RunConfig) -> dict[str, str]:
+    """The digests of the checkpoint folders the run's models name (the agent's, the simulated user's, the judge's),
+    read with the run's storage options where they apply: :attr:`RunRequest.weights`."""
+    from runner.engine.matrix.checkpoints import weights_of
+
+    found = {}
+    for name in dict.fromkeys(filter(None, (config.model, config.user_model, config.judge_model))):
+        digest = weights_of(name, config.storage_options_for(name.partition(":")[2]))
+        if digest is not None:
+            found[model_key(name)] = digest
+    return found

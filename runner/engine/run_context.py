@@ -28,6 +28,9 @@ class RunContext:
             of each before it takes items (:class:`runner.serving.ServedModels`).
         model_env: the variables the replicas need from the driver's environment (``HF_TOKEN``...); secrets,
             never written or logged (``repr`` leaves them out).
+        weights: model name -> the digest of the weights it serves, where the run can read them (a checkpoint
+            folder): the response cache's keys take it (:attr:`RunRequest.weights
+            <runner.engine.request.RunRequest.weights>`).
 
     It pickles (the store and cache without live connections), so the Ray executor puts it in the object store once
     and every worker receives it from there. The run's model traffic (limiter, budget) is per process:
@@ -42,3 +45,4 @@ class RunContext:
     cache: StoredCache | None = None
     replicas: tuple[ReplicaSpec, ...] = ()
     model_env: dict[str, str] = field(default_factory=dict, repr=False)
+    weights: dict[str, str] = field(default_factory=dict)

@@ -250,7 +250,8 @@ class RunDirectory:
         request = self.request
         assert self.manifest is not None, "check() first"
         return RunContext(request.benchmark, request.solution, request.store, self.manifest.run_id,
-                          request.settings, traffic.cache, request.replicas, request.model_environment())
+                          request.settings, traffic.cache, request.replicas, request.model_environment(),
+                          request.weights)
 
     def begin(self, executor: _Described, traffic: TrafficControl,
               on_stop: Callable[[ServerStop], None] | None = None) -> Progress:

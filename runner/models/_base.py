@@ -14,7 +14,8 @@ import structlog
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
-from runner.core.cache import ResponseCache, cache_key, cacheable, current_cache, current_repeat, deterministic
+from runner.core.cache import (ResponseCache, cache_key, cacheable, current_cache, current_repeat, current_weights,
+                               deterministic)
 from runner.core.limits import Endpoint, spend
 from runner.core.usage import record_usage
 from runner.models._model_errors import StructuredOutputError, one_line
@@ -202,7 +203,8 @@ class ChatModel(ABC):
             return None, None
         repeat = None if deterministic(request.temperature, request.seed) else current_repeat()
         # The endpoint's API root, not base_url: every replica of a served model shares one (runner.core.served).
-        return cache, cache_key(self.provider, endpoint.base_url, self.model, request.to_openai_kwargs(), repeat)
+        return cache, cache_key(self.provider, endpoint.base_url, self.model, request.to_openai_kwargs(), repeat,
+                                current_weights(self.name))
 
     async def _cached(self, cache: ResponseCache, key: str) -> ChatReply | None:
         """The reply stored under ``key``, or ``None`` (also when the cache cannot be read: logged, then the server

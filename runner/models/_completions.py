@@ -22,7 +22,7 @@ from typing import Any, Literal
 import httpx
 import structlog
 
-from runner.core.cache import cache_key, cacheable, current_cache, current_repeat, deterministic
+from runner.core.cache import cache_key, cacheable, current_cache, current_repeat, current_weights, deterministic
 from runner.core.limits import Answer, estimate_tokens
 from runner.models._body import json_body
 from runner.models._model_errors import ModelError, one_line
@@ -74,7 +74,8 @@ async def post_json(model: OpenAICompatibleModel, path: str, payload: dict[str, 
     key = None
     if cache is not None and endpoint.base_url and cacheable(cache.policy, body.get("temperature"), body.get("seed")):
         repeat = None if deterministic(body.get("temperature"), body.get("seed")) else current_repeat()
-        key = cache_key(model.provider, endpoint.base_url, model.model, {"path": path, **body}, repeat)
+        key = cache_key(model.provider, endpoint.base_url, model.model, {"path": path, **body}, repeat,
+                        current_weights(model.name))
         cached = await _cached(model, cache, key)
         if cached is not None:
             return Posted(cached, Usage(input_tokens=0, output_tokens=0), "hit")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -125,14 +125,18 @@ class TrafficControl:
         return self.hub.limiter()
 
     @contextlib.contextmanager
-    def scope(self, repeat: int = 0, usage: dict[str, TokenUsage] | None = None) -> Iterator[CallScope]:
+    def scope(self, repeat: int = 0, usage: dict[str, TokenUsage] | None = None,
+              weights: Mapping[str, str] | None = None) -> Iterator[CallScope]:
         """Install the run's limiter and cache for the model calls inside the block (a work item of repeat
         ``repeat``), in one :class:`~runner.core.scope.CallScope`, and with ``usage`` (model name ->
         :class:`~runner.core.record.TokenUsage`, which the calls add to) when given, else the usage the current scope
-        counts into; yields the scope."""
+        counts into, and the digests of the run's models' ``weights`` (model name -> digest, which the cache keys
+        take); yields the scope."""
         parts: dict[str, Any] = {"limiter": self.hub.limiter(), "cache": self.cache, "repeat": repeat}
         if usage is not None:
             parts["usage"] = usage
+        if weights:
+            parts["weights"] = weights
         with call_scope(**parts) as scope:
             yield scope
 

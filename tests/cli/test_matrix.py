@@ -376,3 +376,45 @@ def test_a_model_that_never_answered_is_no_score_and_the_matrix_exits_3(cli, tmp
     compared = [row for row in rows if row["p"]]
     assert {row["model"] for row in compared} == {"other"}
     assert [float(row["p_holm"]) for row in compared] == pytest.approx(holm([float(row["p"]) for row in compared]))
+
+
+def test_the_response_cache_never_answers_rewritten_weights_with_the_old_weights_replies(cli, tmp_path: Path) -> None:
+    """Issue 42: a checkpoint at a server's URL, evaluated with ``cache:`` at temperature 0. A second matrix of the
+    same, unchanged checkpoint is answered from the cache (no request). Once the checkpoint is re-exported in place,
+    its new cell asks the server again (one request per item, the new weights' answers), because the cache's key
+    holds the checkpoint's digest and not only its name."""
+    from tests.support.model_server import ScriptedModelServer
+
+    ckpts = tmp_path / "ckpts"
+    folder = ckpts / "step_1"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (folder / "model.safetensors").write_bytes(b"old weights")
+    answers = {"text": "41"}
+    server = ScriptedModelServer(lambda request: answers["text"], models=[str(folder)]).start()
+
+    def run(storage: str):
+        config = tmp_path / f"{storage}.yaml"
+        config.write_text(yaml.safe_dump({
+            "models": [{"model": f"vllm:{ckpts}/step_*", "model_base_url": server.url}],
+            "benchmarks": [{"benchmark": "toy", "args": {"n_tasks": 5}, "solution": "chat",
+                            "solution_args": {"temperature": 0}}],
+            "cache": str(tmp_path / "cache"), "executor": "sequential", "storage": str(tmp_path / storage),
+            "log_format": "json"}))
+        before = len(server.chat_requests)
+        result = cli("matrix", "--config", str(config))
+        assert result.returncode == 0, result.stderr
+        return len(server.chat_requests) - before
+
+    try:
+        assert run("a") == 5
+        assert run("b") == 0  # the same weights: every reply from the cache
+        (folder / "model.safetensors").write_bytes(b"new weights, re-exported in place")
+        answers["text"] = "I do not know"
+        assert run("a") == 5  # new cells (step_1-<digest>), asked anew
+    finally:
+        server.stop()
+    manifest = json.loads((tmp_path / "a" / "matrix.json").read_text())
+    [new] = [cell for cell in manifest["cells"] if cell["status"] != "stale"]
+    outputs = {record["output"] for record in records(tmp_path / "a" / new["path"]).values()}
+    assert outputs == {"I do not know"}

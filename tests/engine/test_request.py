@@ -35,6 +35,7 @@ def _shape(request: RunRequest) -> dict:
         "executor": (type(request.executor), getattr(request.executor, "spec", None)),
         "replicas": request.replicas,
         "progress_bar": request.progress_bar,
+        "weights": request.weights,
     }
 
 
@@ -79,7 +80,7 @@ def test_flags_a_file_and_evaluator_keywords_build_one_identical_request(
 def test_the_request_has_no_field_this_test_leaves_out():
     assert {f.name for f in dataclasses.fields(RunRequest)} == {
         "benchmark", "solution", "store", "settings", "fingerprint_fields", "config", "progress_bar", "executor",
-        "replicas"}
+        "replicas", "weights"}
 
 
 def test_an_evaluator_with_objects_keeps_its_fingerprint_and_gets_the_same_concurrency_rule(tmp_path):

@@ -164,7 +164,8 @@ async def _run_item(item: WorkItem, site: ItemSite, attempt: int, owned: bool) -
     task = item.task
     await site.context.store.outage.wait()
     usage: dict[str, TokenUsage] = {}
-    with site.traffic.scope(item.repeat, usage=usage):  # the item's one CallScope: limiter, cache, repeat, usage
+    # The item's one CallScope: limiter, cache, repeat, usage, and what its models' weights are.
+    with site.traffic.scope(item.repeat, usage=usage, weights=site.context.weights):
         # Taken before the solution runs: an owned task is not copied, and a solution may change its input.
         given_input = jsonable_input(task.input)
         try:

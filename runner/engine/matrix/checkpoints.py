@@ -24,7 +24,7 @@ from typing import Any
 import fsspec
 
 from runner.core.errors import ConfigError, exception_line
-from runner.core.matrix import model_key
+from runner.core.matrix import is_glob, model_key
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 """The files that hold a checkpoint's weights."""
@@ -85,6 +85,26 @@ def digest_of(fs: fsspec.AbstractFileSystem, folder: str,
         elif name.endswith(WEIGHT_SUFFIXES):
             hasher.update(f"{name}\0{size}\0{checksum}\0".encode())
     return hasher.hexdigest()[:16]
+
+
+def weights_of(model: str, storage_options: dict[str, Any] | None = None) -> str | None:
+    """The digest (:func:`digest_of`) of the folder a served model's name points at (``transformers:/ckpts/step_200``,
+    ``vllm:s3://bucket/run42/step_200``), or ``None`` where there is none to read: a Hugging Face id, the embedded
+    model, a glob, a folder that cannot be listed (its replica says why when it starts)."""
+    from runner.core.config import SERVABLE_PROVIDERS
+
+    provider, _, path = model.partition(":")
+    if provider not in SERVABLE_PROVIDERS or not path or is_glob(path):
+        return None
+    if "://" not in path and not posixpath.isdir(path):
+        return None
+    try:
+        fs, folder = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        fs.invalidate_cache()
+        listing = _listing(fs, folder.rstrip("/"))
+        return digest_of(fs, folder.rstrip("/"), listing) if listing else None
+    except Exception:  # noqa: BLE001 - no digest: the model's replies are cached by its name
+        return None
 
 
 def expand(model: str, ready_file: str | None = None,
