@@ -16,6 +16,7 @@ from runner.benchmarks.toy import ToyBenchmark
 from runner.core.errors import ConfigError
 from runner.core.config import bytes_text, resources_text
 from runner.engine.ray.cluster import RayUnavailable, actor_options, check_reachable, demand, fit_count
+from tests.support.cli import REPO
 
 NODE_8CPU_2GPU = {"CPU": 8.0, "GPU": 2.0, "memory": 32 * 1024**3, "accelerator_type:A100": 1.0}
 
@@ -197,3 +198,50 @@ def test_an_embedded_ray_that_serves_models_yields_the_cores_to_the_replicas(ser
     else:
         assert seen["worker_sid"] == seen["driver_sid"]
         assert seen["worker"] == seen["driver_before"]
+
+
+BUSY_MACHINE = r'''
+import sys
+import ray
+from runner.cli import main
+
+real, calls, failures = ray.init, [], int(sys.argv[1])
+
+def init(*args, **kwargs):
+    calls.append(kwargs.get("address"))
+    if len(calls) <= failures:
+        raise Exception("The current node timed out during startup. This could happen because some of the Ray "
+                        "processes failed to startup.")
+    return real(*args, **kwargs)
+
+ray.init = init
+status = main(sys.argv[2:])
+print("inits", calls, file=sys.stderr)
+sys.exit(status)
+'''
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_node_that_times_out_starting_is_tried_once_more_then_is_one_line_and_exit_3(tmp_path, failures) -> None:
+    """Issue 42: on a machine at load 15 to 20, ``ray.init`` raised Ray's plain ``Exception`` ("The current node
+    timed out during startup"), which ended a run with Ray's traceback and exit 1. Now an embedded Ray is started
+    once more; a second failure is one line, exit 3 (the same command resumes), nothing written. ``ray.init`` is
+    wrapped to fail first (a test double: a busy machine cannot be made to time out Ray on demand); the second
+    start is Ray's own."""
+    storage = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-c", BUSY_MACHINE, str(failures), "-b", "toy", "-B", "n_tasks=3",
+                           "-s", "reference", "--workers", "1", "--storage", str(storage), "--log-format", "json"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "ray.start_retried" in done.stderr and "The current node timed out during startup" in done.stderr
+    if failures == 1:
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "inits ['local', 'local']" in done.stderr and len(list((storage / "records").rglob("*.json"))) == 3
+        return
+    assert done.returncode == 3, done.stderr[-3000:]
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert line == ("error: could not start an embedded Ray (twice) (Exception: The current node timed out during "
+                    "startup. This could happen because some of the Ray processes failed to startup.); the machine or "
+                    "the cluster may be busy: run the same command again, it resumes (or --sequential, which needs no "
+                    "Ray)")
+    assert not storage.exists()

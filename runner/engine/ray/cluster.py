@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from runner.core.config import WorkerSpec, resources_text
-from runner.core.errors import ConfigError, RunnerError, exception_line
+from runner.core.errors import ConfigError, RunnerError, RunStopped, exception_line
 
 _CONNECT_TIMEOUT_S = 5.0
 # Ray's resource name for an accelerator type constraint (ray/_common/utils.py RESOURCE_CONSTRAINT_PREFIX).
@@ -37,6 +37,12 @@ _ACCELERATOR_AMOUNT = 0.001
 
 class RayUnavailable(RunnerError):
     """Ray is not installed, or the cluster at the given address cannot be reached."""
+
+
+class RayStartFailed(RunStopped):
+    """Ray failed as it started or attached, for a reason of the moment rather than of the input (a node that timed
+    out during start-up on a busy machine, a GCS that did not answer): exit status 3, one line, and the same command
+    resumes."""
 
 
 _MISSING = "Ray is not installed; install it with pip install 'ray[default]==2.60.0', or run with --sequential"
@@ -112,7 +118,9 @@ def connect(address: str | None, serving: bool = False) -> bool:
         the run ends, which stops an embedded Ray and only detaches from a cluster).
 
     Raises:
-        RayUnavailable: Ray missing, or the address unreachable.
+        RayUnavailable: Ray missing, the address unreachable, or the machine refused what Ray needs (exit status 2).
+        RayStartFailed: Ray failed as it started (an embedded one twice: a node that timed out during start-up on a
+            busy machine is tried once more) or attached, for any other reason (exit status 3).
     """
     ray = _require_ray()
     if ray.is_initialized():
@@ -120,33 +128,61 @@ def connect(address: str | None, serving: bool = False) -> bool:
     target = cluster_address(address)
     if target:
         check_reachable(target)
-    try:
-        # Ray's own INFO lines ("Started a local Ray instance") would stand before a run's one-line error: the run
-        # logs what it does itself (ray.pool, worker.ready).
-        with _keeping_sigterm(on_ray_exit=ray.shutdown):
-            if target:
-                ray.init(address=target, logging_level=logging.WARNING)
-            else:
-                # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray. Its notice
-                # that the new cluster uses token authentication (Ray's secure default) would stand before every
-                # run's first line; the embedded cluster ends with the run.
-                with _quiet(AUTH_NOTICE_LOGGER), _yielding_to_replicas(serving):
-                    ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
-    except (OSError, RuntimeError, ValueError) as exc:
-        # OSError: the machine refused what Ray needs (a socket path over AF_UNIX's 107 bytes under a long TMPDIR,
-        # a temp folder that is a file or not writable, no free port); ConnectionError and TimeoutError are OSErrors.
-        detail = exception_line(exc)
-        if not target:
-            raise RayUnavailable(
-                f"cannot start an embedded Ray ({detail}); if the temp folder is the cause, set RAY_TMPDIR to a short, "
-                f"writable folder (e.g. RAY_TMPDIR=/tmp; Ray uses it, else TMPDIR, now {_temp_root()}), or run with "
-                "--sequential") from None
-        hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else (
-            "; if the cluster uses token authentication (on by default for clusters started by Ray 2.60), "
-            "set RAY_AUTH_MODE=token and provide the token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
-        )
-        raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
-    return True
+    for attempt in (1, 2):
+        try:
+            _init(ray, target, serving)
+            return True
+        except (OSError, ValueError) as exc:
+            _refused(exc, target)
+        except Exception as exc:  # noqa: BLE001 - Ray raises a plain Exception for a node that timed out starting
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # what started of it, so that the retry (or the next command) starts clean
+            detail = exception_line(exc)
+            if attempt == 1 and not target:
+                structlog.get_logger("runner").warning("ray.start_retried", error=detail[:300],
+                                                       detail="the embedded Ray failed as it started; trying once more")
+                continue
+            where = f"attach to the Ray cluster at {target}" if target else "start an embedded Ray (twice)"
+            raise RayStartFailed(f"could not {where} ({detail}); the machine or the cluster may be busy: run the same "
+                                 "command again, it resumes (or --sequential, which needs no Ray)") from None
+    return True  # pragma: no cover - the loop returns or raises
+
+
+def _init(ray: Any, target: str | None, serving: bool) -> None:
+    """``ray.init`` of the cluster at ``target`` or of an embedded one (see :func:`connect`)."""
+    # Ray's own INFO lines ("Started a local Ray instance") would stand before a run's one-line error: the run logs
+    # what it does itself (ray.pool, worker.ready).
+    with _keeping_sigterm(on_ray_exit=ray.shutdown):
+        if target:
+            ray.init(address=target, logging_level=logging.WARNING)
+        else:
+            # "local": a new Ray of our own, never a cluster some earlier `ray start` left in /tmp/ray. Its notice that
+            # the new cluster uses token authentication (Ray's secure default) would stand before every run's first
+            # line; the embedded cluster ends with the run.
+            with _quiet(AUTH_NOTICE_LOGGER), _yielding_to_replicas(serving):
+                ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
+
+
+def _refused(exc: BaseException, target: str | None) -> None:
+    """Raise the one line of a Ray that the machine or the address refused (exit status 2: the input is to fix).
+
+    OSError: the machine refused what Ray needs (a socket path over AF_UNIX's 107 bytes under a long TMPDIR, a temp
+    folder that is a file or not writable, no free port); ConnectionError and TimeoutError are OSErrors.
+
+    Raises:
+        RayUnavailable: always.
+    """
+    detail = exception_line(exc)
+    if not target:
+        raise RayUnavailable(
+            f"cannot start an embedded Ray ({detail}); if the temp folder is the cause, set RAY_TMPDIR to a short, "
+            f"writable folder (e.g. RAY_TMPDIR=/tmp; Ray uses it, else TMPDIR, now {_temp_root()}), or run with "
+            "--sequential") from None
+    hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else (
+        "; if the cluster uses token authentication (on by default for clusters started by Ray 2.60), "
+        "set RAY_AUTH_MODE=token and provide the token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
+    )
+    raise RayUnavailable(f"cannot attach to the Ray cluster at {target} ({detail}){hint}") from None
 
 
 RAY_NICE = 19
