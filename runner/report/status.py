@@ -229,19 +229,22 @@ def matrix_status(store: ResultStore | str, storage_options: dict[str, Any] | No
             continue
         status = run_status(cell_store, benchmarks=benchmarks)
         cells[entry.path] = {**status.data, "status": entry.status}
-        done += status.data["done"]
-        if status.data["expected"] is None:
-            known = False
-        else:
-            expected += status.data["expected"]
+        if entry.status != "stale":  # a checkpoint's old weights: kept, out of the matrix's totals
+            done += status.data["done"]
+            if status.data["expected"] is None:
+                known = False
+            else:
+                expected += status.data["expected"]
         driver = driver or status.data["driver"]
         stated = "executing" if status.executing else entry.status
         shown = f"{status.data['done']}/{status.data['expected'] if status.data['expected'] is not None else '?'}"
         note = f" ({entry.error[:120]})" if entry.error and entry.status != "done" else ""
         lines.append(f"  {entry.path}: {shown} items, {stated}{note}")
     complete = known and done >= expected and all(entry.status in ("done", "stale") for entry in manifest.cells)
-    head = (f"matrix {manifest.matrix_id}: {len(manifest.cells)} cells, {done}/{expected if known else '?'} items, "
-            f"{'complete' if complete else 'incomplete'} ({store.uri})")
+    stale = sum(1 for entry in manifest.cells if entry.status == "stale")
+    kept = f" (and {stale} stale, of weights since rewritten: not counted)" if stale else ""
+    head = (f"matrix {manifest.matrix_id}: {len(manifest.cells) - stale} cells{kept}, "
+            f"{done}/{expected if known else '?'} items, {'complete' if complete else 'incomplete'} ({store.uri})")
     data = {"matrix_id": manifest.matrix_id, "storage": store.uri, "done": done,
             "expected": expected if known else None, "complete": complete, "driver": driver, "cells": cells,
             "progress": {"state": "running" if driver else "ended"}}

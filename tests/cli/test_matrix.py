@@ -192,6 +192,10 @@ def test_a_checkpoint_rewritten_in_place_gets_new_cells_and_its_old_ones_are_kep
         assert cells == {"cells/step_1/toy": "done", "cells/step_2/toy": "stale", f"cells/{new_key}/toy": "done"}
         rows = list(csv.DictReader((tmp_path / "m" / "matrix.csv").open()))
         assert {row["model"] for row in rows} == {"step_1", new_key}
+        # status counts the current cells only (issue 42: it said "3 cells, 12/12 items").
+        status = cli("status", str(tmp_path / "m"))
+        assert status.returncode == 0 and "2 cells (and 1 stale, of weights since rewritten: not counted), 8/8 items, " \
+            "complete" in status.stdout, status.stdout
     finally:
         model_server.stop()
 
