@@ -100,6 +100,10 @@ class ServedModels:
         self._changed = threading.Condition()
         self._watchers: list[threading.Thread] = []
         self._lock = threading.Lock()
+        # Held by a swap for its whole length and by each health check: the watcher never probes a replica whose
+        # weights are being swapped (its probe would name the old served name, which transformers serve then loads
+        # again on demand, racing the swap: "Unknown modality for: NoneType", and a needless fresh start).
+        self._busy = {replica.name: threading.Lock() for replica in self.replicas}
         self._log = structlog.get_logger("runner.serving")
         _live.add(self)
 
@@ -197,13 +201,14 @@ class ServedModels:
             if self.publish:
                 served.forget(replica.spec.model)
                 served.expect(spec.model, spec.startup_timeout)
-            self._set(replica, "starting")
-            try:
-                replica.swap(spec)
-            except BaseException:
-                self.stop()
-                raise
-            self._ready(replica)
+            with self._busy[replica.name]:
+                self._set(replica, "starting")
+                try:
+                    replica.swap(spec)
+                except BaseException:
+                    self.stop()
+                    raise
+                self._ready(replica)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until every replica is ready (a worker holds its items while one restarts); ``False`` when
@@ -240,13 +245,17 @@ class ServedModels:
             self.on_event(event, {"model": replica.spec.model, "served_name": replica.served_name, **details})
 
     def _watch(self, replica: Replica) -> None:
-        """Check ``replica`` every :data:`CHECK_INTERVAL_S` until stopped; restart it when it exited, failed
-        :data:`FAILED_CHECKS` checks in a row, or failed a chat probe; past its restarts, record the failure."""
+        """Check ``replica`` every :data:`CHECK_INTERVAL_S` until stopped (never while its weights are swapped);
+        restart it when it exited, failed :data:`FAILED_CHECKS` checks in a row, or failed a chat probe; past its
+        restarts, record the failure."""
         failed = 0
         next_generate = time.monotonic() + GENERATE_INTERVAL_S
         while not self._stopping.wait(CHECK_INTERVAL_S):
             generate = time.monotonic() >= next_generate
-            health = replica.check(GENERATE_TIMEOUT_S if generate else CHECK_TIMEOUT_S, generate=generate)
+            with self._busy[replica.name]:
+                if self._states.get(replica.name) != "ready":
+                    continue  # being swapped: checked again once its new weights answer
+                health = replica.check(GENERATE_TIMEOUT_S if generate else CHECK_TIMEOUT_S, generate=generate)
             if self._stopping.is_set():
                 return
             if generate:

@@ -4,6 +4,8 @@ huggingface_hub's gated-repository error); the transformers cases are also met f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runner.serving.start_failures import bind_failure, classify, listening
@@ -96,3 +98,78 @@ def test_a_taken_port_and_the_address_it_names() -> None:
     assert bind_failure("OSError: [Errno 98] Address already in use\n") == (
         "OSError: [Errno 98] Address already in use", None)
     assert bind_failure(VLLM_OOM) is None
+
+
+class _SwappingReplica:
+    """A replica whose swap takes as long as the test says (a test double: the real engines' swaps take seconds,
+    and when a health check lands in one is up to the scheduler). It records every check it gets and whether a
+    swap was under way then."""
+
+    def __init__(self, spec, gpu_ids=(), log_dir="replicas", env=None) -> None:  # noqa: ANN001 - Replica's signature
+        import threading
+
+        self.spec, self.name, self.served_name, self.port, self.base_url = spec, "fake", "fake", 1, "http://x/v1"
+        self.swapping, self.checked_during_swap, self.checks = False, 0, 0
+        self.let_go = threading.Event()
+
+    def start(self) -> None:
+        pass
+
+    def wait_ready(self, deadline=None) -> None:  # noqa: ANN001
+        pass
+
+    def check(self, timeout: float = 30.0, generate: bool = False):  # noqa: ANN201
+        from runner.serving.replica import Health
+
+        self.checks += 1
+        self.checked_during_swap += self.swapping
+        return Health(True)
+
+    def can_swap(self, spec) -> bool:  # noqa: ANN001
+        return True
+
+    def swap(self, spec, timeout=None) -> None:  # noqa: ANN001
+        self.swapping = True
+        self.let_go.wait(10)
+        self.spec, self.swapping = spec, False
+
+    def stop(self) -> list[int]:
+        return []
+
+    @property
+    def log_path(self):  # noqa: ANN201
+        return Path("fake.log")
+
+
+def test_the_health_watcher_never_probes_a_replica_while_its_weights_are_swapped(monkeypatch) -> None:
+    """Issue 42: during a transformers serve swap, the watcher's 1-token chat probe named the old served name, which
+    the server then loaded again on demand, racing the swap (``500 ValueError: Unknown modality for: NoneType``):
+    the probe failed and the replica started afresh. Now checks wait for the swap and resume after it."""
+    import threading
+    import time as clock
+
+    from runner.serving import ReplicaSpec, supervisor
+
+    monkeypatch.setattr(supervisor, "Replica", _SwappingReplica)
+    monkeypatch.setattr(supervisor, "CHECK_INTERVAL_S", 0.01)
+    spec = ReplicaSpec(model="transformers:/ckpts/step_1", engine="transformers", source="/ckpts/step_1",
+                       swappable=True)
+    with supervisor.ServedModels([spec], publish=False) as group:
+        [replica] = group.replicas
+        deadline = clock.monotonic() + 10
+        while replica.checks < 3 and clock.monotonic() < deadline:
+            clock.sleep(0.01)
+        swapping = threading.Thread(target=group.swap, args=([ReplicaSpec(
+            model="transformers:/ckpts/step_2", engine="transformers", source="/ckpts/step_2", swappable=True)],))
+        swapping.start()
+        while not replica.swapping:
+            clock.sleep(0.01)
+        before = replica.checks
+        clock.sleep(0.3)  # some thirty intervals of the watcher, all during the swap
+        assert replica.checks == before
+        replica.let_go.set()
+        swapping.join(10)
+        deadline = clock.monotonic() + 10
+        while replica.checks <= before and clock.monotonic() < deadline:
+            clock.sleep(0.01)
+        assert replica.checks > before and replica.checked_during_swap == 0 and group.ready()
