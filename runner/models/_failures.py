@@ -156,7 +156,8 @@ class ModelFailures:
         # A 404 in the API's own JSON: the server does not serve this model (vLLM's "The model `x` does not exist",
         # OpenAI's model_not_found); every further call of the run will meet it.
         return ModelError(f"{where}: HTTP {status}: {detail}; {fix}", status=status,
-                          retryable=is_retryable_status(status), error_code="model_not_found" if status == 404 else None)
+                          retryable=is_retryable_status(status),
+                          error_code="model_not_found" if status == 404 else None)
 
     def refusal(self, route: Route, exc: openai.APIStatusError, detail: str, attempts: int) -> ModelError:
         """The error for a 429 that ends a call: why the server refuses (the body's code or type, e.g.

@@ -4,12 +4,12 @@ from the cells' records alone (:func:`report_matrix`, what ``python -m runner re
 Each cell is an ordinary run, reported as one (``summary.json``, ``results.csv``, ``report.html``). The matrix adds:
 
 - ``matrix.csv``, long form, one row per cell, metric and category (all items first): ``model, step, benchmark,
-  category, metric, n, mean, stderr, ci_low, ci_high, delta, delta_ci_low, delta_ci_high, p, p_holm, status``. ``mean`` and
-  ``stderr`` are the cell's ``summary.json`` values (each task weighs the same; the standard error clustered by task)
-  and the interval ``mean ± 1.96 stderr``. ``delta`` is the cell's mean minus the baseline's cell of the same
-  benchmark on the items both have, with its 95 % paired, task-clustered bootstrap interval and ``p`` from the paired
-  test :func:`~runner.report.compare.compare_runs` uses (exact McNemar for 0/1 scores, Wilcoxon signed-rank of the
-  per-task differences otherwise): the numbers ``compare`` prints for that pair. ``p_holm`` is Holm's step-down
+  category, metric, n, mean, stderr, ci_low, ci_high, delta, delta_ci_low, delta_ci_high, p, p_holm, status``.
+  ``mean`` and ``stderr`` are the cell's ``summary.json`` values (each task weighs the same; the standard error
+  clustered by task) and the interval ``mean ± 1.96 stderr``. ``delta`` is the cell's mean minus the baseline's cell
+  of the same benchmark on the items both have, with its 95 % paired, task-clustered bootstrap interval and ``p`` from
+  the paired test :func:`~runner.report.compare.compare_runs` uses (exact McNemar for 0/1 scores, Wilcoxon signed-rank
+  of the per-task differences otherwise): the numbers ``compare`` prints for that pair. ``p_holm`` is Holm's step-down
   correction across every comparison of the matrix (S. Holm, "A simple sequentially rejective multiple test
   procedure", Scandinavian Journal of Statistics 6, 1979). ``status`` is the cell's (``done``, ``failed``...).
 - A cell with records of which none succeeded is no score: it is ``failed`` (its reason in ``matrix.json``), its

@@ -85,7 +85,8 @@ class MatrixManifest(BaseModel):
     Args:
         benchmarks: every benchmark entry the matrix has had, each with its cells' ``key``, its readable key
             (``base``), its ``identity`` (:func:`runner.core.matrix.entry_identity`), ``benchmark``, ``args`` and
-            ``solution``: an entry keeps its key whatever entries come and go (:func:`runner.core.matrix.benchmark_keys`).
+            ``solution``: an entry keeps its key whatever entries come and go
+            (:func:`runner.core.matrix.benchmark_keys`).
         loads: one entry per model load of a worker: ``model``, ``worker``, ``node``, ``replica_starts``, ``swaps``,
             ``builds`` (in-process models, lm-eval's ``HFLM``), ``seconds``, ``error``, ``invocation`` (which run of
             the matrix command).

@@ -194,8 +194,8 @@ def test_a_checkpoint_rewritten_in_place_gets_new_cells_and_its_old_ones_are_kep
         assert {row["model"] for row in rows} == {"step_1", new_key}
         # status counts the current cells only (issue 42: it said "3 cells, 12/12 items").
         status = cli("status", str(tmp_path / "m"))
-        assert status.returncode == 0 and "2 cells (and 1 stale, of weights since rewritten: not counted), 8/8 items, " \
-            "complete" in status.stdout, status.stdout
+        assert status.returncode == 0, status.stdout
+        assert "2 cells (and 1 stale, of weights since rewritten: not counted), 8/8 items, complete" in status.stdout
     finally:
         model_server.stop()
 
@@ -369,7 +369,8 @@ def test_a_model_that_never_answered_is_no_score_and_the_matrix_exits_3(cli, tmp
         "no item succeeded: all 8 records are errors (8 ModelError)")
     assert cells["cells/dead/toy"]["counts"]["done"] == 3
     for key in ("dead", "broken"):
-        assert cells[f"cells/{key}/toy"]["headline"]["value"] is None and cells[f"cells/{key}/toy"]["headline"]["failed"]
+        headline = cells[f"cells/{key}/toy"]["headline"]
+        assert headline["value"] is None and headline["failed"]
     table = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") >= 3}
     assert "failed" in table["dead"] and "failed" in table["broken"] and "0.000" not in table["broken"]
     rows = list(csv.DictReader((tmp_path / "m" / "matrix.csv").open()))

@@ -20,7 +20,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None, "Debian's chromium is needed: run scripts/test-prerequisites.sh (the README's test command does)"
+    assert CHROMIUM is not None, ("Debian's chromium is needed: run scripts/test-prerequisites.sh (the README's test "
+                                  "command does)")
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
                           timeout=120)
 

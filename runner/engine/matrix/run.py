@@ -350,7 +350,8 @@ async def _watch(request: MatrixRequest, cells: _Cells, executor: Executor, traf
             if waited > request.settings.storage_outage:
                 raise RunStopped(f"{exc} for {waited:.0f} s (longer than --storage-outage); the records are kept: "
                                  "fix the store or its credentials, then run the same command to resume") from None
-            log.warning("matrix.checkpoints_unreadable", error=str(exc)[:300], detail="looked at again at the next look")
+            log.warning("matrix.checkpoints_unreadable", error=str(exc)[:300],
+                        detail="looked at again at the next look")
             new, ended = [], False
         if new:
             slots = keyed([*request.slots, *new], {model.model: model for model in manifest.models

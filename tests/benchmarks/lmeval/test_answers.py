@@ -350,7 +350,8 @@ def test_lm_eval_cells_of_two_models_at_an_endpoint_are_compared(cli, lm_tasks: 
     row = next(row for row in rows if row["model"] == "half" and row["metric"] == "exact_match,none"
                and not row["category"])
     assert float(row["mean"]) == 0.5 and float(row["delta"]) == -0.5
-    [overall] = [r for r in compare_runs([str(base), str(half_cell)]).rows if r.category is None and r.metric == row["metric"]]
+    [overall] = [r for r in compare_runs([str(base), str(half_cell)]).rows
+                 if r.category is None and r.metric == row["metric"]]
     assert float(row["p"]) == pytest.approx(overall.differences[0].p_value) and row["p_holm"] != ""
     # The headline is lm-eval's score with its interval from lm-eval's own standard error (the heatmap's interval).
     summary = json.loads((half_cell / "summary.json").read_text())
