@@ -26,12 +26,7 @@ from pydantic import ValidationError
 from runner import log
 from runner.core.benchmark import BenchmarkBase
 from runner.core.config import RunConfig, WorkerSpec, format_validation_error, renamed
-from runner.core.errors import (
-    BudgetExhausted,
-    ConfigError,
-    MatrixIncomplete,
-    ServerStop,
-)
+from runner.core.errors import BudgetExhausted, ConfigError, MatrixIncomplete, ServerStop, one_line
 from runner.core.matrix import MatrixConfig
 from runner.core.solution import SolutionSpec, describe
 from runner.engine.matrix.request import MatrixRequest
@@ -122,10 +117,11 @@ async def evaluate_matrix(request: MatrixRequest, *, show: bool = True,
                               "are done; run the same command with a larger budget to resume")
     if outcome.incomplete:
         first = outcome.incomplete[0]
+        failed = any(cell.status == "failed" for cell in outcome.incomplete)
         raise MatrixIncomplete(
             f"{len(outcome.incomplete)} of {len(outcome.cells)} cells could not finish (cell {first.plan.name}: "
-            f"{(first.error or first.status)[:300]}); the other cells are done; fix the cause and run the same "
-            "command to resume")
+            f"{one_line(first.error or first.status, 300)}); the other cells are done; fix the cause and run the same "
+            f"command to resume{' (with --rerun-failed to run the failed items again)' if failed else ''}")
     return report, outcome
 
 

@@ -137,8 +137,10 @@ class BenchmarkEntry(BaseModel):
         if isinstance(data, str):
             return {"benchmark": data}
         if isinstance(data, dict) and "benchmark_args" in data:
+            if "args" in data:
+                raise ValueError("gives both args and benchmark_args (the same thing); merge them into args")
             data = dict(data)
-            data.setdefault("args", data.pop("benchmark_args"))
+            data["args"] = data.pop("benchmark_args")
         return data
 
     def settings(self) -> dict[str, Any]:
@@ -152,7 +154,7 @@ class MatrixConfig(BaseModel):
 
     Raises (validation):
         ValueError: no model or no benchmark, a ``model`` or ``benchmark`` key beside the lists, an entry that sets
-            a setting of the whole matrix, two model entries naming one model.
+            a setting of the whole matrix, two model entries naming one model, a watch without a checkpoint glob.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -191,6 +193,9 @@ class MatrixConfig(BaseModel):
         if twice:
             raise ValueError(f"the model {twice[0]!r} is listed twice; list each model once (two entries make the "
                              "same cells)")
+        if self.watch is not None and not any(entry.is_glob for entry in self.models):
+            raise ValueError("watch: looks for new checkpoints of a glob (e.g. transformers:/ckpts/run42/step_*), and "
+                             "no model is one; add the glob, or drop watch:")
         return self
 
 
@@ -227,55 +232,95 @@ def benchmark_key(entry: BenchmarkEntry) -> str:
     return slug("-".join([entry.benchmark.rsplit(":", 1)[-1], *[str(name).strip() for name in names if name]]), 80)
 
 
-def entry_identity(entry: BenchmarkEntry) -> str:
-    """What decides the items of a benchmark entry's cells and their scoring, as a digest (16 hex digits): its
-    benchmark, arguments, solution and solution arguments, and those of the run fingerprint's other settings that the
-    entry sets itself (``data_dir``, ``judge_model``, ``user_model``: :data:`~runner.core.config.FINGERPRINT_SETTINGS`).
-    What only says how much or how to run (``limit``, ``repeats``, ``timeout``, ``key``...) is not in it: raising an
-    entry's ``limit`` keeps its cells."""
+def merged(*layers: dict[str, Any] | None) -> dict[str, Any]:
+    """The run settings of ``layers``, each over the ones before: a mapping (``benchmark_args``,
+    ``solution_args``, ``worker``...) merged key by key, anything else replaced."""
+    data: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                data[key] = merged(data[key], value)
+            else:
+                data[key] = value
+    return data
+
+
+def entry_settings(entry: BenchmarkEntry) -> dict[str, Any]:
+    """The run settings a benchmark entry gives its cells: its own keys, its ``args`` and ``solution_args``, and its
+    ``solution`` when it names one."""
+    own: dict[str, Any] = {"benchmark_args": entry.args, "solution_args": entry.solution_args}
+    if entry.solution is not None:
+        own["solution"] = entry.solution
+    return merged(entry.settings(), own)
+
+
+def entry_identity(entry: BenchmarkEntry, file_settings: dict[str, Any] | None = None,
+                   overrides: dict[str, Any] | None = None) -> str:
+    """What decides the items of a benchmark entry's cells and their scoring, as a digest (16 hex digits): the
+    settings of a run's fingerprint (:data:`~runner.core.config.FINGERPRINT_SETTINGS`: the benchmark, its arguments,
+    the solution and its arguments, ``data_dir``, ``judge_model``, ``user_model``) that its cells get from the matrix
+    file's settings, the entry and the command line's ``overrides``, in that order; the model apart. What only says
+    how much or how to run (``limit``, ``repeats``, ``timeout``, ``key``...) is not in it: raising an entry's ``limit``
+    keeps its cells."""
     from runner.core.config import FINGERPRINT_SETTINGS
 
-    settings = entry.settings()
-    fields = {"benchmark": entry.benchmark, "args": entry.args, "solution": entry.solution,
-              "solution_args": entry.solution_args,
-              **{name: settings[name] for name in FINGERPRINT_SETTINGS if name in settings and name != "model"}}
+    data = merged(file_settings, entry_settings(entry), overrides)
+    fields = {"benchmark": entry.benchmark, "benchmark_args": data.get("benchmark_args") or {},
+              "solution": data.get("solution"), "solution_args": data.get("solution_args") or {}}
+    fields.update({name: data[name] for name in FINGERPRINT_SETTINGS
+                   if name not in fields and name != "model" and data.get(name) is not None})
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def benchmark_keys(entries: list[BenchmarkEntry], known: list[dict[str, Any]] | None = None) -> list[str]:
+def benchmark_keys(entries: list[BenchmarkEntry], known: list[dict[str, Any]] | None = None,
+                   identities: list[str] | None = None) -> list[str]:
     """The key of each entry's cells (their folder, ``cells/<model key>/<key>``), each decided by the entry alone and
-    by the keys the matrix gave before (``known``: ``matrix.json``'s ``benchmarks``, each with its ``key``, and
-    ``identity`` and ``base`` where written), so that adding, removing or reordering entries never changes another
+    by the keys the matrix gave before (``known``: ``matrix.json``'s ``benchmarks``, each with its ``key`` and, where
+    written, its ``identity``, readable key ``base``, whether its key was its own (``explicit``) and whether the
+    latest run's file had it (``current``)), so that adding, removing or reordering entries never changes another
     entry's key:
 
     1. an entry's own ``key:``;
-    2. the key ``matrix.json`` gave the same :func:`entry_identity` (for a ``matrix.json`` written before identities
-       were kept: the entry of the same benchmark, arguments and solution);
-    3. an entry whose identity is new, where ``matrix.json`` has one entry of the same readable key
-       (:func:`benchmark_key`) that the file no longer has: that entry changed, and keeps its key, so that its cells'
+    2. the key ``matrix.json`` gave an entry without a ``key:`` of the same identity (``identities``, default
+       :func:`entry_identity` of each entry alone; for a ``matrix.json`` written before identities were kept: the
+       entry of the same benchmark, arguments and solution);
+    3. an entry whose identity is new, where the latest run's file had one entry of the same readable key
+       (:func:`benchmark_key`) that this file has no more: that entry changed, and keeps its key, so that its cells'
        fingerprint refuses the change in one line (a run's rule: put it back, or give it a ``key:``);
     4. else its readable key, with a short hash of its identity (``toy-3f9a0c``) where another entry of the file or of
        ``matrix.json`` has that readable key.
 
     Raises:
-        ConfigError: several new entries share the readable key of entries the file no longer has (which changed
-            into which cannot be told: give the new ones a ``key:``).
+        ConfigError: several new entries share the readable key of entries the latest run had and this file has no
+            more (which changed into which cannot be told: give the new ones a ``key:``); two entries with one
+            ``key:``, or of one identity.
     """
     known = [entry for entry in (known or []) if entry.get("key")]
-    identities = [entry_identity(entry) for entry in entries]
+    identities = identities if identities is not None else [entry_identity(entry) for entry in entries]
     bases = [benchmark_key(entry) for entry in entries]
     keys: list[str | None] = [slug(entry.key) if entry.key else None for entry in entries]
-    by_identity = {entry["identity"]: entry["key"] for entry in known if entry.get("identity")}
+    explicit = {key for key in keys if key is not None}
+    unkeyed = {identity for identity, key in zip(identities, keys) if key is None}
+    for old in known:
+        if old["key"] in explicit and not old.get("explicit") and old.get("identity") in unkeyed:
+            raise ConfigError(f"two benchmark entries have the cells' key {old['key']} (one's own key:, and the key "
+                              f"the matrix gave the other before); give the entry with key: {old['key']} another key")
+    by_identity: dict[str, str] = {}
+    for old in known:
+        if old.get("identity") and not old.get("explicit") and old["key"] not in explicit:
+            by_identity.setdefault(old["identity"], old["key"])
     for index, entry in enumerate(entries):
         if keys[index] is None and identities[index] in by_identity:
             keys[index] = by_identity[identities[index]]
         elif keys[index] is None:
-            legacy = [old["key"] for old in known if not old.get("identity") and old.get("benchmark") == entry.benchmark
-                      and (old.get("args") or {}) == entry.args and old.get("solution") == entry.solution]
+            legacy = [old["key"] for old in known if not old.get("identity") and old["key"] not in explicit
+                      and old.get("benchmark") == entry.benchmark and (old.get("args") or {}) == entry.args
+                      and old.get("solution") == entry.solution]
             keys[index] = legacy[0] if len(legacy) == 1 else None
     used = {key for key in keys if key is not None}
-    gone = [old for old in known if old["key"] not in used and old.get("identity") not in identities]
+    gone = [old for old in known if old["key"] not in used and old.get("identity") not in identities
+            and old.get("current", True) and not old.get("explicit")]
     for base in dict.fromkeys(base for base, key in zip(bases, keys) if key is None):
         new = [index for index, key in enumerate(keys) if key is None and bases[index] == base]
         old = [entry for entry in gone if _base(entry) == base]
@@ -292,7 +337,15 @@ def benchmark_keys(entries: list[BenchmarkEntry], known: list[dict[str, Any]] | 
         rivals = [other for other in open_ if bases[other] == bases[index] and identities[other] != identities[index]]
         clash = bases[index] in taken or rivals
         keys[index] = f"{bases[index]}-{identities[index][:6]}" if clash else bases[index]
-    return [key for key in keys if key is not None]
+    final = [key for key in keys if key is not None]
+    twice = next((key for key in final if final.count(key) > 1), None)
+    if twice is not None:
+        owners = [entry for entry, key in zip(entries, final) if key == twice]
+        if any(entry.key for entry in owners):
+            raise ConfigError(f"two benchmark entries have the cells' key {twice} (a key: of its own, or the key the "
+                              "matrix gave an entry before); give each entry its own key")
+        raise ConfigError(f"two benchmark entries make the same cells ({twice}); list each benchmark entry once")
+    return final
 
 
 def _base(known: dict[str, Any]) -> str:

@@ -194,8 +194,9 @@ def _cell_headline(cell: CellReport, headline_metrics: tuple[str, ...], rows: li
         return
     name = _headline_metric(summary, headline_metrics)
     if not cell.scored:
+        reason = (cell.error or "").removeprefix("failed: ").removeprefix("load_failed: ") or cell.status
         cell.headline = {"metric": "score" if summary.score is not None else name, "value": None, "ci": None,
-                         "failed": cell.error, "completed": summary.completed, "expected": summary.expected}
+                         "failed": reason, "completed": summary.completed, "expected": summary.expected}
         return
     row = next((row for row in rows if row["model"] == cell.model_key and row["benchmark"] == cell.benchmark_key
                 and row["metric"] == name and row["category"] == ""), None)
@@ -257,6 +258,9 @@ def report_matrix(root: ResultStore | str, storage_options: dict[str, Any] | Non
         if entry is not None and cell.summary is not None:
             entry.headline = cell.headline
             entry.status, entry.error = cell.status, cell.error  # type: ignore[assignment]
+            # From the records, every invocation's (the driver's counts are its own invocation's errors).
+            entry.counts = {"done": cell.summary.completed, "total": entry.counts.get("total", cell.summary.expected),
+                            "errors": cell.summary.errors}
     store.write_file("matrix.csv", matrix_csv(rows))
     write_matrix(store, manifest)
     done = MatrixReport(manifest, cells, rows, store.uri)

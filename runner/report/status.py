@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from runner.core.benchmark import BenchmarkBase
-from runner.core.errors import ConfigError, RunnerError
+from runner.core.errors import ConfigError, RunnerError, one_line
 from runner.registry import RUN_MODEL_ARGS, build_benchmark
 from runner.report.scope import PlanScope, count_stored
 from runner.report.summary import scope_notes
@@ -238,7 +238,7 @@ def matrix_status(store: ResultStore | str, storage_options: dict[str, Any] | No
         driver = driver or status.data["driver"]
         stated = "executing" if status.executing else entry.status
         shown = f"{status.data['done']}/{status.data['expected'] if status.data['expected'] is not None else '?'}"
-        note = f" ({entry.error[:120]})" if entry.error and entry.status != "done" else ""
+        note = f" ({one_line(entry.error, 120)})" if entry.error and entry.status != "done" else ""
         lines.append(f"  {entry.path}: {shown} items, {stated}{note}")
     complete = known and done >= expected and all(entry.status in ("done", "stale") for entry in manifest.cells)
     stale = sum(1 for entry in manifest.cells if entry.status == "stale")

@@ -84,8 +84,9 @@ class MatrixManifest(BaseModel):
 
     Args:
         benchmarks: every benchmark entry the matrix has had, each with its cells' ``key``, its readable key
-            (``base``), its ``identity`` (:func:`runner.core.matrix.entry_identity`), ``benchmark``, ``args`` and
-            ``solution``: an entry keeps its key whatever entries come and go
+            (``base``), its ``identity`` (:func:`runner.core.matrix.entry_identity`), whether the key was its own
+            ``key:`` (``explicit``) and whether the latest run's file had it (``current``), ``benchmark``, ``args``
+            and ``solution``: an entry keeps its key whatever entries come and go
             (:func:`runner.core.matrix.benchmark_keys`).
         loads: one entry per model load of a worker: ``model``, ``worker``, ``node``, ``replica_starts``, ``swaps``,
             ``builds`` (in-process models, lm-eval's ``HFLM``), ``seconds``, ``error``, ``invocation`` (which run of

@@ -310,12 +310,26 @@ def test_a_growing_matrix_keeps_every_entrys_key_and_computes_only_what_is_new(c
     changed.error_line("the cell mock/toy holds a run of other settings", "benchmark_args",
                        "give it another key (key: ...)")
     assert {path: path.read_bytes() for path in root.rglob("*.json") if "records" in path.parts} == before
+    # An entry removed in one run and another added in a later one: a new entry, not a changed one.
+    assert run(first).returncode == 0
+    third = {"benchmark": "toy", "args": {"n_tasks": 4, "seed": 3}, "solution": "chat"}
+    added = run(first, third)
+    assert added.returncode == 0, added.stderr
+    assert sum(executed(added).values()) == 8
+    # A copy of an entry under a key: of its own (more repeats) runs beside it, run after run.
+    copy = {**first, "key": "toy-r3", "repeats": 3}
+    for expected in (60, 0):
+        again = run(first, copy)
+        assert again.returncode == 0, again.stderr
+        assert sum(executed(again).values()) == expected
 
 
 def test_entry_keys_are_the_entrys_own_whatever_comes_and_goes() -> None:
     """benchmark_keys: a key depends on its entry and the keys matrix.json gave, never on the other entries' order;
     two new entries of one readable key each get a hash of their identity; a changed entry keeps its key (its cells'
-    fingerprint refuses the change); new entries where several of that readable key are gone are refused."""
+    fingerprint refuses the change); new entries where several of that readable key are gone are refused; an entry
+    removed before the latest run is not taken for a changed one; an entry without a key: never takes another's own
+    key: (issue 42's trial: the same file was refused on its second run)."""
     from runner.core.config import ConfigError
     from runner.core.matrix import benchmark_keys, entry_identity
 
@@ -323,14 +337,52 @@ def test_entry_keys_are_the_entrys_own_whatever_comes_and_goes() -> None:
     fresh = benchmark_keys([a, b])
     assert fresh[0] != fresh[1] and all(key.startswith("toy-") for key in fresh)
     assert benchmark_keys([b, a]) == fresh[::-1]
-    known = [{"key": "toy", "base": "toy", "identity": entry_identity(a)}]
+    known = [{"key": "toy", "base": "toy", "identity": entry_identity(a), "current": True}]
     assert benchmark_keys([b, a], known) == [f"toy-{entry_identity(b)[:6]}", "toy"]
     assert benchmark_keys([BenchmarkEntry(benchmark="toy", args={"n_tasks": 10}, limit=3)], known) == ["toy"]
     assert benchmark_keys([c], known) == ["toy"]  # a changed entry: the fingerprint refuses it
+    assert benchmark_keys([c], [{**known[0], "current": False}]) == [f"toy-{entry_identity(c)[:6]}"]
     legacy = [{"key": "toy", "benchmark": "toy", "args": {"n_tasks": 10}, "solution": None}]
     assert benchmark_keys([b, a], legacy) == [f"toy-{entry_identity(b)[:6]}", "toy"]
     with pytest.raises(ConfigError, match="the benchmark entries of toy changed since the matrix ran"):
         benchmark_keys([b, c], known)
+    keyed_copy = BenchmarkEntry(benchmark="toy", args={"n_tasks": 10}, key="toy-r3", repeats=3)
+    both = [*known, {"key": "toy-r3", "base": "toy-r3", "identity": entry_identity(a), "explicit": True}]
+    assert benchmark_keys([a, keyed_copy], both) == ["toy", "toy-r3"] == benchmark_keys([a], both) + ["toy-r3"]
+    with pytest.raises(ConfigError, match="two benchmark entries have the cells' key toy .* another key"):
+        benchmark_keys([a, BenchmarkEntry(benchmark="toy", args={"n_tasks": 6}, key="toy")], known)
+    with pytest.raises(ConfigError, match=r"two benchmark entries make the same cells \(toy\)"):
+        benchmark_keys([a, BenchmarkEntry(benchmark="toy", args={"n_tasks": 10}, limit=4)], known)
+
+
+def test_flags_over_entries_are_part_of_each_entrys_identity(cli, tmp_path: Path) -> None:
+    """An entry's identity is what its cells run with: ``-B n_tasks=3`` over two toy entries that differ only in
+    n_tasks makes them the same cells, refused in one line (not a second column computing the same items)."""
+    refused = cli("matrix", "--model", "mock", "--bench", "toy", "--bench", "{benchmark: toy, args: {n_tasks: 5}}",
+                  "-B", "n_tasks=3", "-s", "chat", "--sequential", "--storage", str(tmp_path / "m"))
+    refused.error_line("two benchmark entries make the same cells (toy); list each benchmark entry once")
+    assert not (tmp_path / "m").exists()
+
+
+def test_what_a_matrix_file_may_not_say_is_one_line(cli, tmp_path: Path) -> None:
+    """A model's key: is made a folder name inside the root (it wrote outside it); a key: that is another model's
+    cells' key, args beside benchmark_args, and a watch with no checkpoint glob are refused in one line."""
+    config = tmp_path / "matrix.yaml"
+
+    def run(models, benchmarks=("toy",), **more):
+        config.write_text(yaml.safe_dump({"models": list(models), "benchmarks": list(benchmarks), "solution": "chat",
+                                          "executor": "sequential", "storage": str(tmp_path / "m"),
+                                          "benchmark_args": {"n_tasks": 2}, **more}))
+        return cli("matrix", "--config", str(config))
+
+    assert run([{"model": "mock", "key": "../../Escaped Name"}]).returncode == 0
+    assert [path.name for path in (tmp_path / "m" / "cells").iterdir()] == ["escaped-name"]
+    assert not (tmp_path / "Escaped Name").exists()
+    run(["mock", {"model": "mock:echo", "key": "escaped-name"}]).error_line(
+        "key: escaped-name of the model mock:echo is the key of another model's cells (mock); give it another key")
+    run(["mock"], [{"benchmark": "toy", "args": {"n_tasks": 3}, "benchmark_args": {"seed": 7}}]).error_line(
+        "gives both args and benchmark_args (the same thing); merge them into args")
+    run(["mock"], watch={"every": 1}).error_line("watch: looks for new checkpoints of a glob")
 
 
 def test_a_model_that_never_answered_is_no_score_and_the_matrix_exits_3(cli, tmp_path: Path) -> None:
@@ -381,6 +433,12 @@ def test_a_model_that_never_answered_is_no_score_and_the_matrix_exits_3(cli, tmp
     compared = [row for row in rows if row["p"]]
     assert {row["model"] for row in compared} == {"other"}
     assert [float(row["p_holm"]) for row in compared] == pytest.approx(holm([float(row["p"]) for row in compared]))
+    assert cells["cells/broken/toy"]["counts"] == {"done": 8, "total": 8, "errors": 8}
+    # The report again (as after a resume that ran nothing): the counts are the records', every invocation's.
+    assert cli("report", str(tmp_path / "m")).returncode == 0
+    again = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    assert [cell["counts"] for cell in again["cells"] if cell["path"] == "cells/broken/toy"] == [
+        {"done": 8, "total": 8, "errors": 8}]
 
 
 def test_the_response_cache_never_answers_rewritten_weights_with_the_old_weights_replies(cli, tmp_path: Path) -> None:

@@ -13,14 +13,18 @@ worker's own process (lm-eval's ``HFLM``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import structlog
 
 from runner import registry
 from runner.core.config import EMBEDDED_MODEL, SERVABLE_PROVIDERS, RunConfig, RunSettings, build_config
 from runner.core.errors import ConfigError, RunnerError
 from runner.core.limits import model_key as usage_key
-from runner.core.matrix import BenchmarkEntry, MatrixConfig, ModelEntry, benchmark_keys, model_key, unique_keys
+from runner.core.matrix import (BenchmarkEntry, MatrixConfig, ModelEntry, benchmark_keys, entry_identity,
+                                 entry_settings, merged, model_key, slug, unique_keys)
 from runner.core.solution import SolutionSpec
 from runner.engine.matrix.checkpoints import Checkpoint, expand
 from runner.engine.request import RunRequest, _solution_target
@@ -102,6 +106,8 @@ class MatrixRequest:
         run_config: those settings as one run's configuration (what a RayJob and ``submit`` read).
         benchmark_keys: each benchmark entry's key, in the file's order (:func:`~runner.core.matrix.benchmark_keys`:
             from the entry and the keys ``matrix.json`` gave before).
+        identities: each benchmark entry's identity (:func:`~runner.core.matrix.entry_identity`, with the file's
+            settings and the command line's around it).
         slots: the models, in order (checkpoints by step).
         cells: every cell, model by model.
         baseline: the baseline's model name (``None``: none).
@@ -116,6 +122,7 @@ class MatrixRequest:
     settings: RunSettings
     run_config: RunConfig
     benchmark_keys: list[str] = field(default_factory=list)
+    identities: list[str] = field(default_factory=list)
     slots: list[MatrixModelSlot] = field(default_factory=list)
     cells: list[MatrixCellPlan] = field(default_factory=list)
     baseline: str | None = None
@@ -154,7 +161,9 @@ class MatrixRequest:
 
             manifest = read_matrix(root)
         request = cls(config, overrides, root, run_config.settings(), run_config, progress_bar=progress_bar)
-        request.benchmark_keys = benchmark_keys(config.benchmarks, manifest.benchmarks if manifest else None)
+        request.identities = [entry_identity(entry, config.settings, overrides) for entry in config.benchmarks]
+        request.benchmark_keys = benchmark_keys(config.benchmarks, manifest.benchmarks if manifest else None,
+                                                request.identities)
         request.slots = resolve_models(config, run_config, manifest, root, expand_globs=read_root)
         request.baseline = _baseline(config, request.slots)
         for slot in request.slots:
@@ -176,9 +185,6 @@ class MatrixRequest:
             ConfigError: a cell's refusal, prefixed with the cell (``cell step_200/hotpotqa: ...``).
         """
         keys = self.benchmark_keys
-        if len(set(keys)) < len(keys):
-            twice = next(key for key in keys if keys.count(key) > 1)
-            raise ConfigError(f"two benchmark entries make the same cells ({twice}); list each benchmark entry once")
         cells = []
         for slot in slots:
             for entry, key in zip(self.config.benchmarks, keys):
@@ -188,10 +194,7 @@ class MatrixRequest:
     def _cell(self, index: int, slot: MatrixModelSlot, entry: BenchmarkEntry, key: str) -> MatrixCellPlan:
         path = f"{CELLS}/{slot.key}/{key}"
         name = f"{slot.key}/{key}"
-        own = {"benchmark_args": entry.args, "solution_args": entry.solution_args}
-        if entry.solution is not None:
-            own["solution"] = entry.solution
-        data = merged(self.config.settings, slot.entry.settings(), entry.settings(), own, self.overrides)
+        data = merged(self.config.settings, slot.entry.settings(), entry_settings(entry), self.overrides)
         data.update(model=slot.model, benchmark=entry.benchmark, storage=f"{self.root.uri}/{path}",
                     storage_options=self.run_config.storage_options)
         try:
@@ -207,19 +210,6 @@ class MatrixRequest:
             raise ConfigError(message) from None
         placed, replicas, pinned = _placement(slot, request)
         return MatrixCellPlan(index, slot, entry, key, path, request, placed, replicas, pinned)
-
-
-def merged(*layers: dict[str, Any]) -> dict[str, Any]:
-    """The run settings of ``layers``, each over the ones before: a mapping (``benchmark_args``,
-    ``solution_args``, ``worker``...) merged key by key, anything else replaced."""
-    data: dict[str, Any] = {}
-    for layer in layers:
-        for key, value in layer.items():
-            if isinstance(value, dict) and isinstance(data.get(key), dict):
-                data[key] = merged(data[key], value)
-            else:
-                data[key] = value
-    return data
 
 
 def _served(config: RunConfig, slot: MatrixModelSlot) -> RunConfig:
@@ -268,19 +258,19 @@ def resolve_models(config: MatrixConfig, run_config: RunConfig, manifest: Matrix
     Raises:
         ConfigError: a glob that matches no folder (without a watch), or a glob of a provider the run cannot serve.
     """
-    known = {entry.model: entry for entry in (manifest.models if manifest is not None else [])
-             if entry.status != "stale"}
+    every = manifest.models if manifest is not None else []
+    known = {entry.model: entry for entry in every if entry.status != "stale"}
     slots: list[MatrixModelSlot] = []
     for entry in config.models:
         if not entry.is_glob:
-            slots.append(MatrixModelSlot(entry.model, entry.key or model_key(entry.model), entry))
+            slots.append(MatrixModelSlot(entry.model, slug(entry.key) if entry.key else model_key(entry.model), entry))
             continue
         provider = usage_key(entry.model).partition(":")[0]
         if provider not in SERVABLE_PROVIDERS:
             raise ConfigError(f"{entry.model}: a glob names checkpoint folders, which only a served model can load "
                               f"(vllm:, sglang:, transformers:), not {provider}:")
         if not expand_globs:
-            stand_in = Checkpoint(entry.model, entry.key or model_key(entry.model), None, "", ())
+            stand_in = Checkpoint(entry.model, slug(entry.key) if entry.key else model_key(entry.model), None, "", ())
             slots.append(MatrixModelSlot(entry.model, stand_in.key, entry, checkpoint=stand_in))
             continue
         watch = config.watch
@@ -301,7 +291,7 @@ def resolve_models(config: MatrixConfig, run_config: RunConfig, manifest: Matrix
                 slot.key = f"{checkpoint.key}-{checkpoint.digest[:6]}"
                 known.pop(checkpoint.model)
             slots.append(slot)
-    return keyed(slots, known)
+    return keyed(slots, known, {entry.key for entry in every})
 
 
 def has_records(root: ResultStore, key: str) -> bool:
@@ -313,17 +303,38 @@ def has_records(root: ResultStore, key: str) -> bool:
     return any("/records/" in path or "/shards/" in path for path in found)
 
 
-def keyed(slots: list[MatrixModelSlot], known: dict[str, Any]) -> list[MatrixModelSlot]:
-    """``slots`` with unique keys (a model ``matrix.json`` knows keeps its key) and their order set."""
-    keys = unique_keys([slot.key for slot in slots], [slot.model for slot in slots])
-    for order, (slot, key) in enumerate(zip(slots, keys)):
-        slot.key = known[slot.model].key if slot.model in known else key
-        slot.order = order
+def keyed(slots: list[MatrixModelSlot], known: dict[str, Any], taken: set[str] | None = None) -> list[MatrixModelSlot]:
+    """``slots`` with unique keys and their order set: a model ``matrix.json`` knows (``known``: model -> its entry)
+    keeps its key (a ``key:`` given later does not move its cells: a warning says so); any other gets its own key or
+    its readable one, with a short hash of its name where another model of the file, or any model ``matrix.json``
+    has had (``taken``: their keys, stale ones included), has it.
+
+    Raises:
+        ConfigError: a model named twice; a ``key:`` that is the key of another model's cells.
+    """
     names = [slot.model for slot in slots]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise ConfigError(f"the model {twice[0]} is named by two entries (a glob and a model, or two globs); name "
                           "each model once")
+    owners = {entry.key: model for model, entry in known.items()}
+    taken = set(taken or ()) | set(owners)
+    for slot in slots:
+        if slot.model in known:
+            if slot.entry.key and not slot.entry.is_glob and slug(slot.entry.key) != known[slot.model].key:
+                structlog.get_logger("runner").warning(
+                    "matrix.key_kept", model=slot.model, key=known[slot.model].key,
+                    detail=f"matrix.json has this model's cells under {known[slot.model].key}; key: "
+                           f"{slug(slot.entry.key)} does not move them (use another storage to start afresh)")
+            slot.key = known[slot.model].key
+    fresh = [slot for slot in slots if slot.model not in known]
+    for slot, key in zip(fresh, unique_keys([slot.key for slot in fresh], [slot.model for slot in fresh])):
+        if key in taken and slot.entry.key and not slot.entry.is_glob and key == slug(slot.entry.key):
+            raise ConfigError(f"key: {key} of the model {slot.model} is the key of another model's cells "
+                              f"({owners.get(key, 'one the matrix had')}); give it another key")
+        slot.key = key if key not in taken else f"{key}-{hashlib.sha256(slot.model.encode()).hexdigest()[:6]}"
+    for order, slot in enumerate(slots):
+        slot.order = order
     return slots
 
 

@@ -25,7 +25,7 @@ import structlog
 
 from runner._version import __version__
 from runner.core.errors import ConfigError, RunStopped, ServerStop
-from runner.core.matrix import benchmark_key, entry_identity
+from runner.core.matrix import benchmark_key
 from runner.engine.matrix.checkpoints import CheckpointWatch, describe, expand, until_reached
 from runner.engine.matrix.request import MatrixCellPlan, MatrixModelSlot, MatrixRequest, keyed
 from runner.engine.run import Executor, execute_while_owned
@@ -274,10 +274,12 @@ def _note_models(manifest: MatrixManifest, request: MatrixRequest, slots: list[M
     whose weights changed marked ``stale`` with its cells (its new weights got new cells)."""
     manifest.baseline = request.baseline
     manifest.config = request.config.model_dump(mode="json")
-    for entry, key in zip(request.config.benchmarks, request.benchmark_keys):
+    for old in manifest.benchmarks:
+        old["current"] = False
+    for entry, key, identity in zip(request.config.benchmarks, request.benchmark_keys, request.identities):
         known = next((old for old in manifest.benchmarks if old.get("key") == key), None)
-        noted = {"key": key, "base": benchmark_key(entry), "identity": entry_identity(entry),
-                 "benchmark": entry.benchmark, "args": entry.args, "solution": entry.solution}
+        noted = {"key": key, "base": benchmark_key(entry), "identity": identity, "explicit": bool(entry.key),
+                 "current": True, "benchmark": entry.benchmark, "args": entry.args, "solution": entry.solution}
         if known is None:
             manifest.benchmarks.append(noted)
         else:
@@ -355,7 +357,8 @@ async def _watch(request: MatrixRequest, cells: _Cells, executor: Executor, traf
             new, ended = [], False
         if new:
             slots = keyed([*request.slots, *new], {model.model: model for model in manifest.models
-                                                    if model.status != "stale"})[len(request.slots):]
+                                                    if model.status != "stale"},
+                          {model.key for model in manifest.models})[len(request.slots):]
             for slot in slots:
                 slot.baseline = slot.model == request.baseline
             plans = request.build_cells(slots, start=max((plan.index for plan in cells.plans), default=-1) + 1)
