@@ -353,7 +353,8 @@ def _loads(manifest: MatrixManifest) -> list[dict[str, Any]]:
 
 def table_lines(report: MatrixReport) -> list[list[str]]:
     """The terminal's models x benchmarks table of headlines: a header row, then one row per model (``value
-    [low, high]``, ``*`` where it differs from the baseline after Holm, the status where a cell has no value)."""
+    [low, high]``, ``*`` where it differs from the baseline after Holm, the cell's status beside a value of a cell
+    that could not finish, the status alone where a cell has no value)."""
     benchmarks, models = _grid(report)
     lines = [["model", *benchmarks]]
     for row in models:
@@ -367,7 +368,9 @@ def table_lines(report: MatrixReport) -> list[list[str]]:
                 continue
             ci = headline.get("ci")
             text = f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-            line.append(text + (" *" if headline.get("significant") else ""))
+            # A value of a cell that could not finish covers the items it has: its status says so beside it.
+            status = f" ({cell.status})" if cell is not None and cell.status != "done" else ""
+            line.append(text + (" *" if headline.get("significant") else "") + status)
         lines.append(line)
     return lines
 

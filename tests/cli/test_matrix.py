@@ -238,6 +238,7 @@ def test_a_spent_budget_stops_the_whole_matrix_with_exit_4_and_a_larger_one_resu
     spent = cli(*args, "--max-tokens", "150")
     assert spent.returncode == 4, spent.stderr
     assert "the budget is spent" in spent.stderr and "a larger budget to resume" in spent.stderr
+    assert "(incomplete)" in spent.stdout  # a value of a cell that could not finish says so beside it
     manifest = json.loads((tmp_path / "m" / "matrix.json").read_text())
     done = sum(cell["counts"]["done"] for cell in manifest["cells"])
     assert 0 < done < 212 and (tmp_path / "m" / "matrix.csv").exists()
