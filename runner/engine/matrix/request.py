@@ -303,11 +303,12 @@ def has_records(root: ResultStore, key: str) -> bool:
     return any("/records/" in path or "/shards/" in path for path in found)
 
 
-def keyed(slots: list[MatrixModelSlot], known: dict[str, Any], taken: set[str] | None = None) -> list[MatrixModelSlot]:
+def keyed(slots: list[MatrixModelSlot], known: dict[str, Any], taken: set[str] | None = None,
+          warn: bool = True) -> list[MatrixModelSlot]:
     """``slots`` with unique keys and their order set: a model ``matrix.json`` knows (``known``: model -> its entry)
-    keeps its key (a ``key:`` given later does not move its cells: a warning says so); any other gets its own key or
-    its readable one, with a short hash of its name where another model of the file, or any model ``matrix.json``
-    has had (``taken``: their keys, stale ones included), has it.
+    keeps its key (a ``key:`` given later does not move its cells: a warning says so, with ``warn``); any other gets
+    its own key or its readable one, with a short hash of its name where another model of the file, or any model
+    ``matrix.json`` has had (``taken``: their keys, stale ones included), has it.
 
     Raises:
         ConfigError: a model named twice; a ``key:`` that is the key of another model's cells.
@@ -321,7 +322,7 @@ def keyed(slots: list[MatrixModelSlot], known: dict[str, Any], taken: set[str] |
     taken = set(taken or ()) | set(owners)
     for slot in slots:
         if slot.model in known:
-            if slot.entry.key and not slot.entry.is_glob and slug(slot.entry.key) != known[slot.model].key:
+            if warn and slot.entry.key and not slot.entry.is_glob and slug(slot.entry.key) != known[slot.model].key:
                 structlog.get_logger("runner").warning(
                     "matrix.key_kept", model=slot.model, key=known[slot.model].key,
                     detail=f"matrix.json has this model's cells under {known[slot.model].key}; key: "

@@ -358,7 +358,7 @@ async def _watch(request: MatrixRequest, cells: _Cells, executor: Executor, traf
         if new:
             slots = keyed([*request.slots, *new], {model.model: model for model in manifest.models
                                                     if model.status != "stale"},
-                          {model.key for model in manifest.models})[len(request.slots):]
+                          {model.key for model in manifest.models}, warn=False)[len(request.slots):]
             for slot in slots:
                 slot.baseline = slot.model == request.baseline
             plans = request.build_cells(slots, start=max((plan.index for plan in cells.plans), default=-1) + 1)
