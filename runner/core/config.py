@@ -562,13 +562,8 @@ class RunConfig(RunSettings, _WhatToRun):
         return [name for name in dict.fromkeys(filter(None, named)) if model_key(name) not in self.prices]
 
     def storage_options_for(self, url: str) -> dict[str, Any]:
-        """The fsspec options to read ``url`` with: the run's ``storage_options`` when ``url`` is on the storage's
-        kind of filesystem (a checkpoint at ``s3://`` beside an ``s3://`` storage: the same endpoint and keys, as for
-        MinIO or R2), else none (the store's own environment: ``AWS_*``, ``GOOGLE_*``...)."""
-        kind = url.split("://", 1)[0] if "://" in url else "file"
-        storage = self.storage or ""
-        return dict(self.storage_options) if kind == (storage.split("://", 1)[0] if "://" in storage else "file") \
-            else {}
+        """The fsspec options to read ``url`` with (:func:`options_for` of the run's storage)."""
+        return options_for(url, self.storage, self.storage_options)
 
     def settings(self) -> RunSettings:
         """The :class:`RunSettings` part of this configuration."""
@@ -598,6 +593,17 @@ class RunConfig(RunSettings, _WhatToRun):
             if value is not None or name not in _FINGERPRINTED_WHEN_SET:
                 fields[name] = _data_location(value) if name == "data_dir" else value
         return fields
+
+
+def options_for(url: str, storage: str | None, storage_options: dict[str, Any]) -> dict[str, Any]:
+    """The fsspec options to read ``url`` with: ``storage_options`` when ``url`` is on the kind of filesystem of
+    ``storage`` (a checkpoint or a response cache at ``s3://`` beside an ``s3://`` storage: the same endpoint and
+    keys, as for MinIO or R2), else none (the store's own environment: ``AWS_*``, ``GOOGLE_*``...)."""
+
+    def kind(uri: str | None) -> str:
+        return uri.split("://", 1)[0] if uri and "://" in uri else "file"
+
+    return dict(storage_options) if kind(url) == kind(storage) else {}
 
 
 def _data_location(data_dir: str) -> str:

@@ -83,7 +83,7 @@ class RunRequest:
     def from_config(cls, config: RunConfig, *, benchmark: BenchmarkBase | None = None,
                     solution: SolutionSpec | None = None, store: ResultStore | None = None,
                     fingerprint_fields: dict[str, Any] | None = None, record: dict[str, Any] | None = None,
-                    progress_bar: bool | None = None) -> RunRequest:
+                    progress_bar: bool | None = None, weights: dict[str, str] | None = None) -> RunRequest:
         """The one builder of a run: the CLI (``run``, ``submit``) and the evaluators call it with a validated
         :class:`RunConfig`, the evaluators with the objects they were given in place of names.
 
@@ -107,6 +107,8 @@ class RunRequest:
             record: the configuration kept in ``run.json``; default: ``config`` with its defaults settled (never
                 storage options).
             progress_bar: draw a bar (``None``: as ``config.progress`` says).
+            weights: digests of models' weights already read (a matrix's checkpoints, digested when their glob was
+                listed), which :attr:`weights` takes instead of reading the folders again.
 
         Raises:
             PluginError: an unknown benchmark, solution or executor, or an import path that does not import.
@@ -148,7 +150,8 @@ class RunRequest:
             progress_bar=progress_bar if progress_bar is not None else {"on": True, "off": False}.get(config.progress),
             executor=executor_class.from_settings(settings),
             replicas=replicas,
-            weights=_weights(config) if config.cache is not None and config.cache_policy != "off" else {},
+            weights=_weights(config, weights or {}) if config.cache is not None and config.cache_policy != "off"
+            else {},
         )
 
     def models(self) -> dict[str, str | None]:
@@ -300,14 +303,15 @@ def judge_args(config: RunConfig) -> dict[str, str]:
     return {name: getattr(config, name) for name in JUDGE_ARGS if getattr(config, name)}
 
 
-def _weights(config: RunConfig) -> dict[str, str]:
+def _weights(config: RunConfig, known: dict[str, str]) -> dict[str, str]:
     """The digests of the checkpoint folders the run's models name (the agent's, the simulated user's, the judge's),
-    read with the run's storage options where they apply: :attr:`RunRequest.weights`."""
+    ``known`` ones as given, the others read with the run's storage options where they apply:
+    :attr:`RunRequest.weights`."""
     from runner.engine.matrix.checkpoints import weights_of
 
     found = {}
     for name in dict.fromkeys(filter(None, (config.model, config.user_model, config.judge_model))):
-        digest = weights_of(name, config.storage_options_for(name.partition(":")[2]))
+        digest = known.get(model_key(name)) or weights_of(name, config.storage_options_for(name.partition(":")[2]))
         if digest is not None:
             found[model_key(name)] = digest
     return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +110,7 @@ def replica_specs(config: RunConfig, in_process: tuple[str, ...] = (), any_model
 
 
 def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_timeout: float,
-           restarts: int, options_for: Any = None) -> list[ReplicaSpec]:
+           restarts: int, options_for: Callable[[str], dict[str, Any]]) -> list[ReplicaSpec]:
     """One :class:`ReplicaSpec` per chosen model (``provider:model`` key -> (name, engine arguments)), sharing the
     worker's ``gpus``; ``options_for(url)`` gives the fsspec options of a source at a URL (the run's
     :meth:`~runner.core.config.RunConfig.storage_options_for`)."""
@@ -124,7 +125,7 @@ def _specs(chosen: dict[str, tuple[str, tuple[str, ...]]], gpus: float, startup_
         ENGINES[engine].refuse_managed(name, engine_args)
         embedded = key == EMBEDDED_MODEL
         source = "" if embedded else name.partition(":")[2].strip()
-        options = options_for(source) if options_for is not None and "://" in source else {}
+        options = options_for(source) if "://" in source else {}
         specs.append(ReplicaSpec(model=name, engine=engine, source=source, engine_args=engine_args, gpu_share=share,
                                  startup_timeout=startup_timeout, max_restarts=restarts, embedded=embedded,
                                  source_options=options))

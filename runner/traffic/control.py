@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from runner.core.config import RunSettings
+from runner.core.config import RunSettings, options_for
 from runner.core.limits import Limiter
 from runner.core.record import TokenUsage
 from runner.core.scope import CallScope, call_scope
@@ -111,8 +111,8 @@ class TrafficControl:
         cache = None
         if settings.cache is not None and settings.cache_policy != "off" and runs:
             store = runs[0][0]
-            same_kind = _protocol(settings.cache) == _protocol(store.uri)
-            cache = StoredCache(settings.cache, store.storage_options if same_kind else None, settings.cache_policy)
+            cache = StoredCache(settings.cache, options_for(settings.cache, store.uri, store.storage_options) or None,
+                                settings.cache_policy)
             cache.check()
         return cls(settings, budget, cache)
 
@@ -205,8 +205,4 @@ class TrafficControl:
                 "run.unpriced_models", models=unpriced,
                 detail="these models spent tokens without a --price; --max-cost counted them as USD 0")
 
-
-def _protocol(uri: str) -> str:
-    """The protocol of a URI (``file`` for a plain path)."""
-    return uri.split("://", 1)[0] if "://" in uri else "file"
 

@@ -384,6 +384,47 @@ def test_what_a_matrix_file_may_not_say_is_one_line(cli, tmp_path: Path) -> None
     run(["mock"], [{"benchmark": "toy", "args": {"n_tasks": 3}, "benchmark_args": {"seed": 7}}]).error_line(
         "gives both args and benchmark_args (the same thing); merge them into args")
     run(["mock"], watch={"every": 1}).error_line("watch: looks for new checkpoints of a glob")
+    run([{"model": "mock", "key": "same"}, {"model": "mock:echo", "key": "same"}], storage=str(tmp_path / "m2")
+        ).error_line("two models have key: same; give each model its own key")
+
+
+def test_a_glob_lists_checkpoints_that_change_under_it(tmp_path: Path, monkeypatch) -> None:
+    """Neighbours of issue 42's listing faults: a checkpoint whose config.json links to nothing is listed (its digest
+    counts the file missing; its engine's load says what is wrong), a folder removed between the glob and its listing
+    (a trainer keeping its last few checkpoints) is left out, and a folder that cannot be read for another reason
+    is one line. The removal is played by the listing raising FileNotFoundError for that folder (a test double:
+    the race between a glob and a listing cannot be timed here)."""
+    import os
+
+    from runner.core.errors import ConfigError
+    from runner.engine.matrix import checkpoints
+
+    for step in (1, 2, 3):
+        folder = tmp_path / f"step_{step}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"w%d" % step)
+    (tmp_path / "step_1" / "config.json").write_text("{}")
+    os.symlink(tmp_path / "nowhere.json", tmp_path / "step_2" / "config.json")
+    found = checkpoints.expand(f"vllm:{tmp_path}/step_*")
+    assert [checkpoint.key for checkpoint in found] == ["step_1", "step_2", "step_3"]
+    assert len({checkpoint.digest for checkpoint in found}) == 3
+    listing = checkpoints._listing
+
+    def removed(fs, folder):  # noqa: ANN001, ANN202
+        if folder.endswith("step_3"):
+            raise FileNotFoundError(folder)
+        return listing(fs, folder)
+
+    monkeypatch.setattr(checkpoints, "_listing", removed)
+    assert [checkpoint.key for checkpoint in checkpoints.expand(f"vllm:{tmp_path}/step_*")] == ["step_1", "step_2"]
+
+    def refused(fs, folder):  # noqa: ANN001, ANN202
+        raise PermissionError(13, "Permission denied", folder)
+
+    monkeypatch.setattr(checkpoints, "_listing", refused)
+    with pytest.raises(ConfigError, match=r"the checkpoint .*/step_1 cannot be read \(PermissionError: \[Errno 13\] "
+                                          r"Permission denied"):
+        checkpoints.expand(f"vllm:{tmp_path}/step_*")
 
 
 def test_a_model_that_never_answered_is_no_score_and_the_matrix_exits_3(cli, tmp_path: Path) -> None:

@@ -5,12 +5,14 @@ once fixed; the ``until`` file ends the watch once every cell is done."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,20 @@ def records(cell: Path) -> list[dict]:
     return [json.loads(file.read_text()) for file in (cell / "records").rglob("*.json")] if cell.exists() else []
 
 
+@contextlib.contextmanager
+def watching(config: Path, log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m runner matrix --config CONFIG`` running, its stderr in ``log``; killed on the way out if it still
+    runs (the test failed before it ended)."""
+    with open(log, "wb") as out:
+        driver = subprocess.Popen([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
+                                  env=env, stdout=subprocess.DEVNULL, stderr=out)
+    try:
+        yield driver
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+
+
 def wait_for(condition, driver: subprocess.Popen[bytes], log: Path, seconds: float = 300) -> None:  # noqa: ANN001
     deadline = time.monotonic() + seconds
     while not condition():
@@ -59,10 +75,7 @@ def test_a_watch_evaluates_checkpoints_as_they_become_ready_and_retries_one_that
                         "solution_args": {"max_tokens": 4}}],
         "watch": {"every": 1, "ready_file": READY, "until": UNTIL},
         "storage": str(root), "worker": {"num_workers": 1}, "log_format": "json", "progress": "off"}))
-    with open(log, "wb") as out:
-        driver = subprocess.Popen([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
-                                  env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=out)
-    try:
+    with watching(config, log, os.environ.copy()) as driver:
         wait_for(lambda: len(records(root / "cells" / "step_1" / "toy")) == 2, driver, log)
         make_checkpoint(ckpts / "step_2", embedded_dir)           # appears, but is not ready yet
         make_checkpoint(ckpts / "step_3", embedded_dir, broken=True)
@@ -76,9 +89,6 @@ def test_a_watch_evaluates_checkpoints_as_they_become_ready_and_retries_one_that
         wait_for(lambda: len(records(root / "cells" / "step_3" / "toy")) == 2, driver, log)
         (ckpts / UNTIL).touch()
         driver.wait(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
     text = log.read_text(errors="replace")
     assert driver.returncode == 0, text[-3000:]
     manifest = json.loads((root / "matrix.json").read_text())
@@ -139,18 +149,12 @@ def test_a_checkpoint_whose_in_process_build_failed_is_retried_and_finished_ones
     (ckpts / "step_400" / READY).touch()
     config.write_text(yaml.safe_dump({**settings, "watch": {"every": 1, "ready_file": READY, "until": UNTIL}}))
     log = tmp_path / "watch.log"
-    with open(log, "wb") as out:
-        driver = subprocess.Popen([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
-                                  env=environment, stdout=subprocess.DEVNULL, stderr=out)
-    try:
+    with watching(config, log, environment) as driver:
         wait_for(lambda: any(event.get("event") == "worker.load_failed" for event in logged(log)), driver, log)
         fix_checkpoint(ckpts / "step_400", embedded_dir)
         wait_for(lambda: len(records(root / "cells" / "step_400" / "yesno")) == 2, driver, log)
         (ckpts / UNTIL).touch()
         driver.wait(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
     assert driver.returncode == 0, log.read_text(errors="replace")[-3000:]
     found = logged(log)
     failed = [event for event in found if event.get("event") == "worker.load_failed"]
@@ -208,23 +212,17 @@ def test_a_watch_over_s3_checkpoints_reads_them_with_the_matrix_storage_options(
             "locate credentials); check the path and the store's credentials"]
         assert not (tmp_path / "local").exists()
         config.write_text(yaml.safe_dump(settings))
-        with open(log, "wb") as out:
-            driver = subprocess.Popen([sys.executable, "-m", "runner", "matrix", "--config", str(config)], cwd=REPO,
-                                      env=environment, stdout=subprocess.DEVNULL, stderr=out)
 
         def cell_records(step: int) -> int:
             listed = client.list_objects_v2(Bucket=bucket, Prefix=f"sweep/cells/step_{step}/toy/records/")
             return listed.get("KeyCount", 0)
 
-        try:
+        with watching(config, log, environment) as driver:
             wait_for(lambda: cell_records(100) == 3, driver, log, 180)
             upload(200)
             wait_for(lambda: cell_records(200) == 3, driver, log, 180)
             client.put_object(Bucket=bucket, Key=f"run42/{UNTIL}", Body=b"")
             driver.wait(timeout=120)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
     finally:
         server.stop()
     text = log.read_text(errors="replace")

@@ -77,11 +77,16 @@ def _listing(fs: fsspec.AbstractFileSystem, folder: str) -> tuple[tuple[str, int
 def digest_of(fs: fsspec.AbstractFileSystem, folder: str,
               listing: tuple[tuple[str, int, str], ...]) -> str:
     """The checkpoint's identity: sha256 of its ``config.json`` and weight index contents and of its weight files'
-    names, sizes and checksums (16 hex digits)."""
+    names, sizes and checksums (16 hex digits). A listed file that cannot be found when read (a link to nothing, a
+    file removed meanwhile) counts as missing: its engine's load says what is wrong."""
     hasher = hashlib.sha256()
     for name, size, checksum in listing:
         if name == "config.json" or name.endswith(".index.json"):
-            hasher.update(name.encode() + b"\0" + fs.cat_file(posixpath.join(folder, name)) + b"\0")
+            try:
+                content = fs.cat_file(posixpath.join(folder, name))
+            except FileNotFoundError:
+                content = b"\0missing"
+            hasher.update(name.encode() + b"\0" + content + b"\0")
         elif name.endswith(WEIGHT_SUFFIXES):
             hasher.update(f"{name}\0{size}\0{checksum}\0".encode())
     return hasher.hexdigest()[:16]
@@ -119,8 +124,10 @@ def expand(model: str, ready_file: str | None = None,
 
     Each call lists afresh (fsspec's cached listings of the filesystem are dropped first).
 
+    A folder removed between the glob and its listing is left out (it is no checkpoint now).
+
     Raises:
-        ConfigError: the glob's filesystem cannot be reached (one line naming it).
+        ConfigError: the glob's filesystem, or a folder it matched, cannot be read (one line naming it).
     """
     provider, _, pattern = model.partition(":")
     try:
@@ -132,12 +139,19 @@ def expand(model: str, ready_file: str | None = None,
                           "the store's credentials") from None
     found = []
     for match in matches:
-        listing = _listing(fs, match)
         name = posixpath.basename(match.rstrip("/"))
         where = match if "://" not in pattern else fs.unstrip_protocol(match)
+        try:
+            listing = _listing(fs, match)
+            digest = digest_of(fs, match, listing)
+        except FileNotFoundError:
+            continue  # removed since the glob matched it (a trainer that keeps its last few checkpoints)
+        except Exception as exc:  # noqa: BLE001 - any backend's failure is one line
+            raise ConfigError(f"the checkpoint {where} cannot be read ({exception_line(exc)}); check the store's "
+                              "credentials") from None
         ready = ready_file is None or any(entry[0] == ready_file for entry in listing)
-        found.append(Checkpoint(f"{provider}:{where}", model_key(f"{provider}:{where}"), step_of(name),
-                                digest_of(fs, match, listing), listing, ready))
+        found.append(Checkpoint(f"{provider}:{where}", model_key(f"{provider}:{where}"), step_of(name), digest,
+                                listing, ready))
     return sorted(found, key=lambda checkpoint: (checkpoint.step is None, checkpoint.step or 0, checkpoint.key))
 
 

@@ -202,7 +202,9 @@ class MatrixRequest:
             config = _served(config, slot)
             # One bar per cell cannot share a terminal (rich keeps one live display): cells log their progress
             # (run.progress), and 'status <matrix-uri>' shows every cell's.
-            request = RunRequest.from_config(config, progress_bar=False)
+            digest = slot.checkpoint.digest if slot.checkpoint is not None else ""
+            request = RunRequest.from_config(config, progress_bar=False,
+                                             weights={usage_key(slot.model): digest} if digest else None)
         except RunnerError as exc:
             message = str(exc)
             if not message.startswith(f"cell {name}"):
@@ -311,7 +313,7 @@ def keyed(slots: list[MatrixModelSlot], known: dict[str, Any], taken: set[str] |
     ``matrix.json`` has had (``taken``: their keys, stale ones included), has it.
 
     Raises:
-        ConfigError: a model named twice; a ``key:`` that is the key of another model's cells.
+        ConfigError: a model named twice; a ``key:`` of two models, or that is the key of another model's cells.
     """
     names = [slot.model for slot in slots]
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -329,6 +331,10 @@ def keyed(slots: list[MatrixModelSlot], known: dict[str, Any], taken: set[str] |
                            f"{slug(slot.entry.key)} does not move them (use another storage to start afresh)")
             slot.key = known[slot.model].key
     fresh = [slot for slot in slots if slot.model not in known]
+    own = [slug(slot.entry.key) for slot in fresh if slot.entry.key and not slot.entry.is_glob]
+    again = next((key for key in own if own.count(key) > 1), None)
+    if again is not None:
+        raise ConfigError(f"two models have key: {again}; give each model its own key")
     for slot, key in zip(fresh, unique_keys([slot.key for slot in fresh], [slot.model for slot in fresh])):
         if key in taken and slot.entry.key and not slot.entry.is_glob and key == slug(slot.entry.key):
             raise ConfigError(f"key: {key} of the model {slot.model} is the key of another model's cells "

@@ -350,8 +350,9 @@ async def _watch(request: MatrixRequest, cells: _Cells, executor: Executor, traf
             failing_since = failing_since if failing_since is not None else time.monotonic()
             waited = time.monotonic() - failing_since
             if waited > request.settings.storage_outage:
-                raise RunStopped(f"{exc} for {waited:.0f} s (longer than --storage-outage); the records are kept: "
-                                 "fix the store or its credentials, then run the same command to resume") from None
+                raise RunStopped(f"the watch could not look at the checkpoints for {waited:.0f} s, longer than "
+                                 f"--storage-outage ({exc}); the records are kept: fix the store or its credentials, "
+                                 "then run the same command to resume") from None
             log.warning("matrix.checkpoints_unreadable", error=str(exc)[:300],
                         detail="looked at again at the next look")
             new, ended = [], False
